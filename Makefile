@@ -1,0 +1,45 @@
+# provision: build, demo and test. Each target installs what it needs on a fresh Debian machine.
+SWIFT      ?= swift
+VENV       ?= .venv
+APT_PKGS   := libyaml-dev libbluetooth-dev pkg-config
+BIN_DEBUG  := .build/debug/provision
+BIN        := .build/release/provision
+
+.PHONY: all deps venv build release demo test bench clean
+
+all: build
+
+# System libraries through pkg-config (libyaml, libbluetooth). apt only when something is missing.
+deps:
+	@if ! pkg-config --exists yaml-0.1 bluez 2>/dev/null; then \
+	  echo "installing $(APT_PKGS)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+
+# Python virtual environment for the Bumble test fixtures (tests only, never the product).
+venv: $(VENV)/.installed
+$(VENV)/.installed: Tests/Fixtures/requirements.txt
+	@command -v python3 >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Fixtures/requirements.txt
+	touch $@
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+demo: release
+	$(BIN) validate workflows/sensor-v2.yaml --inventory inventory/demo-line.yaml
+	$(BIN) validate workflows/fleet-audit.yaml --inventory inventory/demo-line.yaml
+
+test: deps venv
+	PROVISION_PYTHON=$(CURDIR)/$(VENV)/bin/python3 $(SWIFT) test
+
+bench: release
+	$(BIN) bench
+
+clean:
+	rm -rf .build $(VENV)

@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Targets are layers; imports point down only (see docs/architecture.md).
+let package = Package(
+    name: "provision",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "provision", targets: ["provision"]),
+    ],
+    targets: [
+        // C system libraries, each behind one small Swift namespace.
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+
+        // YAML document model with source marks (over libyaml).
+        .target(name: "YAML", dependencies: ["CYAML"]),
+        // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
+        .target(name: "BLE"),
+        // Adapters: the in-process simulated fleet and the user-space HCI host.
+        .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
+        .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
+        // Workflow and inventory models, validation, templates, codecs.
+        .target(name: "Workflow", dependencies: ["YAML"]),
+        // Scheduler, device agents, supervisor, journal, report.
+        .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
+        // The command line.
+        .executableTarget(name: "provision", dependencies: ["Engine", "Workflow", "BLE", "BLESimulator", "HCI"]),
+
+        .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
+        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
+        .testTarget(name: "BLETests", dependencies: ["BLE"]),
+        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["Engine", "Workflow"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,143 @@
+/// One advertisement (or an advertisement merged with its scan response) as heard by an adapter.
+public struct Advertisement: Sendable, Equatable {
+    public var address: BluetoothAddress
+    public var rssi: Int
+    public var data: AdvertisingData
+    public var connectable: Bool
+    /// Monotonic time of reception.
+    public var time: ContinuousClock.Instant
+    /// Which adapter heard it (`Central.id`).
+    public var adapter: String
+
+    public init(address: BluetoothAddress, rssi: Int, data: AdvertisingData, connectable: Bool = true,
+                time: ContinuousClock.Instant = .now, adapter: String = "") {
+        self.address = address
+        self.rssi = rssi
+        self.data = data
+        self.connectable = connectable
+        self.time = time
+        self.adapter = adapter
+    }
+
+    public var name: String? { data.localName }
+}
+
+/// What a scan is looking for. Empty lists match everything. An advertisement passes when it matches
+/// every non-empty criterion.
+public struct ScanFilter: Sendable, Equatable {
+    public var addresses: Set<BluetoothAddress>
+    public var names: Set<String>
+    public var services: [BluetoothUUID]
+    public var minimumRSSI: Int?
+    /// Deliver every report, not only the first per address.
+    public var allowDuplicates: Bool
+
+    public init(addresses: Set<BluetoothAddress> = [], names: Set<String> = [], services: [BluetoothUUID] = [],
+                minimumRSSI: Int? = nil, allowDuplicates: Bool = true) {
+        self.addresses = addresses
+        self.names = names
+        self.services = services
+        self.minimumRSSI = minimumRSSI
+        self.allowDuplicates = allowDuplicates
+    }
+
+    public func matches(_ ad: Advertisement) -> Bool {
+        if !addresses.isEmpty && !addresses.contains(where: { $0.sameDevice(as: ad.address) }) { return false }
+        if !names.isEmpty && !(ad.name.map { names.contains($0) } ?? false) { return false }
+        if !services.isEmpty {
+            let listed = ad.data.serviceUUIDs
+            if !services.allSatisfy({ listed.contains($0) }) { return false }
+        }
+        if let m = minimumRSSI, ad.rssi < m { return false }
+        return true
+    }
+}
+
+/// How to connect.
+public struct ConnectOptions: Sendable, Equatable {
+    /// Deadline for the link to be established (LE Create Connection cancelled after it).
+    public var timeout: Duration
+    /// ATT MTU to ask for in Exchange MTU (23 means do not exchange).
+    public var preferredMTU: Int
+
+    public init(timeout: Duration = .seconds(10), preferredMTU: Int = 247) {
+        self.timeout = timeout
+        self.preferredMTU = preferredMTU
+    }
+}
+
+/// A Bluetooth adapter (radio) in the central role: the seam between the engine and real or simulated
+/// controllers. Implementations serialize LE connection creation (a controller accepts one at a time)
+/// and never hold more links than `connectionSlots`.
+public protocol Central: AnyObject, Sendable {
+    /// A stable name for reports and logs, e.g. `sim`, `hci:tcp:127.0.0.1:9000`.
+    var id: String { get }
+    /// How many links the adapter can hold at once.
+    var connectionSlots: Int { get }
+    /// True for the in-process simulator (reports mark simulated runs).
+    var isSimulated: Bool { get }
+
+    /// Advertisements that pass `filter`, until the consumer stops iterating (which stops the scan) or
+    /// the adapter fails (the stream throws).
+    func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error>
+
+    /// Establishes a link, or throws `BLEError.timeout`/`.connectFailed`/`.cancelled`. Honours task
+    /// cancellation (the pending connection is cancelled and the controller left consistent).
+    func connect(to peer: BluetoothAddress, options: ConnectOptions) async throws -> any Link
+
+    /// Releases the adapter: every link is dropped, scans end.
+    func close() async
+}
+
+/// One connection to a peripheral.
+public protocol Link: AnyObject, Sendable {
+    var peer: BluetoothAddress { get }
+    /// The adapter that holds the link.
+    var adapterID: String { get }
+    /// The ATT bearer on the fixed ATT channel of this link.
+    var bearer: any ATTBearer { get }
+    /// Waits until the link goes down, and says why. Returns at once if it already has.
+    func waitForDisconnect() async -> DisconnectReason
+    /// Drops the link (a local, intended disconnect). Idempotent.
+    func disconnect() async
+}
+
+/// The seam between ATT and a transport: sends and receives whole ATT PDUs for one link.
+///
+/// `send` suspends while the transport has no room (link credits), which is how write-without-response
+/// gets its backpressure; it throws `BLEError.disconnected` once the link is down. `incoming` yields
+/// every PDU the peer sends, in order, and finishes when the link closes; it has one consumer.
+public protocol ATTBearer: AnyObject, Sendable {
+    func send(_ pdu: [UInt8]) async throws
+    var incoming: AsyncStream<[UInt8]> { get }
+    /// Largest ATT_MTU this side can receive on this link.
+    var localMaxMTU: Int { get }
+    /// Drops the link underneath (e.g. after an ATT transaction timeout).
+    func close(reason: DisconnectReason) async
+}
+
+/// Why a link went down: an HCI reason code where there is one, and text.
+public struct DisconnectReason: Sendable, Hashable, CustomStringConvertible {
+    public var code: UInt8
+    public var text: String
+
+    public init(code: UInt8, text: String) {
+        self.code = code
+        self.text = text
+    }
+
+    public var description: String { "\(text) (0x\(String(code, radix: 16)))" }
+
+    /// Remote User Terminated Connection (0x13).
+    public static let remoteUserTerminated = DisconnectReason(code: 0x13, text: "remote user terminated the connection")
+    /// Connection Terminated By Local Host (0x16): a manual disconnect.
+    public static let localHostTerminated = DisconnectReason(code: 0x16, text: "connection terminated by local host")
+    /// Connection Timeout (0x08): supervision timeout, the usual "link lost".
+    public static let supervisionTimeout = DisconnectReason(code: 0x08, text: "supervision timeout (link lost)")
+    /// Connection Failed to be Established (0x3E).
+    public static let failedToEstablish = DisconnectReason(code: 0x3E, text: "connection failed to be established")
+    /// The ATT transaction timer expired (Vol 3 Part F 3.3.3); the host drops the link.
+    public static let attTimeout = DisconnectReason(code: 0x16, text: "ATT transaction timeout")
+    /// The adapter's transport went away (socket closed, dongle unplugged).
+    public static let transportClosed = DisconnectReason(code: 0x1F, text: "adapter transport closed")
+}

@@ -1,0 +1,166 @@
+/// Why bytes could not be decoded: which field, and how many bytes were needed.
+public enum DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The input ended inside `field`.
+    case truncated(field: String, needed: Int, available: Int)
+    /// Bytes were left over after the last field of `context`.
+    case trailingBytes(context: String, count: Int)
+    /// A field held a value that is not allowed.
+    case invalid(field: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .truncated(let field, let needed, let available):
+            return "truncated \(field): needed \(needed) byte(s), \(available) available"
+        case .trailingBytes(let context, let count):
+            return "\(count) unexpected trailing byte(s) after \(context)"
+        case .invalid(let field, let reason):
+            return "invalid \(field): \(reason)"
+        }
+    }
+}
+
+/// A bounds-checked cursor over bytes received from a radio, a file or a user.
+///
+/// Every read checks the length first and throws `DecodeError.truncated` naming the field; a read that
+/// throws does not advance. Integers are little-endian unless the name says otherwise.
+public struct ByteReader: Sendable {
+    public let bytes: [UInt8]
+    public private(set) var offset: Int
+
+    public init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        self.offset = 0
+    }
+
+    public init<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        self.init(Array(bytes))
+    }
+
+    /// Bytes not yet read.
+    public var remaining: Int { bytes.count - offset }
+    public var isAtEnd: Bool { offset >= bytes.count }
+
+    private func need(_ count: Int, _ field: String) throws(DecodeError) {
+        if count < 0 || remaining < count {
+            throw .truncated(field: field, needed: count, available: remaining)
+        }
+    }
+
+    public mutating func readUInt8(_ field: String) throws(DecodeError) -> UInt8 {
+        try need(1, field)
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    public mutating func readUInt16LE(_ field: String) throws(DecodeError) -> UInt16 {
+        try need(2, field)
+        defer { offset += 2 }
+        return UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8
+    }
+
+    public mutating func readUInt24LE(_ field: String) throws(DecodeError) -> UInt32 {
+        try need(3, field)
+        defer { offset += 3 }
+        return UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16
+    }
+
+    public mutating func readUInt32LE(_ field: String) throws(DecodeError) -> UInt32 {
+        try need(4, field)
+        defer { offset += 4 }
+        var value: UInt32 = 0
+        for i in 0..<4 { value |= UInt32(bytes[offset + i]) << (8 * i) }
+        return value
+    }
+
+    public mutating func readInt8(_ field: String) throws(DecodeError) -> Int8 {
+        Int8(bitPattern: try readUInt8(field))
+    }
+
+    /// Reads exactly `count` bytes.
+    public mutating func readBytes(_ count: Int, _ field: String) throws(DecodeError) -> [UInt8] {
+        try need(count, field)
+        defer { offset += count }
+        return Array(bytes[offset..<offset + count])
+    }
+
+    /// Reads everything left (possibly nothing).
+    public mutating func readRemaining() -> [UInt8] {
+        defer { offset = bytes.count }
+        return Array(bytes[offset...])
+    }
+
+    /// Throws if bytes are left over.
+    public func expectEnd(_ context: String) throws(DecodeError) {
+        if remaining > 0 { throw .trailingBytes(context: context, count: remaining) }
+    }
+}
+
+/// Builds bytes for the wire. Integers are little-endian unless the name says otherwise.
+public struct ByteWriter: Sendable {
+    public private(set) var bytes: [UInt8]
+
+    public init(capacity: Int = 32) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public mutating func write(_ value: UInt8) { bytes.append(value) }
+
+    public mutating func writeUInt16LE(_ value: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: value))
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+    }
+
+    public mutating func writeUInt24LE(_ value: UInt32) {
+        for i in 0..<3 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt32(i)))) }
+    }
+
+    public mutating func writeUInt32LE(_ value: UInt32) {
+        for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt32(i)))) }
+    }
+
+    public mutating func write<C: Collection>(_ data: C) where C.Element == UInt8 { bytes.append(contentsOf: data) }
+}
+
+extension Array where Element == UInt8 {
+    /// Lower-case hex without separators ("0a0b").
+    public var hexString: String {
+        let digits = Swift.Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(count * 2)
+        for b in self {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses hex digits (spaces, colons and a leading 0x tolerated); nil when malformed or odd-length.
+    public init?(hex: String) {
+        var text = Substring(hex)
+        if text.hasPrefix("0x") || text.hasPrefix("0X") { text = text.dropFirst(2) }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count / 2)
+        var high: UInt8?
+        for c in text.utf8 {
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
+            case UInt8(ascii: " "), UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                if high != nil { return nil }
+                continue
+            default: return nil
+            }
+            if let h = high {
+                out.append(h << 4 | v)
+                high = nil
+            } else {
+                high = v
+            }
+        }
+        if high != nil { return nil }
+        self = out
+    }
+}
