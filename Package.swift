@@ -21,11 +21,12 @@ let package = Package(
         .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
         .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
         // Workflow and inventory models, validation, templates, codecs.
-        .target(name: "Workflow", dependencies: ["YAML"]),
+        .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
-        // The command line.
-        .executableTarget(name: "provision", dependencies: ["Engine", "Workflow", "BLE", "BLESimulator", "HCI"]),
+        // The command line: argument parsing, commands, progress display, exit codes.
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI"]),
+        .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
@@ -33,7 +34,7 @@ let package = Package(
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["Engine", "Workflow"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,1 +1,8 @@
-print("provision")
+import ProvisionCLI
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let code = await ProvisionCLI.main(Array(CommandLine.arguments.dropFirst()))
+exit(code)
