@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A notification or indication received from the peer's GATT server.
 public struct ATTValueEvent: Sendable, Hashable {
     public var handle: UInt16
@@ -44,6 +46,7 @@ public actor ATTClient {
     public static let defaultMTU = 23
 
     private let valueHandler: @Sendable (ATTValueEvent) -> Void
+    private let counter: RoundTripCounter?
     private let log: @Sendable (String) -> Void
     private var mtuExchanged = false
 
@@ -68,13 +71,16 @@ public actor ATTClient {
     ///   - valueHandler: called on the client's executor for every notification and indication, in order.
     ///     It must not block.
     ///   - log: diagnostics for dropped PDUs.
+    ///   - counter: also counts this client's requests (a session sums them over its links).
     public init(bearer: any ATTBearer, transactionTimeout: Duration = .seconds(30),
+                counter: RoundTripCounter? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 valueHandler: @escaping @Sendable (ATTValueEvent) -> Void) {
         self.bearer = bearer
         self.transactionTimeout = transactionTimeout
         self.log = log
         self.valueHandler = valueHandler
+        self.counter = counter
     }
 
     /// Starts reading the bearer. Idempotent.
@@ -110,6 +116,7 @@ public actor ATTClient {
         let id = nextID
         current = Transaction(id: id, request: pdu.opcode)
         requestsSent += 1
+        counter?.increment()
         do {
             try await bearer.send(bytes)
         } catch {
@@ -378,4 +385,12 @@ public actor ATTClient {
 extension DisconnectReason {
     /// The ATT bearer's incoming stream ended (the transport said nothing more).
     public static let bearerClosed = DisconnectReason(code: 0x08, text: "ATT bearer closed")
+}
+
+/// Counts ATT requests across clients (thread-safe).
+public final class RoundTripCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    public init() {}
+    public func increment() { count.add(1, ordering: .relaxed) }
+    public var value: Int { count.load(ordering: .relaxed) }
 }
