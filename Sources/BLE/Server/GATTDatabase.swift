@@ -1,0 +1,156 @@
+/// Characteristic properties (Vol 3 Part G 3.3.1.1).
+public struct GATTProperties: OptionSet, Sendable, Hashable {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let broadcast = GATTProperties(rawValue: 0x01)
+    public static let read = GATTProperties(rawValue: 0x02)
+    public static let writeWithoutResponse = GATTProperties(rawValue: 0x04)
+    public static let write = GATTProperties(rawValue: 0x08)
+    public static let notify = GATTProperties(rawValue: 0x10)
+    public static let indicate = GATTProperties(rawValue: 0x20)
+    public static let authenticatedSignedWrites = GATTProperties(rawValue: 0x40)
+    public static let extendedProperties = GATTProperties(rawValue: 0x80)
+
+    /// Names for diagnostics: "read, notify".
+    public var names: [String] {
+        var out: [String] = []
+        if contains(.broadcast) { out.append("broadcast") }
+        if contains(.read) { out.append("read") }
+        if contains(.writeWithoutResponse) { out.append("write-without-response") }
+        if contains(.write) { out.append("write") }
+        if contains(.notify) { out.append("notify") }
+        if contains(.indicate) { out.append("indicate") }
+        return out
+    }
+}
+
+/// A GATT server's attribute table: services, characteristics and descriptors laid out in handle order
+/// as a peripheral exposes them (Vol 3 Part G 3).
+public struct GATTDatabase: Sendable {
+    /// What an attribute is, for the server's access rules.
+    public enum Role: Sendable, Hashable {
+        case primaryService
+        case characteristicDeclaration
+        /// A characteristic value; `properties` decide what ATT may do with it.
+        case value(GATTProperties)
+        /// A Client Characteristic Configuration descriptor for the value at `valueHandle`.
+        case cccd(valueHandle: UInt16)
+        case descriptor
+    }
+
+    /// One attribute.
+    public struct Attribute: Sendable, Hashable {
+        public var handle: UInt16
+        public var type: BluetoothUUID
+        public var value: [UInt8]
+        public var role: Role
+        /// For a service declaration: the last handle of its group.
+        public var groupEnd: UInt16
+    }
+
+    /// A characteristic to lay out.
+    public struct CharacteristicSpec: Sendable {
+        public var uuid: BluetoothUUID
+        public var properties: GATTProperties
+        public var value: [UInt8]
+        /// Add a CCCD (defaults to whether it declares notify or indicate).
+        public var hasCCCD: Bool
+        public init(uuid: BluetoothUUID, properties: GATTProperties, value: [UInt8] = [], hasCCCD: Bool? = nil) {
+            self.uuid = uuid
+            self.properties = properties
+            self.value = value
+            self.hasCCCD = hasCCCD ?? !properties.isDisjoint(with: [.notify, .indicate])
+        }
+    }
+
+    /// A primary service to lay out.
+    public struct ServiceSpec: Sendable {
+        public var uuid: BluetoothUUID
+        public var characteristics: [CharacteristicSpec]
+        public init(uuid: BluetoothUUID, characteristics: [CharacteristicSpec]) {
+            self.uuid = uuid
+            self.characteristics = characteristics
+        }
+    }
+
+    /// Attributes in increasing handle order.
+    public private(set) var attributes: [Attribute] = []
+    private var index: [UInt16: Int] = [:]
+    private var valueHandles: [Key: UInt16] = [:]
+
+    private struct Key: Hashable {
+        var service: BluetoothUUID
+        var characteristic: BluetoothUUID
+    }
+
+    /// Lays out services from handle 1.
+    public init(services: [ServiceSpec]) {
+        var handle: UInt16 = 1
+        for service in services {
+            let serviceIndex = attributes.count
+            append(Attribute(handle: handle, type: .primaryService, value: service.uuid.wireBytes,
+                             role: .primaryService, groupEnd: handle))
+            handle += 1
+            for c in service.characteristics {
+                let declHandle = handle
+                let valueHandle = handle + 1
+                var decl = ByteWriter()
+                decl.write(c.properties.rawValue)
+                decl.writeUInt16LE(valueHandle)
+                decl.write(c.uuid.wireBytes)
+                append(Attribute(handle: declHandle, type: .characteristic, value: decl.bytes,
+                                 role: .characteristicDeclaration, groupEnd: 0))
+                append(Attribute(handle: valueHandle, type: c.uuid, value: c.value, role: .value(c.properties), groupEnd: 0))
+                valueHandles[Key(service: service.uuid, characteristic: c.uuid)] = valueHandle
+                handle += 2
+                if c.hasCCCD {
+                    append(Attribute(handle: handle, type: .clientCharacteristicConfiguration, value: [0, 0],
+                                     role: .cccd(valueHandle: valueHandle), groupEnd: 0))
+                    handle += 1
+                }
+            }
+            attributes[serviceIndex].groupEnd = handle - 1
+        }
+    }
+
+    private mutating func append(_ a: Attribute) {
+        index[a.handle] = attributes.count
+        attributes.append(a)
+    }
+
+    public func attribute(_ handle: UInt16) -> Attribute? {
+        index[handle].map { attributes[$0] }
+    }
+
+    /// The value handle of a characteristic.
+    public func valueHandle(service: BluetoothUUID, characteristic: BluetoothUUID) -> UInt16? {
+        valueHandles[Key(service: service, characteristic: characteristic)]
+    }
+
+    /// The CCCD handle for a value handle, if the characteristic has one.
+    public func cccdHandle(forValue valueHandle: UInt16) -> UInt16? {
+        guard let i = index[valueHandle] else { return nil }
+        let next = i + 1
+        guard next < attributes.count, case .cccd(let v) = attributes[next].role, v == valueHandle else { return nil }
+        return attributes[next].handle
+    }
+
+    public func value(_ handle: UInt16) -> [UInt8]? { attribute(handle)?.value }
+
+    /// Replaces an attribute's value (the device's own update, not an ATT write).
+    public mutating func setValue(_ value: [UInt8], at handle: UInt16) {
+        if let i = index[handle] { attributes[i].value = value }
+    }
+
+    /// Index of the first attribute with handle >= `handle`.
+    func firstIndex(atOrAfter handle: UInt16) -> Int {
+        var lo = 0
+        var hi = attributes.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if attributes[mid].handle < handle { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+}

@@ -1,0 +1,123 @@
+import Synchronization
+
+/// A link whose two ends live in one process: the central side is an ordinary `Link` with an
+/// `ATTBearer`; the peripheral side (`InMemoryLink.Peer`) receives the central's PDUs and sends its own.
+///
+/// The central's sends are paced by credits that the peripheral returns as it consumes each PDU (as a
+/// controller returns ACL buffers with Number Of Completed Packets), so write-without-response has real
+/// backpressure here too.
+public final class InMemoryLink: Link {
+    public let peer: BluetoothAddress
+    public let adapterID: String
+    public let bearer: any ATTBearer
+    /// The peripheral's end.
+    public let device: Peer
+
+    private let closed: OneShot<DisconnectReason>
+
+    /// - Parameters:
+    ///   - credits: PDUs the central may have in flight before `send` waits.
+    ///   - localMaxMTU: the largest ATT_MTU the central side accepts.
+    public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517) {
+        let closed = OneShot<DisconnectReason>()
+        let gate = CreditGate(credits: credits)
+        let (toDevice, toDeviceContinuation) = AsyncStream.makeStream(of: [UInt8].self)
+        let (toCentral, toCentralContinuation) = AsyncStream.makeStream(of: [UInt8].self)
+        self.peer = peer
+        self.adapterID = adapterID
+        self.closed = closed
+        let shared = Shared(closed: closed, gate: gate, toDevice: toDeviceContinuation, toCentral: toCentralContinuation)
+        self.bearer = Bearer(shared: shared, incoming: toCentral, localMaxMTU: localMaxMTU)
+        self.device = Peer(shared: shared, incoming: toDevice)
+    }
+
+    public func waitForDisconnect() async -> DisconnectReason {
+        await closed.wait() ?? .waitCancelled
+    }
+
+    public func disconnect() async {
+        device.shared.close(.localHostTerminated)
+    }
+
+    /// Whether the link is down, and why.
+    public var disconnectReason: DisconnectReason? { closed.value }
+
+    /// State both ends share.
+    final class Shared: Sendable {
+        let closed: OneShot<DisconnectReason>
+        let gate: CreditGate
+        let toDevice: AsyncStream<[UInt8]>.Continuation
+        let toCentral: AsyncStream<[UInt8]>.Continuation
+
+        init(closed: OneShot<DisconnectReason>, gate: CreditGate, toDevice: AsyncStream<[UInt8]>.Continuation,
+             toCentral: AsyncStream<[UInt8]>.Continuation) {
+            self.closed = closed
+            self.gate = gate
+            self.toDevice = toDevice
+            self.toCentral = toCentral
+        }
+
+        func close(_ reason: DisconnectReason) {
+            guard closed.fulfill(reason) else { return }
+            gate.close(.disconnected(reason))
+            toDevice.finish()
+            toCentral.finish()
+        }
+    }
+
+    /// The central's ATT bearer.
+    final class Bearer: ATTBearer {
+        let shared: Shared
+        let incoming: AsyncStream<[UInt8]>
+        let localMaxMTU: Int
+
+        init(shared: Shared, incoming: AsyncStream<[UInt8]>, localMaxMTU: Int) {
+            self.shared = shared
+            self.incoming = incoming
+            self.localMaxMTU = localMaxMTU
+        }
+
+        func send(_ pdu: [UInt8]) async throws {
+            try await shared.gate.acquire()
+            if let reason = shared.closed.value { throw BLEError.disconnected(reason) }
+            shared.toDevice.yield(pdu)
+        }
+
+        func close(reason: DisconnectReason) async {
+            shared.close(reason)
+        }
+    }
+
+    /// The peripheral's end: PDUs from the central arrive on `incoming`; call `consumed()` after
+    /// handling each to return its credit.
+    public final class Peer: Sendable {
+        let shared: Shared
+        public let incoming: AsyncStream<[UInt8]>
+
+        init(shared: Shared, incoming: AsyncStream<[UInt8]>) {
+            self.shared = shared
+            self.incoming = incoming
+        }
+
+        /// Sends a PDU to the central. Returns false if the link is down.
+        @discardableResult
+        public func send(_ pdu: [UInt8]) -> Bool {
+            guard shared.closed.value == nil else { return false }
+            shared.toCentral.yield(pdu)
+            return true
+        }
+
+        /// Returns the credit of one received PDU.
+        public func consumed() { shared.gate.release() }
+
+        /// Drops the link from the device's side (e.g. a simulated link loss).
+        public func drop(_ reason: DisconnectReason = .supervisionTimeout) { shared.close(reason) }
+
+        public var isConnected: Bool { shared.closed.value == nil }
+    }
+}
+
+extension DisconnectReason {
+    /// Returned by `Link.waitForDisconnect()` when the waiting task was cancelled before the link went down.
+    public static let waitCancelled = DisconnectReason(code: 0x00, text: "wait cancelled (link still up)")
+}

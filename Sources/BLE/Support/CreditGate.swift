@@ -1,0 +1,77 @@
+import Synchronization
+
+/// Counts transmit credits (buffers free at the receiver) and suspends senders when there are none:
+/// the backpressure behind write-without-response. Waiters are served in FIFO order; waiting honours
+/// task cancellation and ends with an error when the gate is closed.
+package final class CreditGate: Sendable {
+    private struct State {
+        var credits: Int
+        var closedError: BLEError?
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+        var nextID: UInt64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    package init(credits: Int) {
+        state = Mutex(State(credits: credits))
+    }
+
+    /// Credits available now.
+    package var available: Int { state.withLock { $0.credits } }
+
+    /// Takes one credit, waiting for one if necessary.
+    package func acquire() async throws {
+        let id: UInt64 = try state.withLock { s in
+            if let e = s.closedError { throw e }
+            s.nextID += 1
+            return s.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let result: Result<Void, any Error>? = state.withLock { s in
+                    if let e = s.closedError { return .failure(e) }
+                    if Task.isCancelled { return .failure(BLEError.cancelled) }
+                    if s.credits > 0 && s.waiters.isEmpty {
+                        s.credits -= 1
+                        return .success(())
+                    }
+                    s.waiters.append((id, c))
+                    return nil
+                }
+                if let result { c.resume(with: result) }
+            }
+        } onCancel: {
+            let c: CheckedContinuation<Void, any Error>? = state.withLock { s in
+                guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: i).continuation
+            }
+            c?.resume(throwing: BLEError.cancelled)
+        }
+    }
+
+    /// Returns `count` credits (e.g. from Number Of Completed Packets) and wakes waiters in order.
+    package func release(_ count: Int = 1) {
+        let woken: [CheckedContinuation<Void, any Error>] = state.withLock { s in
+            guard s.closedError == nil else { return [] }
+            s.credits += count
+            var out: [CheckedContinuation<Void, any Error>] = []
+            while s.credits > 0, !s.waiters.isEmpty {
+                s.credits -= 1
+                out.append(s.waiters.removeFirst().continuation)
+            }
+            return out
+        }
+        for c in woken { c.resume() }
+    }
+
+    /// Fails every waiter and every later `acquire` with `error`.
+    package func close(_ error: BLEError) {
+        let waiters = state.withLock { s in
+            if s.closedError == nil { s.closedError = error }
+            defer { s.waiters = [] }
+            return s.waiters.map(\.continuation)
+        }
+        for c in waiters { c.resume(throwing: error) }
+    }
+}
