@@ -1,0 +1,110 @@
+import BLE
+
+/// Serves one link of one virtual device: runs the device's `ATTServer` over the link's device end,
+/// applies the model's behaviour and faults, and returns a credit after each PDU. Lives as long as the
+/// link.
+struct DeviceConnection: Sendable {
+    let device: VirtualDevice
+    let link: InMemoryLink
+    var rng: SimulatorRandom
+    let latencyScale: Double
+
+    init(device: VirtualDevice, link: InMemoryLink, rng: SimulatorRandom, latencyScale: Double) {
+        self.device = device
+        self.link = link
+        self.rng = rng
+        self.latencyScale = latencyScale
+    }
+
+    /// The GATT database for this connection: values resolved for the device, the current state
+    /// value, fresh CCCDs, and the notify-without-declaring quirk applied.
+    static func database(for device: VirtualDevice) -> GATTDatabase {
+        let behaviour = device.model.behaviour
+        var services: [GATTDatabase.ServiceSpec] = []
+        for s in device.model.services {
+            var chars: [GATTDatabase.CharacteristicSpec] = []
+            for c in s.characteristics {
+                let path = CommandBehaviour.Path(service: s.uuid, characteristic: c.uuid)
+                var value = (try? device.value(c).get()) ?? []
+                if path == behaviour?.state { value = [device.stateValue] }
+                if device.faults.notifyUndeclared, path == behaviour?.ack {
+                    chars.append(.init(uuid: c.uuid, properties: c.properties.subtracting([.notify, .indicate]), value: value,
+                                       hasCCCD: false))
+                } else {
+                    chars.append(.init(uuid: c.uuid, properties: c.properties, value: value))
+                }
+            }
+            services.append(.init(uuid: s.uuid, characteristics: chars))
+        }
+        return GATTDatabase(services: services)
+    }
+
+    func handle(_ db: GATTDatabase, _ path: CommandBehaviour.Path?) -> UInt16? {
+        path.flatMap { db.valueHandle(service: $0.service, characteristic: $0.characteristic) }
+    }
+
+    mutating func run() async {
+        let db = Self.database(for: device)
+        let behaviour = device.model.behaviour
+        let controlHandle = handle(db, behaviour?.control)
+        let ackHandle = handle(db, behaviour?.ack)
+        let stateHandle = handle(db, behaviour?.state)
+        let blobHandle = handle(db, behaviour?.blob)
+        let faults = device.faults
+        let factor = latencyScale * faults.slow
+        let model = device.model
+        var server = ATTServer(database: db, maxMTU: min(model.maxMTU, faults.mtuCap ?? 517),
+                               supportsFindByTypeValue: !faults.fullDiscoveryOnly)
+        let peer = link.device
+        for await pdu in peer.incoming {
+            if faults.drop > 0, rng.chance(faults.drop) {
+                device.record(.fault("drop"))
+                peer.drop(.supervisionTimeout)
+                return
+            }
+            let isRequest = pdu.first.map { ATTOpcode($0).isRequest } ?? false
+            if isRequest {
+                let rtt = rng.duration(in: model.latency.roundTrip).scaled(factor)
+                if rtt > .zero {
+                    do {
+                        try await Task.sleep(for: rtt)
+                    } catch {
+                        return
+                    }
+                }
+            }
+            let (response, events) = server.receive(pdu)
+            var acks: [[UInt8]] = []
+            for event in events {
+                guard case .wrote(let h, let value, _) = event else { continue }
+                if h == controlHandle {
+                    let busy = faults.busyAck > 0 && rng.chance(faults.busyAck)
+                    let lost = !busy && faults.ackLoss > 0 && rng.chance(faults.ackLoss)
+                    guard let ack = device.record(.control(value, busy: busy)) else { continue }
+                    if let stateHandle { server.database.setValue([device.stateValue], at: stateHandle) }
+                    if lost {
+                        device.record(.fault("ack_loss"))
+                    } else {
+                        acks.append(ack)
+                    }
+                } else if h == blobHandle {
+                    device.record(.blob(value))
+                }
+            }
+            if let response { peer.send(response) }
+            for ack in acks {
+                let delay = rng.duration(in: model.latency.ack).scaled(factor)
+                guard let ackHandle, let notification = server.notification(valueHandle: ackHandle, value: ack) else { continue }
+                if delay > .zero {
+                    Task {
+                        try? await Task.sleep(for: delay)
+                        peer.send(notification)
+                    }
+                } else {
+                    peer.send(notification)
+                }
+            }
+            peer.consumed()
+        }
+    }
+}

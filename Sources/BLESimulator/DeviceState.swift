@@ -1,0 +1,101 @@
+import BLE
+
+/// What a virtual device remembers across connections (and, with a state file, across runs): the
+/// configuration, the blob, the state value, counters and the command history. A value type; the
+/// device's state is the fold of its `DeviceEvent`s, which is also how a state file is replayed.
+struct DeviceState: Sendable {
+    var connections = 0
+    var connectAttempts = 0
+    var config: [UInt8]?
+    var blobExpected: Int?
+    var blob: [UInt8] = []
+    var blobReceived = 0
+    var blobEnded = false
+    var blobDropped = 0
+    var state: UInt8
+    var commits = 0
+    var commands: [CommandRecord] = []
+    var faults: [String: Int] = [:]
+
+    /// Blob bytes kept for the digest; bytes beyond are counted, not kept.
+    static let blobStoreLimit = 1 << 20
+
+    init(state: UInt8) {
+        self.state = state
+    }
+
+    /// Applies one event. For a control write, returns the ack to notify (`<opcode> <status>`).
+    @discardableResult
+    mutating func apply(_ event: DeviceEvent, behaviour: CommandBehaviour?) -> [UInt8]? {
+        switch event {
+        case .connectAttempt:
+            connectAttempts += 1
+        case .connected:
+            connections += 1
+        case .fault(let name):
+            faults[name, default: 0] += 1
+        case .blob(let bytes):
+            guard blobExpected != nil, !blobEnded else {
+                blobDropped += bytes.count
+                return nil
+            }
+            blobReceived += bytes.count
+            if blob.count < Self.blobStoreLimit { blob += bytes.prefix(Self.blobStoreLimit - blob.count) }
+        case .control(let bytes, let busy):
+            guard let opcode = bytes.first else {
+                commands.append(CommandRecord(opcode: nil, status: nil))
+                return nil
+            }
+            if busy {
+                faults["busy_ack", default: 0] += 1
+                commands.append(CommandRecord(opcode: opcode, status: CommandBehaviour.busy))
+                return [opcode, CommandBehaviour.busy]
+            }
+            let status = execute(opcode, Array(bytes.dropFirst()), behaviour)
+            commands.append(CommandRecord(opcode: opcode, status: status))
+            return [opcode, status]
+        }
+        return nil
+    }
+
+    private mutating func execute(_ opcode: UInt8, _ payload: [UInt8], _ behaviour: CommandBehaviour?) -> UInt8 {
+        guard let command = behaviour?.commands[opcode] else { return CommandBehaviour.unknown }
+        switch command.action {
+        case .setConfig:
+            guard command.length.contains(payload.count) else { return CommandBehaviour.invalid }
+            config = payload
+        case .beginBlob:
+            guard payload.count == 4 else { return CommandBehaviour.invalid }
+            blobExpected = Int(UInt32(payload[0]) | UInt32(payload[1]) << 8 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 24)
+            blob = []
+            blobReceived = 0
+            blobEnded = false
+        case .endBlob:
+            guard let expected = blobExpected, !blobEnded, blobReceived == expected else { return CommandBehaviour.invalid }
+            blobEnded = true
+        case .commit:
+            guard config != nil, blobExpected == nil || blobEnded else { return CommandBehaviour.invalid }
+            commits += 1
+        }
+        if let s = command.state { state = s }
+        return CommandBehaviour.ok
+    }
+}
+
+/// One control command as the device saw it.
+struct CommandRecord: Sendable, Equatable {
+    var opcode: UInt8?
+    var status: UInt8?
+}
+
+/// A change to a device's state: what the state file records, one JSON line each.
+enum DeviceEvent: Sendable, Equatable {
+    case connectAttempt
+    case connected
+    /// A control write; `busy` when the busy-ack fault struck (not executed).
+    case control([UInt8], busy: Bool)
+    /// Bytes written to the blob characteristic.
+    case blob([UInt8])
+    /// A fault injected (counted in the dump).
+    case fault(String)
+}

@@ -1,0 +1,74 @@
+import YAML
+
+/// A latency range: each occurrence takes a duration drawn uniformly between `lower` and `upper`.
+public struct LatencyRange: Sendable, Equatable, CustomStringConvertible {
+    public var lower: Duration
+    public var upper: Duration
+
+    public init(_ lower: Duration, _ upper: Duration) {
+        self.lower = lower
+        self.upper = max(lower, upper)
+    }
+
+    public static let zero = LatencyRange(.zero, .zero)
+
+    public var description: String { "[\(lower), \(upper)]" }
+}
+
+/// The faults and firmware quirks of a virtual device: defaults in the model's `faults:` mapping,
+/// overridden per device by the inventory's `simulator: { faults: ... }`.
+///
+/// Probabilities are drawn from the device's seeded generator, so a seed fixes where they strike.
+public struct FaultSettings: Sendable, Equatable {
+    /// `no_advertise`: the device never advertises (a scan never sees it; connecting to it times out).
+    public var noAdvertise = false
+    /// `connect_fail`: probability that a connection attempt fails with `BLEError.connectFailed` after
+    /// the connect latency.
+    public var connectFail = 0.0
+    /// `connect_timeout`: probability that a connection attempt never completes (the caller's
+    /// `ConnectOptions.timeout` expires with `BLEError.timeout`).
+    public var connectTimeout = 0.0
+    /// `drop`: probability, per ATT PDU the device receives, that it drops the link (supervision
+    /// timeout) instead of handling that PDU. Everything handled before stays applied.
+    public var drop = 0.0
+    /// `ack_loss`: probability that a control command is executed but its ack notification never sent.
+    public var ackLoss = 0.0
+    /// `busy_ack`: probability that a control command is answered `<command> 02` (busy) and NOT executed.
+    public var busyAck = 0.0
+    /// `notify_undeclared`: the ack characteristic lacks the notify property and its CCCD, but the
+    /// device notifies on it anyway.
+    public var notifyUndeclared = false
+    /// `full_discovery_only`: Find By Type Value is answered Request Not Supported.
+    public var fullDiscoveryOnly = false
+    /// `mtu_cap`: the largest ATT_MTU the device accepts (23...517).
+    public var mtuCap: Int?
+    /// `slow`: multiplier on every latency of the device (a slow device near a timeout).
+    public var slow = 1.0
+
+    public init() {}
+
+    /// The keys of a `faults:` mapping.
+    public static let names = [
+        "no_advertise", "connect_fail", "connect_timeout", "drop", "ack_loss", "busy_ack",
+        "notify_undeclared", "full_discovery_only", "mtu_cap", "slow",
+    ]
+
+    /// Applies a `faults:` mapping on top of these settings.
+    mutating func apply(_ node: YAMLNode, _ reader: ModelReader) throws(SimulatorError) {
+        for (key, value) in try reader.mapping(node, "faults", allowed: Self.names) {
+            switch key {
+            case "no_advertise": noAdvertise = try reader.bool(value, key)
+            case "connect_fail": connectFail = try reader.probability(value, key)
+            case "connect_timeout": connectTimeout = try reader.probability(value, key)
+            case "drop": drop = try reader.probability(value, key)
+            case "ack_loss": ackLoss = try reader.probability(value, key)
+            case "busy_ack": busyAck = try reader.probability(value, key)
+            case "notify_undeclared": notifyUndeclared = try reader.bool(value, key)
+            case "full_discovery_only": fullDiscoveryOnly = try reader.bool(value, key)
+            case "mtu_cap": mtuCap = try reader.int(value, key, in: 23...517)
+            case "slow": slow = try reader.positive(value, key)
+            default: break
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import BLE
+import Synchronization
+
+/// One scan of a simulated adapter, pulled by its consumer: nothing runs while nobody asks for the next
+/// advertisement, so 10,000 devices cost no timers.
+///
+/// Round 0 reports every candidate device in the order of its first advertisement (at its offset when
+/// latency is on, all at once in zero-latency mode). With latency and duplicates allowed, later rounds
+/// repeat every `period`. A device that starts advertising during the scan (its link went down) is
+/// reported at once.
+final class ScanCursor: Sendable {
+    let candidates: [VirtualDevice]
+    let filter: ScanFilter
+    let scale: Double
+    let period: Duration
+    let seed: UInt64
+    let adapterID: String
+    let start: ContinuousClock.Instant
+
+    private struct State {
+        var index = 0
+        var round: UInt64 = 0
+        var appeared: [VirtualDevice] = []
+        var seen: Set<String> = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var woken = false
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    init(candidates: [VirtualDevice], filter: ScanFilter, scale: Double, period: Duration, seed: UInt64, adapterID: String) {
+        self.candidates = candidates
+        self.filter = filter
+        self.scale = scale
+        self.period = period
+        self.seed = seed
+        self.adapterID = adapterID
+        self.start = .now
+    }
+
+    private enum Step {
+        case emit(VirtualDevice, round: UInt64)
+        case wait(ContinuousClock.Instant?)
+        case skip
+        case end
+    }
+
+    /// The next advertisement, or nil when the scan ends (adapter closed, consumer cancelled).
+    func next() async -> Advertisement? {
+        while true {
+            if Task.isCancelled { return nil }
+            let now = ContinuousClock.now
+            let step = state.withLock { s -> Step in
+                if s.closed { return .end }
+                if !s.appeared.isEmpty { return .emit(s.appeared.removeFirst(), round: s.round) }
+                if s.index < candidates.count {
+                    let d = candidates[s.index]
+                    if scale > 0 {
+                        let due = start + period * Int(clamping: s.round) + d.firstAdvertisement.scaled(scale * d.faults.slow)
+                        if due > now { return .wait(due) }
+                    }
+                    s.index += 1
+                    return .emit(d, round: s.round)
+                }
+                if scale > 0, filter.allowDuplicates, !candidates.isEmpty {
+                    s.round += 1
+                    s.index = 0
+                    return .skip
+                }
+                return .wait(nil)
+            }
+            switch step {
+            case .end: return nil
+            case .skip: continue
+            case .wait(let deadline): await wait(until: deadline)
+            case .emit(let d, let round):
+                guard d.isAdvertising else { continue }
+                if !filter.allowDuplicates {
+                    let fresh = state.withLock { $0.seen.insert(d.id).inserted }
+                    guard fresh else { continue }
+                }
+                var r = SimulatorRandom(seed: seed, device: d.id, stream: 0xAD50_0000_0000 &+ round)
+                let rssi = r.int(in: d.model.advertising.rssi.lowerBound, d.model.advertising.rssi.upperBound)
+                let ad = Advertisement(address: d.address, rssi: rssi, data: d.advertisingData,
+                                       connectable: d.model.advertising.connectable, time: .now, adapter: adapterID)
+                guard filter.matches(ad) else { continue }
+                return ad
+            }
+        }
+    }
+
+    /// A device began advertising (its link went down): report it promptly.
+    func deviceAppeared(_ d: VirtualDevice) {
+        if !filter.addresses.isEmpty, !filter.addresses.contains(where: { $0.sameDevice(as: d.address) }) { return }
+        if !filter.names.isEmpty, !filter.names.contains(d.advertisedName) { return }
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.appeared.append(d)
+            return takeWaiter(&s)
+        }
+        waiter?.resume()
+    }
+
+    /// Ends the scan (the adapter closed).
+    func close() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.closed = true
+            return takeWaiter(&s)
+        }
+        waiter?.resume()
+    }
+
+    private func takeWaiter(_ s: inout State) -> CheckedContinuation<Void, Never>? {
+        guard let w = s.waiter else {
+            s.woken = true
+            return nil
+        }
+        s.waiter = nil
+        return w
+    }
+
+    /// Waits until `deadline` (forever when nil), a wake-up, or cancellation.
+    private func wait(until deadline: ContinuousClock.Instant?) async {
+        await withTaskGroup(of: Void.self) { g in
+            g.addTask { await self.waitForWake() }
+            if let deadline {
+                g.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
+            }
+            await g.next()
+            g.cancelAll()
+        }
+    }
+
+    private func waitForWake() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.woken || s.closed || Task.isCancelled {
+                        s.woken = false
+                        return true
+                    }
+                    s.waiter = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let w = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            w?.resume()
+        }
+    }
+}

@@ -1,0 +1,297 @@
+import BLE
+import Synchronization
+import YAML
+
+/// The simulator adapter: an in-process `Central` whose virtual peripherals run real ATT servers
+/// (`ATTServer`) over in-memory links, built from device models and inventory specs.
+///
+/// Seeded and deterministic: every random choice of a device comes from a generator seeded by (run
+/// seed, device id, connection number). LE connection creation is serialized like a real controller's
+/// (one pending connect at a time). Scans are pulled by their consumers; untouched devices cost only
+/// their identity, and a GATT server exists only while its device is connected.
+public final class SimulatedCentral: Central {
+    public let id: String
+    public let connectionSlots: Int
+    public var isSimulated: Bool { true }
+    public let options: SimulatorOptions
+
+    /// Devices in order of first advertisement (then id).
+    let devices: [VirtualDevice]
+    private let byAddress: [UInt64: VirtualDevice]
+    private let byName: [String: [VirtualDevice]]
+    private let byID: [String: VirtualDevice]
+    private let scanPeriod: Duration
+    /// One pending LE connection at a time.
+    private let connectGate = CreditGate(credits: 1)
+    private let journal: StateJournal?
+
+    private struct WeakCursor {
+        weak var cursor: ScanCursor?
+    }
+
+    private struct State {
+        var closed = false
+        var activeLinks = 0
+        var links: [ObjectIdentifier: InMemoryLink] = [:]
+        var scans: [UInt64: WeakCursor] = [:]
+        var nextScan: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Builds the fleet.
+    /// - Parameters:
+    ///   - models: device models by name (`DeviceModel.loadDirectory`).
+    ///   - devices: the inventory's devices.
+    ///   - defaultModel: the model of a device whose `simulator:` names none (may be nil when there is
+    ///     exactly one model).
+    ///   - inventoryFile: the file the specs' `overrides` came from, for messages.
+    public init(models: [String: DeviceModel], devices specs: [SimulatedDeviceSpec], defaultModel: String? = nil,
+                inventoryFile: String = "inventory", options: SimulatorOptions = SimulatorOptions()) throws(SimulatorError) {
+        self.id = options.id
+        self.connectionSlots = options.connectionSlots
+        self.options = options
+        var journal: StateJournal?
+        var replay: [(String, DeviceEvent)] = []
+        if let path = options.statePath {
+            let (j, events) = try StateJournal.open(path: path)
+            journal = j
+            replay = events
+        }
+        self.journal = journal
+
+        var all: [VirtualDevice] = []
+        all.reserveCapacity(specs.count)
+        var byAddress: [UInt64: VirtualDevice] = [:]
+        var byName: [String: [VirtualDevice]] = [:]
+        var byID: [String: VirtualDevice] = [:]
+        var maxInterval = Duration.zero
+        for spec in specs {
+            let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
+            let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
+            guard let modelName, let model = models[modelName] else {
+                let known = models.keys.sorted().joined(separator: ", ")
+                let message = modelName.map { "device \(spec.id): no device model named `\($0)`" }
+                    ?? "device \(spec.id): no device model given"
+                throw SimulatorError(message, file: inventoryFile, at: spec.overrides?["model"]?.mark ?? spec.overrides?.mark,
+                                     hint: "known models: \(known.isEmpty ? "none" : known)")
+            }
+            try overrides.check(against: model, node: spec.overrides, file: inventoryFile)
+            var faults = model.faults
+            if let f = overrides.faults { try faults.apply(f, ModelReader(file: inventoryFile)) }
+            let device = VirtualDevice(spec: spec, model: model, overrides: overrides, faults: faults,
+                                       seed: options.seed, journal: journal)
+            for s in model.services {
+                for c in s.characteristics {
+                    if case .failure(let f) = device.value(c) {
+                        throw SimulatorError("device \(spec.id): \(f.message)", file: inventoryFile, at: spec.overrides?.mark)
+                    }
+                }
+            }
+            guard byID[device.id] == nil else {
+                throw SimulatorError("device id `\(device.id)` appears twice", file: inventoryFile, at: spec.overrides?.mark)
+            }
+            guard byAddress[device.address.value] == nil else {
+                throw SimulatorError("device \(device.id): address \(device.address) is already used by \(byAddress[device.address.value]?.id ?? "?")",
+                                     file: inventoryFile, at: spec.overrides?.mark)
+            }
+            byID[device.id] = device
+            byAddress[device.address.value] = device
+            byName[device.advertisedName, default: []].append(device)
+            all.append(device)
+            maxInterval = max(maxInterval, model.advertising.interval.upper.scaled(options.latencyScale * faults.slow))
+        }
+        all.sort { ($0.firstAdvertisement, $0.id) < ($1.firstAdvertisement, $1.id) }
+        self.devices = all
+        self.byAddress = byAddress
+        self.byName = byName
+        self.byID = byID
+        self.scanPeriod = max(options.reportPeriod, maxInterval)
+        for (id, event) in replay {
+            byID[id]?.restore(event)
+        }
+    }
+
+    /// A fleet of one model.
+    public convenience init(model: DeviceModel, devices specs: [SimulatedDeviceSpec], inventoryFile: String = "inventory",
+                            options: SimulatorOptions = SimulatorOptions()) throws(SimulatorError) {
+        try self.init(models: [model.name: model], devices: specs, defaultModel: model.name, inventoryFile: inventoryFile,
+                      options: options)
+    }
+
+    /// How many virtual devices the fleet has.
+    public var deviceCount: Int { devices.count }
+
+    /// The address of a device (given, or derived from its id).
+    public func address(of deviceID: String) -> BluetoothAddress? { byID[deviceID]?.address }
+
+    /// How many links are up.
+    public var activeLinkCount: Int { state.withLock { $0.activeLinks } }
+
+    // MARK: - Scan
+
+    public func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+        var candidates: [VirtualDevice]
+        if !filter.addresses.isEmpty {
+            candidates = filter.addresses.compactMap { byAddress[$0.value] }
+        } else if !filter.names.isEmpty {
+            candidates = filter.names.flatMap { byName[$0] ?? [] }
+        } else {
+            candidates = devices
+        }
+        if candidates.count != devices.count {
+            candidates.sort { ($0.firstAdvertisement, $0.id) < ($1.firstAdvertisement, $1.id) }
+        }
+        let cursor = ScanCursor(candidates: candidates, filter: filter, scale: options.latencyScale, period: scanPeriod,
+                                seed: options.seed, adapterID: id)
+        let closed = state.withLock { s -> Bool in
+            if s.closed { return true }
+            s.nextScan += 1
+            s.scans[s.nextScan] = WeakCursor(cursor: cursor)
+            return false
+        }
+        if closed { cursor.close() }
+        return AsyncThrowingStream(unfolding: { await cursor.next() })
+    }
+
+    // MARK: - Connect
+
+    public func connect(to peer: BluetoothAddress, options o: ConnectOptions) async throws -> any Link {
+        let deadline = ContinuousClock.now + o.timeout
+        let timeout = BLEError.timeout(operation: "connect to \(peer)", limit: o.timeout)
+        guard !state.withLock({ $0.closed }) else { throw BLEError.adapterFailure("simulated adapter \(id) is closed") }
+        guard let device = byAddress[peer.value] else {
+            // Nobody answers at that address.
+            try await Self.sleep(until: deadline)
+            throw timeout
+        }
+        guard await acquireConnectGate(until: deadline) else {
+            if Task.isCancelled { throw BLEError.cancelled }
+            throw timeout
+        }
+        do {
+            let link = try await establish(device, deadline: deadline, timeout: timeout)
+            connectGate.release()
+            return link
+        } catch {
+            connectGate.release()
+            throw error
+        }
+    }
+
+    /// Takes the adapter's single connect slot, or gives up at the deadline / on cancellation.
+    private func acquireConnectGate(until deadline: ContinuousClock.Instant) async -> Bool {
+        let gate = connectGate
+        return await withTaskGroup(of: Bool.self) { g in
+            g.addTask { (try? await gate.acquire()) != nil }
+            g.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return false
+            }
+            var acquired = false
+            var first = true
+            for await got in g {
+                if got { acquired = true }
+                if first {
+                    first = false
+                    g.cancelAll()
+                }
+            }
+            return acquired
+        }
+    }
+
+    private func establish(_ device: VirtualDevice, deadline: ContinuousClock.Instant, timeout: BLEError) async throws -> any Link {
+        if device.isConnected {
+            throw BLEError.connectFailed("\(device.address) is already connected (a peripheral takes one central)")
+        }
+        let attempt = device.recordAttempt()
+        var rng = SimulatorRandom(seed: options.seed, device: device.id, stream: UInt64(attempt))
+        let factor = options.latencyScale * device.faults.slow
+        let latency = rng.duration(in: device.model.latency.connect).scaled(factor)
+        let hangs = device.faults.connectTimeout > 0 && rng.chance(device.faults.connectTimeout)
+        let fails = device.faults.connectFail > 0 && rng.chance(device.faults.connectFail)
+        if device.faults.noAdvertise || hangs {
+            // The controller keeps initiating; nobody answers until the caller's deadline.
+            if hangs { device.record(.fault("connect_timeout")) }
+            try await Self.sleep(until: deadline)
+            throw timeout
+        }
+        if latency > .zero {
+            if ContinuousClock.now + latency > deadline {
+                try await Self.sleep(until: deadline)
+                throw timeout
+            }
+            try await Self.sleep(until: .now + latency)
+        }
+        if fails {
+            device.record(.fault("connect_fail"))
+            throw BLEError.connectFailed("\(device.address): connection failed to be established (simulated connect_fail)")
+        }
+        let slot = state.withLock { s -> Bool in
+            guard !s.closed, s.activeLinks < connectionSlots else { return false }
+            s.activeLinks += 1
+            return true
+        }
+        guard slot else { throw BLEError.connectFailed("no free connection slot on \(id) (\(connectionSlots) in use)") }
+        guard device.beginConnection() else {
+            state.withLock { $0.activeLinks -= 1 }
+            throw BLEError.connectFailed("\(device.address) is already connected (a peripheral takes one central)")
+        }
+        device.record(.connected)
+        let link = InMemoryLink(peer: device.address, adapterID: id, credits: options.credits)
+        state.withLock { $0.links[ObjectIdentifier(link)] = link }
+        let connection = DeviceConnection(device: device, link: link, rng: rng, latencyScale: options.latencyScale)
+        Task {
+            var connection = connection
+            await connection.run()
+            self.connectionEnded(device, link)
+        }
+        return link
+    }
+
+    private func connectionEnded(_ device: VirtualDevice, _ link: InMemoryLink) {
+        link.device.drop(.remoteUserTerminated)
+        device.endConnection()
+        let scans = state.withLock { s -> [ScanCursor] in
+            s.activeLinks -= 1
+            s.links[ObjectIdentifier(link)] = nil
+            s.scans = s.scans.filter { $0.value.cursor != nil }
+            return s.scans.values.compactMap(\.cursor)
+        }
+        if device.isAdvertising {
+            for c in scans { c.deviceAppeared(device) }
+        }
+    }
+
+    static func sleep(until deadline: ContinuousClock.Instant) async throws {
+        do {
+            try await Task.sleep(until: deadline, clock: .continuous)
+        } catch {
+            throw BLEError.cancelled
+        }
+    }
+
+    // MARK: - Close and dump
+
+    public func close() async {
+        let (links, scans) = state.withLock { s -> ([InMemoryLink], [ScanCursor]) in
+            s.closed = true
+            defer { s.scans = [:] }
+            return (Array(s.links.values), s.scans.values.compactMap(\.cursor))
+        }
+        for l in links { l.device.drop(.transportClosed) }
+        for c in scans { c.close() }
+    }
+
+    /// Every device's state, by id.
+    public func dump() async -> SimulatorDump {
+        let sorted = devices.sorted { $0.id < $1.id }
+        return SimulatorDump(seed: options.seed, devices: sorted.map(SimulatorDump.device))
+    }
+
+    /// One device's state.
+    public func dump(device deviceID: String) -> SimulatorDump.Device? {
+        byID[deviceID].map(SimulatorDump.device)
+    }
+}

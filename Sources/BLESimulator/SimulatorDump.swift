@@ -1,0 +1,80 @@
+import BLE
+import Foundation
+
+/// The device side of a simulated run: what every virtual device received and where it ended.
+/// JSON with sorted keys (`json()`), so two runs with the same seed give byte-identical dumps.
+public struct SimulatorDump: Codable, Sendable, Equatable {
+    public var seed: UInt64
+    /// Every device of the fleet, by id.
+    public var devices: [Device]
+
+    public struct Device: Codable, Sendable, Equatable {
+        public var id: String
+        public var address: String
+        public var model: String
+        /// Links established.
+        public var connections: Int
+        /// Connection attempts (established or failed).
+        public var connectAttempts: Int
+        /// The configuration received (`set_config`), hex.
+        public var config: String?
+        public var blob: Blob?
+        /// The state value, hex (e.g. `02`).
+        public var state: String
+        public var commits: Int
+        /// Every control command received, in order.
+        public var commands: [Command]
+        /// Faults injected, by name (`connect_fail`, `connect_timeout`, `drop`, `ack_loss`, `busy_ack`).
+        public var faults: [String: Int]
+        /// Blob bytes that arrived with no blob begun (or after it ended), dropped.
+        public var blobBytesDropped: Int
+
+        enum CodingKeys: String, CodingKey {
+            case id, address, model, connections, config, blob, state, commits, commands, faults
+            case connectAttempts = "connect_attempts"
+            case blobBytesDropped = "blob_bytes_dropped"
+        }
+    }
+
+    public struct Blob: Codable, Sendable, Equatable {
+        /// Length announced by the begin-blob command.
+        public var expected: Int
+        public var received: Int
+        /// Whether the end-blob command accepted it.
+        public var ended: Bool
+        /// SHA-256 of the bytes received, hex.
+        public var sha256: String
+    }
+
+    public struct Command: Codable, Sendable, Equatable {
+        /// Opcode, hex; nil for an empty write.
+        public var opcode: String?
+        /// Ack status, hex: `00` ok, `01` invalid, `02` busy (not executed), `ff` unknown command.
+        public var status: String?
+    }
+
+    /// The device with this id.
+    public func device(_ id: String) -> Device? { devices.first { $0.id == id } }
+
+    /// Pretty JSON with sorted keys.
+    public func json() -> String {
+        let e = JSONEncoder()
+        e.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let data = try? e.encode(self) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func device(_ d: VirtualDevice) -> Device {
+        let s = d.snapshot
+        var blob: Blob?
+        if let expected = s.blobExpected {
+            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: SHA256.hex(s.blob))
+        }
+        return Device(
+            id: d.id, address: d.address.description, model: d.model.name, connections: s.connections,
+            connectAttempts: s.connectAttempts, config: s.config?.hexString, blob: blob, state: [s.state].hexString,
+            commits: s.commits,
+            commands: s.commands.map { Command(opcode: $0.opcode.map { [$0].hexString }, status: $0.status.map { [$0].hexString }) },
+            faults: s.faults, blobBytesDropped: s.blobDropped)
+    }
+}

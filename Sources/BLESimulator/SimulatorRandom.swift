@@ -1,0 +1,78 @@
+/// The simulator's deterministic pseudo-random generator: SplitMix64 (Steele, Lea, Flood 2014).
+///
+/// Every random choice of a virtual device comes from one of these, seeded from the run seed, the
+/// device id and a stream number (the connection number, or a scan round), so the same seed gives the
+/// same faults in the same places on every machine. Never `SystemRandomNumberGenerator`, never `Hasher`
+/// (randomly seeded per process).
+public struct SimulatorRandom: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    /// A generator for one stream of one device: (run seed, device id, stream).
+    public init(seed: UInt64, device id: String, stream: UInt64) {
+        var s = SimulatorRandom(seed: seed ^ 0x5EED_0F_DE71CE)
+        var h = s.next() ^ Self.fnv1a(id)
+        h = Self.mix(h &+ stream &* 0x9E37_79B9_7F4A_7C15)
+        state = h
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        return Self.mix(state)
+    }
+
+    /// True with probability `p` (a draw is always taken, so the stream stays aligned).
+    public mutating func chance(_ p: Double) -> Bool {
+        let u = Double(next() >> 11) * 0x1.0p-53
+        return u < p
+    }
+
+    /// A duration uniformly in `range`.
+    public mutating func duration(in range: LatencyRange) -> Duration {
+        let lo = range.lower.nanoseconds
+        let hi = range.upper.nanoseconds
+        guard hi > lo else { return range.lower }
+        let span = UInt64(hi - lo)
+        return .nanoseconds(lo + Int64(next() % (span + 1)))
+    }
+
+    /// An integer uniformly in `lo...hi`.
+    public mutating func int(in lo: Int, _ hi: Int) -> Int {
+        guard hi > lo else { return lo }
+        return lo + Int(next() % UInt64(hi - lo + 1))
+    }
+
+    static func mix(_ x: UInt64) -> UInt64 {
+        var z = x
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// FNV-1a over UTF-8: a stable string hash (unlike `Hasher`, the same in every process).
+    static func fnv1a(_ text: String) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in text.utf8 {
+            h ^= UInt64(b)
+            h &*= 0x0000_0100_0000_01B3
+        }
+        return h
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds (saturating; simulator latencies are far below the limit).
+    var nanoseconds: Int64 {
+        let (s, atto) = components
+        return s &* 1_000_000_000 &+ atto / 1_000_000_000
+    }
+
+    /// Scaled by a factor (latency scale, slow-device multiplier).
+    func scaled(_ factor: Double) -> Duration {
+        guard factor > 0 else { return .zero }
+        return .nanoseconds(Int64((Double(nanoseconds) * factor).rounded()))
+    }
+}

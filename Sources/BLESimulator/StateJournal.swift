@@ -1,0 +1,144 @@
+import BLE
+import Foundation
+import Synchronization
+
+/// The simulator's state file (`--sim-state PATH`): one JSON line per device state change, appended as
+/// it happens, so a resumed run meets the devices as a crashed run left them.
+///
+/// No fsync: the simulated devices live in this process, so only a crash of the process matters, and a
+/// SIGKILL keeps what `write(2)` handed to the page cache. The process may die mid-line: on open the
+/// file is replayed up to the last complete line and cut there.
+///
+/// Line format: `{"id":"SN-0001","event":"control","hex":"010a0b0c","busy":false}`; events are
+/// `connect_attempt`, `connected`, `control` (hex, busy), `blob` (hex), `fault` (fault).
+final class StateJournal: Sendable {
+    let path: String
+    private let fd: Mutex<Int32>
+
+    /// Opens (creating) the file, returns it with the events to replay in order.
+    static func open(path: String) throws(SimulatorError) -> (StateJournal, [(String, DeviceEvent)]) {
+        let existing = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
+        var events: [(String, DeviceEvent)] = []
+        var start = 0
+        var line = 1
+        var complete = 0
+        while start < existing.count {
+            guard let nl = existing[start...].firstIndex(of: 0x0A) else { break }  // a truncated last line
+            let bytes = Array(existing[start..<nl])
+            if !bytes.isEmpty {
+                guard let e = decode(bytes) else {
+                    throw SimulatorError("unreadable simulator state line", file: path, at: .init(line: line, column: 1),
+                                         hint: "the file is written by the simulator; delete it to start from fresh devices")
+                }
+                events.append(e)
+            }
+            start = nl + 1
+            complete = start
+            line += 1
+        }
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
+        }
+        // Cut a partial last line so that new lines start clean.
+        if complete < existing.count, ftruncate(fd, off_t(complete)) != 0 {
+            let why = String(cString: strerror(errno))
+            close(fd)
+            throw SimulatorError("cannot cut the partial last line of the simulator state file: \(why)", file: path)
+        }
+        lseek(fd, 0, SEEK_END)
+        return (StateJournal(path: path, fd: fd), events)
+    }
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = Mutex(fd)
+    }
+
+    deinit {
+        fd.withLock { fd in
+            if fd >= 0 { Glibc.close(fd) }
+        }
+    }
+
+    /// Appends one event line. A failed write is reported once on stderr and the simulation goes on:
+    /// the state file is a test aid, not the run's journal.
+    func append(id: String, _ event: DeviceEvent) {
+        var line = "{\"id\":" + Self.quote(id) + ",\"event\":"
+        switch event {
+        case .connectAttempt: line += "\"connect_attempt\""
+        case .connected: line += "\"connected\""
+        case .control(let bytes, let busy): line += "\"control\",\"hex\":\"\(bytes.hexString)\",\"busy\":\(busy)"
+        case .blob(let bytes): line += "\"blob\",\"hex\":\"\(bytes.hexString)\""
+        case .fault(let name): line += "\"fault\",\"fault\":" + Self.quote(name)
+        }
+        line += "}\n"
+        var bytes = Array(line.utf8)
+        fd.withLock { fd in
+            guard fd >= 0 else { return }
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeMutableBufferPointer { p in
+                    Glibc.write(fd, p.baseAddress.map { $0 + offset }, p.count - offset)
+                }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(errno))); no longer recording\n"
+                    FileHandle.standardError.write(Data(message.utf8))
+                    Glibc.close(fd)
+                    fd = -1
+                    return
+                }
+                offset += n
+            }
+        }
+        bytes.removeAll()
+    }
+
+    private struct Line: Decodable {
+        var id: String
+        var event: String
+        var hex: String?
+        var busy: Bool?
+        var fault: String?
+    }
+
+    static func decode(_ bytes: [UInt8]) -> (String, DeviceEvent)? {
+        guard let l = try? JSONDecoder().decode(Line.self, from: Data(bytes)) else { return nil }
+        switch l.event {
+        case "connect_attempt": return (l.id, .connectAttempt)
+        case "connected": return (l.id, .connected)
+        case "control":
+            guard let h = l.hex, let b = [UInt8](hex: h) else { return nil }
+            return (l.id, .control(b, busy: l.busy ?? false))
+        case "blob":
+            guard let h = l.hex, let b = [UInt8](hex: h) else { return nil }
+            return (l.id, .blob(b))
+        case "fault":
+            guard let f = l.fault else { return nil }
+            return (l.id, .fault(f))
+        default: return nil
+        }
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let h = String(u.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,126 @@
+import BLE
+import Synchronization
+
+/// One virtual peripheral: its identity, model and faults (immutable), and its state (created on first
+/// use, so an untouched device of a 10,000-device fleet costs only its identity). The GATT server
+/// exists only while a connection is being served.
+final class VirtualDevice: Sendable {
+    let id: String
+    let address: BluetoothAddress
+    let advertisedName: String
+    let model: DeviceModel
+    let faults: FaultSettings
+    /// Lookup for `${variables}`: per-device overrides, built-ins, inventory variables, model defaults.
+    let variables: [String: String]
+    let advertisingData: AdvertisingData
+    /// Offset of the first advertisement in a scan (unscaled), drawn from the advertising interval.
+    let firstAdvertisement: Duration
+    let journal: StateJournal?
+
+    struct Runtime {
+        var state: DeviceState?
+        var connected = false
+    }
+
+    private let runtime = Mutex(Runtime())
+
+    init(spec: SimulatedDeviceSpec, model: DeviceModel, overrides: DeviceOverrides, faults: FaultSettings, seed: UInt64,
+         journal: StateJournal?) {
+        id = spec.id
+        address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
+        self.model = model
+        self.faults = faults
+        self.journal = journal
+        var vars = model.defaults
+        for (k, v) in spec.variables { vars[k] = v }
+        vars["id"] = spec.id
+        vars["name"] = spec.name ?? spec.id
+        vars["address"] = address.description
+        for (k, v) in overrides.variables { vars[k] = v }
+        variables = vars
+        let name: String
+        switch Template.expand(model.advertising.name, { vars[$0] }) {
+        case .success(let n): name = n
+        case .failure: name = spec.name ?? spec.id
+        }
+        advertisedName = name
+        advertisingData = .make(name: name, services: model.advertising.services)
+        var r = SimulatorRandom(seed: seed, device: spec.id, stream: 0xAD00_0000)
+        firstAdvertisement = r.duration(in: model.advertising.interval)
+    }
+
+    /// The value of a characteristic for this device (templates resolved).
+    func value(_ c: DeviceModel.Characteristic) -> Result<[UInt8], TemplateFailure> {
+        c.value.resolve { self.variables[$0] }
+    }
+
+    /// The state value a fresh device starts with: the model's initial value of the state characteristic.
+    private func initialState() -> DeviceState {
+        guard let path = model.behaviour?.state else { return DeviceState(state: 0) }
+        for s in model.services where s.uuid == path.service {
+            for c in s.characteristics where c.uuid == path.characteristic {
+                if case .success(let v) = value(c), let b = v.first { return DeviceState(state: b) }
+            }
+        }
+        return DeviceState(state: 0)
+    }
+
+    /// Applies and records an event; returns the ack for a control write.
+    @discardableResult
+    func record(_ event: DeviceEvent) -> [UInt8]? {
+        let ack = runtime.withLock { rt -> [UInt8]? in
+            var s = rt.state ?? initialState()
+            defer { rt.state = s }
+            return s.apply(event, behaviour: model.behaviour)
+        }
+        journal?.append(id: id, event)
+        return ack
+    }
+
+    /// Records a connection attempt; returns its number (1, 2, ...), the stream of its random draws.
+    func recordAttempt() -> Int {
+        let n = runtime.withLock { rt -> Int in
+            var s = rt.state ?? initialState()
+            defer { rt.state = s }
+            s.apply(.connectAttempt, behaviour: model.behaviour)
+            return s.connectAttempts
+        }
+        journal?.append(id: id, .connectAttempt)
+        return n
+    }
+
+    /// The current state value.
+    var stateValue: UInt8 { runtime.withLock { $0.state?.state } ?? initialState().state }
+
+    /// Applies an event read back from a state file (not recorded again).
+    func restore(_ event: DeviceEvent) {
+        runtime.withLock { rt in
+            var s = rt.state ?? initialState()
+            s.apply(event, behaviour: model.behaviour)
+            rt.state = s
+        }
+    }
+
+    /// A copy of the state.
+    var snapshot: DeviceState {
+        runtime.withLock { $0.state } ?? initialState()
+    }
+
+    var isConnected: Bool { runtime.withLock { $0.connected } }
+
+    /// Marks the device connected; false if it already was (a peripheral takes one central).
+    func beginConnection() -> Bool {
+        runtime.withLock { rt in
+            if rt.connected { return false }
+            rt.connected = true
+            return true
+        }
+    }
+
+    func endConnection() {
+        runtime.withLock { $0.connected = false }
+    }
+
+    /// Whether a scan can hear it now (never with `no_advertise`; not while connected).
+    var isAdvertising: Bool { !faults.noAdvertise && !isConnected }
+}
