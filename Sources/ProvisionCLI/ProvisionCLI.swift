@@ -8,6 +8,7 @@ public enum ProvisionCLI {
     /// Every subcommand, in `--help` order. Add new commands here.
     public static let commands: [any Command] = [
         ValidateCommand(),
+        RunCommand(),
         DevInventoryCommand(),
     ]
 

@@ -253,7 +253,7 @@ public struct RunCommand: Command {
 }
 
 /// Turns SIGINT (Ctrl-C) and SIGTERM into stop requests: the first stops new work, the second cuts.
-final class SignalWatcher: Sendable {
+final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
     init(controller: RunController, output: Output) {
