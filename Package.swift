@@ -28,13 +28,16 @@ let package = Package(
         .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
+        // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
+        .target(name: "TestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE"], path: "Tests/TestSupport"),
+
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "TestSupport"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -214,6 +214,13 @@ public struct DeviceRecord: Codable, Sendable, Equatable {
     public var attRoundTrips: Int?
     /// Why a skipped device was skipped.
     public var skipReason: String?
+    /// Set in memory when the outcome could not be journaled (never written to a report).
+    var journalError: String?
+
+    enum CodingKeys: String, CodingKey {
+        case id, address, name, outcome, attempts, adapter, rssi, started, durationMs, captured, steps, error, resumed,
+             carriedOver, attRoundTrips, skipReason
+    }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
                 rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: String] = [:],

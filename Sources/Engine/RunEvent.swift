@@ -77,7 +77,12 @@ public final class JSONLinesEventSink: RunEventSink {
     private let queue = DispatchQueue(label: "provision.events")
     private let encoder = EngineJSON.encoder(pretty: false)
 
+    /// `path` `-` writes to standard output.
     public init(path: String) throws {
+        if path == "-" {
+            handle = FileHandle.standardOutput
+            return
+        }
         guard FileManager.default.createFile(atPath: path, contents: nil),
               let h = FileHandle(forWritingAtPath: path) else {
             throw FileError(path: path, operation: "create", errno: EACCES)
@@ -95,8 +100,10 @@ public final class JSONLinesEventSink: RunEventSink {
     public func finish() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             queue.async { [handle] in
-                try? handle.synchronize()
-                try? handle.close()
+                if handle !== FileHandle.standardOutput {
+                    try? handle.synchronize()
+                    try? handle.close()
+                }
                 c.resume()
             }
         }

@@ -246,7 +246,7 @@ public enum Runner {
         var failures = records.values.filter { $0.outcome == .failed }.count
         var finished = records.values.filter { $0.outcome == .failed || $0.outcome == .succeeded }.count
         let concurrency = max(1, options.concurrency)
-        var journalError: (any Error)?
+        var journalError: String?
 
         await withTaskGroup(of: DeviceRecord.self) { group in
             var iterator = toRun.makeIterator()
@@ -264,7 +264,14 @@ public enum Runner {
                     }
                     events.emit(RunEvent(.deviceStarted, device: device.id, attempt: attempt))
                     let agent = DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed)
-                    return await agent.run()
+                    var record = await agent.run()
+                    // Durable before the device counts as done; concurrent devices share one fsync.
+                    do {
+                        try await journal.append(JournalLine(type: "outcome", at: WallClock.iso(WallClock.now()), record: record), durable: true)
+                    } catch {
+                        record.journalError = "\(error)"
+                    }
+                    return record
                 }
                 stopper.started(device.id, task)
                 group.addTask { await task.value }
@@ -276,14 +283,14 @@ public enum Runner {
             while let record = await group.next() {
                 running -= 1
                 stopper.finished(record.id)
-                records[record.id] = record
-                do {
-                    try await journal.append(JournalLine(type: "outcome", at: WallClock.iso(WallClock.now()), record: record), durable: true)
-                } catch {
+                var record = record
+                if let error = record.journalError {
+                    record.journalError = nil
                     journalError = error
                     stopper.cutAll()
                     stopper.beginStop(StopInfo(reason: "journal_failed", message: "the journal could not be written: \(error)", at: WallClock.iso(WallClock.now())))
                 }
+                records[record.id] = record
                 events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
                                      error: record.error, adapter: record.adapter))
                 if record.outcome == .failed { failures += 1 }

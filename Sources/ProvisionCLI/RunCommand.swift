@@ -39,7 +39,7 @@ public struct RunCommand: Command {
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
-        OptionSpec("events", kind: .value("PATH"), help: "write every event as JSON lines"),
+        OptionSpec("events", kind: .value("PATH"), help: "write every event as JSON lines (- for standard output)"),
         OptionSpec("junit", kind: .value("PATH"), help: "also write a JUnit XML report (one test case per device)"),
         OptionSpec("sim-state", kind: .value("PATH"), help: "simulator: keep the virtual devices' state in this file"),
         OptionSpec("sim-dump", kind: .value("PATH"), help: "simulator: write the devices' final state (JSON) here"),
@@ -116,7 +116,7 @@ public struct RunCommand: Command {
         let journalPath = resumePath ?? arguments.value("journal")
             ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
         let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
-        for path in [journalPath, reportPath] + [arguments.value("junit"), arguments.value("events"), arguments.value("sim-dump")].compactMap({ $0 }) {
+        for path in [journalPath, reportPath] + [arguments.value("junit"), arguments.value("events"), arguments.value("sim-dump")].compactMap({ $0 }) where path != "-" {
             let dir = (path as NSString).deletingLastPathComponent
             if !dir.isEmpty { try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
         }

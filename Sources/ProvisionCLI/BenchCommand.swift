@@ -1,0 +1,198 @@
+import BLE
+import BLESimulator
+import Engine
+import Foundation
+import Workflow
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `provision bench`: the engine's speed and memory on the simulated fleet, measured the way
+/// docs/benchmarks.md records them.
+///
+/// - `throughput`: N devices (default 10,000), zero latency, the full workflow, concurrency 256, journal
+///   on with fsync: devices per second and peak memory.
+/// - `latency`: N devices (default 1,000) with the model's realistic latencies: the run's wall time
+///   against the lower bound the latencies and the concurrency allow (N / C × the uncontended device
+///   time, measured first by running devices one at a time).
+public struct BenchCommand: Command {
+    public init() {}
+
+    public let name = "bench"
+    public let summary = "measure throughput and latency overhead on the simulated fleet"
+    public let discussion = """
+        Scenarios: throughput (default 10000 devices, zero latency, concurrency 256, journal with fsync),
+        latency (default 1000 devices, model latencies, concurrency 64), or all. Results go to stdout as
+        text and, with --json, as one JSON object per scenario.
+        """
+    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency or all (default all)", isOptional: true)]
+    public let options = [
+        OptionSpec("devices", short: "n", kind: .value("N"), help: "number of devices"),
+        OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight"),
+        OptionSpec("workflow", kind: .value("FILE"), help: "workflow (default workflows/sensor-v2.yaml)"),
+        OptionSpec("model", kind: .value("FILE"), help: "device model (default inventory/models/sensor-v2.yaml)"),
+        OptionSpec("no-fsync", kind: .flag, help: "journal without fsync (to see what durability costs)"),
+        OptionSpec("json", kind: .flag, help: "print results as JSON lines"),
+    ]
+
+    public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
+        let out = context.output
+        let scenario = arguments.positionals.first ?? "all"
+        guard ["throughput", "latency", "all"].contains(scenario) else {
+            out.err("error: unknown scenario `\(scenario)` (throughput, latency, all)")
+            return ExitCode.invalidInput
+        }
+        let workflowPath = arguments.value("workflow") ?? "workflows/sensor-v2.yaml"
+        let modelPath = arguments.value("model") ?? "inventory/models/sensor-v2.yaml"
+        let devicesArg = arguments.value("devices").flatMap(Int.init)
+        let concurrencyArg = arguments.value("concurrency").flatMap(Int.init)
+        do {
+            if scenario == "throughput" || scenario == "all" {
+                let r = try await Self.throughput(devices: devicesArg ?? 10_000, concurrency: concurrencyArg ?? 256,
+                                                  workflowPath: workflowPath, modelPath: modelPath, fsync: !arguments.flag("no-fsync"))
+                out.out(arguments.flag("json") ? r.json : r.text)
+            }
+            if scenario == "latency" || scenario == "all" {
+                let r = try await Self.latency(devices: devicesArg ?? 1_000, concurrency: concurrencyArg ?? 64,
+                                               workflowPath: workflowPath, modelPath: modelPath)
+                out.out(arguments.flag("json") ? r.json : r.text)
+            }
+        } catch {
+            out.err("error: \(error)")
+            return ExitCode.environment
+        }
+        return ExitCode.success
+    }
+
+    struct Result {
+        var fields: [(String, String)]
+        var text: String { fields.map { "\($0.0): \($0.1)" }.joined(separator: "\n") + "\n" }
+        var json: String { "{" + fields.map { "\"\($0.0)\": \"\($0.1)\"" }.joined(separator: ", ") + "}" }
+    }
+
+    /// Peak resident memory of this process so far, in MiB.
+    static func peakRSSMiB() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_maxrss) / 1024
+    }
+
+    /// A temporary line of `count` devices using the model at `modelPath`.
+    static func makeLine(count: Int, modelPath: String) throws -> (dir: String, inventory: String) {
+        let dir = NSTemporaryDirectory() + "provision-bench-\(getpid())-\(count)-\(UInt32.random(in: 0...UInt32.max))"
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: dir + "/blobs", withIntermediateDirectories: true)
+        let model = URL(fileURLWithPath: modelPath, relativeTo: URL(fileURLWithPath: fm.currentDirectoryPath)).standardizedFileURL.path
+        var seed: UInt64 = 0xBE4C
+        for (i, size) in [1024, 2048, 3072, 4096].enumerated() {
+            var bytes = [UInt8](repeating: 0, count: size)
+            for k in 0..<size {
+                seed = seed &* 6364136223846793005 &+ 1442695040888963407
+                bytes[k] = UInt8(truncatingIfNeeded: seed >> 33)
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: dir + "/blobs/blob-\(i).bin"))
+        }
+        var text = "simulator: { model: \"\(model)\" }\ndevices:\n"
+        text.reserveCapacity(count * 140)
+        for i in 1...count {
+            let hi = (i >> 16) & 0xFF, mid = (i >> 8) & 0xFF, lo = i & 0xFF
+            text += "  - { id: SN-\(i), name: SNS-\(i), address: \"C0:5E:00:\(hex2(hi)):\(hex2(mid)):\(hex2(lo))\", vars: { config: \"0a0b\(hex2(mid))\(hex2(lo))\", blob: blobs/blob-\(i % 4).bin } }\n"
+        }
+        let path = dir + "/inventory.yaml"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return (dir, path)
+    }
+
+    static func hex2(_ v: Int) -> String {
+        let s = String(v, radix: 16, uppercase: true)
+        return s.count == 1 ? "0" + s : s
+    }
+
+    struct BenchError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func load(workflowPath: String, inventoryPath: String, limit: String? = nil) throws -> ValidationResult {
+        let r = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: limit)
+        guard r.isValid else {
+            throw BenchError(description: r.errors.prefix(3).map { "\($0.path):\($0.line):\($0.column): \($0.message)" }.joined(separator: "\n"))
+        }
+        return r
+    }
+
+    static func runLine(_ r: ValidationResult, devices: [InventoryDevice], dir: String, name: String, concurrency: Int,
+                        latency: Double, fsync: Bool) async throws -> (RunReport, Duration) {
+        guard let workflow = r.workflow, let inventory = r.inventory else { throw BenchError(description: "invalid input") }
+        let sim: SimulatedCentral
+        do {
+            sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: latency, statePath: nil)
+        } catch let e as AdapterFactory.InputError {
+            throw BenchError(description: e.message)
+        }
+        var options = RunOptions(journalPath: dir + "/\(name).journal", reportPath: dir + "/\(name).json")
+        options.concurrency = concurrency
+        options.fsync = fsync
+        let clock = ContinuousClock()
+        let start = clock.now
+        let report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: [sim], options: options)
+        let wall = clock.now - start
+        await sim.close()
+        return (report, wall)
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    static func throughput(devices: Int, concurrency: Int, workflowPath: String, modelPath: String, fsync: Bool) async throws -> Result {
+        let line = try makeLine(count: devices, modelPath: modelPath)
+        defer { try? FileManager.default.removeItem(atPath: line.dir) }
+        let clock = ContinuousClock()
+        let validateStart = clock.now
+        let r = try load(workflowPath: workflowPath, inventoryPath: line.inventory)
+        let validate = clock.now - validateStart
+        let (report, wall) = try await runLine(r, devices: r.selectedDevices, dir: line.dir, name: "throughput",
+                                               concurrency: concurrency, latency: 0, fsync: fsync)
+        let ok = report.summary.outcomes["succeeded"] ?? 0
+        let perSecond = Double(ok) / seconds(wall)
+        return Result(fields: [
+            ("scenario", "throughput"),
+            ("devices", "\(devices)"), ("succeeded", "\(ok)"), ("concurrency", "\(concurrency)"),
+            ("journal", fsync ? "fsync (group commit)" : "no fsync"),
+            ("validate_s", String(format: "%.3f", seconds(validate))),
+            ("run_wall_s", String(format: "%.3f", seconds(wall))),
+            ("devices_per_s", String(format: "%.0f", perSecond)),
+            ("att_round_trips_per_device", String(format: "%.1f", report.summary.attRoundTripsPerDevice ?? 0)),
+            ("peak_rss_mib", String(format: "%.1f", peakRSSMiB())),
+            ("target", "≥ 2000 devices/s, ≤ 200 MiB"),
+        ])
+    }
+
+    static func latency(devices: Int, concurrency: Int, workflowPath: String, modelPath: String) async throws -> Result {
+        let line = try makeLine(count: devices, modelPath: modelPath)
+        defer { try? FileManager.default.removeItem(atPath: line.dir) }
+        let r = try load(workflowPath: workflowPath, inventoryPath: line.inventory)
+        // The uncontended device time: devices one at a time, same latencies.
+        let sampleCount = min(24, devices)
+        let sample = Array(r.selectedDevices.suffix(sampleCount))
+        let (baseline, baselineWall) = try await runLine(r, devices: sample, dir: line.dir, name: "baseline", concurrency: 1,
+                                                         latency: 1, fsync: true)
+        let perDevice = seconds(baselineWall) / Double(sampleCount)
+        let (report, wall) = try await runLine(r, devices: r.selectedDevices, dir: line.dir, name: "latency",
+                                               concurrency: concurrency, latency: 1, fsync: true)
+        let bound = Double(devices) / Double(concurrency) * perDevice
+        let overhead = (seconds(wall) / bound - 1) * 100
+        return Result(fields: [
+            ("scenario", "latency"),
+            ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes["succeeded"] ?? 0)"),
+            ("concurrency", "\(concurrency)"),
+            ("uncontended_device_s", String(format: "%.4f", perDevice)),
+            ("baseline_succeeded", "\(baseline.summary.outcomes["succeeded"] ?? 0)/\(sampleCount)"),
+            ("lower_bound_s", String(format: "%.3f", bound)),
+            ("run_wall_s", String(format: "%.3f", seconds(wall))),
+            ("over_lower_bound_percent", String(format: "%.1f", overhead)),
+            ("peak_rss_mib", String(format: "%.1f", peakRSSMiB())),
+            ("target", "within 5 % of the lower bound"),
+        ])
+    }
+}
