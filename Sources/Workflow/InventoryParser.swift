@@ -66,7 +66,7 @@ public struct InventoryParser: Sendable {
                     if let device = Self.device(item, defaults: defaultVars, reader: &reader) { devices.append(device) }
                 }
             }
-        } else {
+        } else if !reader.hasTypo(of: "devices", in: root) {
             reader.error("the inventory needs `devices`", at: root.mark, hint: "add `devices:` with a list of `{ id, address, name, vars }`")
         }
         var sink = reader.sink
@@ -91,6 +91,7 @@ public struct InventoryParser: Sendable {
             if let text = reader.string(a, "`address`") {
                 if let address = BluetoothAddress(text) { device.address = address } else {
                     reader.error("`\(text)` is not a Bluetooth address", at: a.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
+                    return nil
                 }
             }
         }
@@ -229,6 +230,7 @@ enum CSVInventory {
             let id = first.text.trimmingSpaces
             guard InventoryParser.checkID(id, at: first.mark, sink: &sink) else { continue }
             var device = InventoryDevice(id: id, mark: first.mark)
+            var valid = true
             for (i, cell) in row.enumerated().dropFirst() {
                 let text = cell.text.trimmingSpaces
                 switch names[i] {
@@ -236,6 +238,7 @@ enum CSVInventory {
                     if text.isEmpty { break }
                     if let a = BluetoothAddress(text) { device.address = a } else {
                         sink.error("`\(text)` is not a Bluetooth address", at: cell.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
+                        valid = false
                     }
                 case "name":
                     if !text.isEmpty { device.name = text }
@@ -243,7 +246,7 @@ enum CSVInventory {
                     if !text.isEmpty { device.vars[names[i]] = text }
                 }
             }
-            devices.append(device)
+            if valid { devices.append(device) }
         }
         return devices
     }

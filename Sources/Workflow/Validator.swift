@@ -26,11 +26,13 @@ public enum Validator {
     public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "") -> ValidationResult {
         var diagnostics: [Diagnostic] = []
         var workflow: Workflow?
+        var partial: Workflow?
         switch readFile(workflowPath) {
         case .success(let bytes):
-            let parsed = WorkflowParser().parse(bytes: bytes, path: workflowPath)
-            workflow = parsed.workflow
+            let parsed = WorkflowParser().parsePartial(bytes: bytes, path: workflowPath)
+            partial = parsed.partial
             diagnostics += parsed.diagnostics
+            if !parsed.diagnostics.contains(where: { $0.severity == .error }) { workflow = parsed.partial }
         case .failure(let d):
             diagnostics.append(d)
         }
@@ -53,8 +55,13 @@ public enum Validator {
             selected = s.devices
             diagnostics += s.diagnostics
         }
-        if let workflow, let inventory {
-            diagnostics += check(workflow, against: inventory, devices: selected)
+        if let partial, let inventory {
+            let cross = check(partial, against: inventory, devices: selected)
+            if !cross.isEmpty {
+                // Keep the workflow file's diagnostics in position order.
+                let (mine, others) = (diagnostics.filter { $0.path == workflowPath }, diagnostics.filter { $0.path != workflowPath })
+                diagnostics = (mine + cross).sorted { $0.mark < $1.mark } + others
+            }
         }
         return ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
     }
@@ -87,13 +94,14 @@ public enum Validator {
         var out: [Diagnostic] = []
         let path = workflow.path
         var captured = Set<String>()
+        let capturedAnywhere = Set(workflow.capturedNames)
         let known = inventory.variableNames
         var reported = Set<String>()
         var fileSizes: [String: Int64?] = [:]
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
-                for (name, mark) in template.references where !captured.contains(name) {
+                for (name, mark) in template.references where !captured.contains(name) && !capturedAnywhere.contains(name) {
                     let missing = devices.filter { $0.value(of: name) == nil }
                     guard !missing.isEmpty else { continue }
                     let key = "\(name)@\(mark)"

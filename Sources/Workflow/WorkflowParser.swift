@@ -11,6 +11,13 @@ public struct WorkflowParser: Sendable {
 
     /// Parses workflow text. `path` is used in diagnostics and stored in the model.
     public func parse(bytes: [UInt8], path: String) -> (workflow: Workflow?, diagnostics: [Diagnostic]) {
+        let result = parsePartial(bytes: bytes, path: path)
+        return (result.diagnostics.contains { $0.severity == .error } ? nil : result.partial, result.diagnostics)
+    }
+
+    /// Like `parse`, but also returns what could be read of an invalid workflow (the steps that parsed),
+    /// so that the inventory cross-checks still run and report their problems in the same pass.
+    public func parsePartial(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic]) {
         var reader = NodeReader(path: path)
         let root: YAMLNode?
         do {
@@ -26,8 +33,8 @@ public struct WorkflowParser: Sendable {
         }
         var state = State(reader: reader)
         let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
-        let diagnostics = state.reader.sink.diagnostics
-        return (diagnostics.contains { $0.severity == .error } ? nil : workflow, diagnostics)
+        let diagnostics = state.reader.sink.diagnostics.sorted { $0.mark < $1.mark }
+        return (workflow, diagnostics)
     }
 
     static let topKeys = ["name", "description", "defaults", "steps"]
@@ -67,7 +74,7 @@ private struct State {
         var name = ""
         if let n = root["name"] {
             name = reader.string(n, "`name`") ?? ""
-        } else {
+        } else if !reader.hasTypo(of: "name", in: root) {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
         let description = root["description"].flatMap { reader.string($0, "`description`") }
@@ -96,7 +103,7 @@ private struct State {
                     }
                 }
             }
-        } else {
+        } else if !reader.hasTypo(of: "steps", in: root) {
             reader.error("the workflow needs `steps`", at: root.mark, hint: "add `steps:` with a list of steps")
         }
         return Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
@@ -227,7 +234,7 @@ private struct State {
             var value: Template?
             if let v = options["value"] {
                 value = reader.template(v, "`value`")
-            } else {
+            } else if !reader.hasTypo(of: "value", in: options) {
                 reader.error("`verify` needs `value`", at: options.mark, hint: "for example `value: \"${fw}\"`")
             }
             let matcher = verifyMatcher(options)
@@ -369,10 +376,10 @@ private struct State {
     mutating func characteristic(_ options: YAMLNode, _ kind: String) -> CharacteristicRef? {
         var service: BluetoothUUID?
         var characteristic: BluetoothUUID?
-        if let s = options["service"] { service = reader.uuid(s, "`service`") } else {
+        if let s = options["service"] { service = reader.uuid(s, "`service`") } else if !reader.hasTypo(of: "service", in: options) {
             reader.error("`\(kind)` needs `service`", at: options.mark, hint: "for example `service: 180A`")
         }
-        if let c = options["characteristic"] { characteristic = reader.uuid(c, "`characteristic`") } else {
+        if let c = options["characteristic"] { characteristic = reader.uuid(c, "`characteristic`") } else if !reader.hasTypo(of: "characteristic", in: options) {
             reader.error("`\(kind)` needs `characteristic`", at: options.mark, hint: "for example `characteristic: 2A26`")
         }
         guard let service, let characteristic else { return nil }
@@ -426,7 +433,7 @@ private struct State {
         var value: ValueSpec?
         if let v = options["value"] {
             value = reader.valueSpec(v, "`value`")
-        } else {
+        } else if !reader.hasTypo(of: "value", in: options) {
             reader.error("\(context) needs `value`", at: options.mark, hint: "for example `value: { hex: \"01\" }`")
         }
         if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
