@@ -8,9 +8,10 @@ public struct InventoryParser: Sendable {
     static let topKeys = ["devices", "defaults", "secrets", "simulator"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
-    /// Parses inventory bytes. `path` names the file in diagnostics and decides the format.
-    public func parse(bytes: [UInt8], path: String) -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
-        let base = Self.directory(of: path)
+    /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
+    /// paths in variables resolve against `baseDirectory` (default: the directory of `path`).
+    public func parse(bytes: [UInt8], path: String, baseDirectory: String? = nil) -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
+        let base = baseDirectory ?? Self.directory(of: path)
         let sha = SHA256.hexDigest(bytes)
         if path.lowercased().hasSuffix(".csv") {
             var sink = DiagnosticSink(path: path)

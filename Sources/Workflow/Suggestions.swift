@@ -27,7 +27,7 @@ public enum Suggestions {
     /// The closest candidate if it is close enough to be a plausible typo (distance ≤ max(1, len/3)).
     public static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
         var best: (String, Int)?
-        for c in candidates {
+        for c in candidates.sorted() {
             let d = editDistance(word, c)
             if let current = best, current.1 <= d { continue }
             best = (c, d)

@@ -27,10 +27,12 @@ public enum Validator {
         var diagnostics: [Diagnostic] = []
         var workflow: Workflow?
         var partial: Workflow?
-        switch readFile(workflowPath) {
+        var declared = Set<String>()
+        switch readFile(ValueSpec.resolve(path: workflowPath, baseDirectory: currentDirectory), shownAs: workflowPath) {
         case .success(let bytes):
-            let parsed = WorkflowParser().parsePartial(bytes: bytes, path: workflowPath)
+            let parsed = WorkflowParser().parseWithCaptures(bytes: bytes, path: workflowPath)
             partial = parsed.partial
+            declared = parsed.captures
             diagnostics += parsed.diagnostics
             if !parsed.diagnostics.contains(where: { $0.severity == .error }) { workflow = parsed.partial }
         case .failure(let d):
@@ -38,9 +40,11 @@ public enum Validator {
         }
         var inventory: Inventory?
         if let inventoryPath {
-            switch readFile(inventoryPath) {
+            let resolved = ValueSpec.resolve(path: inventoryPath, baseDirectory: currentDirectory)
+            switch readFile(resolved, shownAs: inventoryPath) {
             case .success(let bytes):
-                let parsed = InventoryParser().parse(bytes: bytes, path: inventoryPath)
+                let parsed = InventoryParser().parse(
+                    bytes: bytes, path: inventoryPath, baseDirectory: InventoryParser.directory(of: resolved))
                 inventory = parsed.inventory
                 diagnostics += parsed.diagnostics
             case .failure(let d):
@@ -56,7 +60,7 @@ public enum Validator {
             diagnostics += s.diagnostics
         }
         if let partial, let inventory {
-            let cross = check(partial, against: inventory, devices: selected)
+            let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared)
             if !cross.isEmpty {
                 // Keep the workflow file's diagnostics in position order.
                 let (mine, others) = (diagnostics.filter { $0.path == workflowPath }, diagnostics.filter { $0.path != workflowPath })
@@ -66,24 +70,26 @@ public enum Validator {
         return ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
     }
 
-    /// Reads a file, refusing directories, missing files and files over `maxFileBytes`.
-    public static func readFile(_ path: String) -> Result<[UInt8], Diagnostic> {
+    /// Reads a file, refusing directories, missing files and files over `maxFileBytes`. Diagnostics name
+    /// the file as `shownAs` (the path the user gave).
+    public static func readFile(_ path: String, shownAs: String? = nil) -> Result<[UInt8], Diagnostic> {
         let start = SourceMark(line: 1, column: 1)
+        let shown = shownAs ?? path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            return .failure(Diagnostic(path: path, mark: start, message: "no such file", hint: "check the path (relative paths start from the current directory)"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "no such file", hint: "check the path (relative paths start from the current directory)"))
         }
         if isDirectory.boolValue {
-            return .failure(Diagnostic(path: path, mark: start, message: "is a directory, not a file"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "is a directory, not a file"))
         }
         if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
            let size = (attributes[.size] as? NSNumber)?.intValue, size > maxFileBytes {
             return .failure(Diagnostic(
-                path: path, mark: start, message: "file is \(size) bytes; the limit is \(maxFileBytes) bytes",
+                path: shown, mark: start, message: "file is \(size) bytes; the limit is \(maxFileBytes) bytes",
                 hint: "a workflow or inventory this large is almost certainly not what you meant"))
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            return .failure(Diagnostic(path: path, mark: start, message: "cannot read the file (permissions?)"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "cannot read the file (permissions?)"))
         }
         return .success([UInt8](data))
     }
@@ -91,10 +97,14 @@ public enum Validator {
     /// Cross-checks: every template reference resolves for every selected device, and every value the
     /// workflow writes can be produced for every device (hex variables are hex, files exist and fit).
     public static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice]) -> [Diagnostic] {
+        check(workflow, against: inventory, devices: devices, alsoCaptured: [])
+    }
+
+    static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice], alsoCaptured: Set<String>) -> [Diagnostic] {
         var out: [Diagnostic] = []
         let path = workflow.path
         var captured = Set<String>()
-        let capturedAnywhere = Set(workflow.capturedNames)
+        let capturedAnywhere = Set(workflow.capturedNames).union(alsoCaptured)
         let known = inventory.variableNames
         var reported = Set<String>()
         var fileSizes: [String: Int64?] = [:]

@@ -18,23 +18,30 @@ public struct WorkflowParser: Sendable {
     /// Like `parse`, but also returns what could be read of an invalid workflow (the steps that parsed),
     /// so that the inventory cross-checks still run and report their problems in the same pass.
     public func parsePartial(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic]) {
+        let r = parseWithCaptures(bytes: bytes, path: path)
+        return (r.partial, r.diagnostics)
+    }
+
+    /// `parsePartial`, plus every capture id declared (also by steps that failed to parse), so that
+    /// cross-checks do not repeat an error as "unknown variable".
+    func parseWithCaptures(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic], captures: Set<String>) {
         var reader = NodeReader(path: path)
         let root: YAMLNode?
         do {
             root = try YAMLParser().parse(bytes)
         } catch {
             reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics)
+            return (nil, reader.sink.diagnostics, [])
         }
         guard let root else {
             reader.error("the workflow is empty", at: SourceMark(line: 1, column: 1),
                          hint: "a workflow needs at least `name:` and `steps:`")
-            return (nil, reader.sink.diagnostics)
+            return (nil, reader.sink.diagnostics, [])
         }
         var state = State(reader: reader)
         let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
         let diagnostics = state.reader.sink.diagnostics.sorted { $0.mark < $1.mark }
-        return (workflow, diagnostics)
+        return (workflow, diagnostics, Set(state.captures.keys))
     }
 
     static let topKeys = ["name", "description", "defaults", "steps"]
@@ -224,6 +231,7 @@ private struct State {
                                  hint: Suggestions.hint(for: text, in: names) ?? "use one of \(names.joined(separator: ", "))")
                 }
             }
+            if let id { captures[id] = number }
             if let target {
                 derivedName = "read \(id ?? target.characteristic.description)"
                 kind = .read(Step.Read(target: target, id: id, decoder: decoder))
@@ -292,8 +300,8 @@ private struct State {
             }
             var allow = false
             if let a = options["allow_undeclared"], let v = reader.bool(a, "`allow_undeclared`") { allow = v }
+            if let id { subscriptions[id] = number }
             if let id, let target {
-                subscriptions[id] = number
                 derivedName = "subscribe \(id)"
                 kind = .subscribe(Step.Subscribe(id: id, target: target, mode: mode, allowUndeclared: allow))
             } else {
@@ -336,7 +344,6 @@ private struct State {
         default:
             kind = nil
         }
-        if kindName == "read", case .read(let r)? = kind, let id = r.id { captures[id] = number }
         guard let kind else { return nil }
         let effectiveTimeout: Duration
         if case .await = kind, timeout == nil {

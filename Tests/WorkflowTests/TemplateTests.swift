@@ -6,7 +6,7 @@ import YAML
     @Test func referencesAreParsedWithMarks() throws {
         let t = try Template(parsing: "01${config}-${id}", at: SourceMark(line: 3, column: 10))
         #expect(t.referencedNames == ["config", "id"])
-        #expect(t.references.map(\.mark) == [SourceMark(line: 3, column: 14), SourceMark(line: 3, column: 24)])
+        #expect(t.references.map(\.mark) == [SourceMark(line: 3, column: 12), SourceMark(line: 3, column: 22)])
     }
 
     @Test func renderSubstitutesValues() throws {
