@@ -147,7 +147,9 @@ public enum Validator {
                     out.append(Diagnostic(
                         path: path, mark: mark,
                         message: "step `\(step.name)`: the value cannot be made for \(failures.count) device\(failures.count == 1 ? "" : "s") (\(ids)): \(inventory.redact(first.1, for: first.0))",
-                        hint: "fix the variable in the inventory (file paths are relative to \(inventory.path))"))
+                        hint: spec.fileTemplates.isEmpty
+                            ? "fix the variable in the inventory"
+                            : "fix the variable in the inventory (file paths are relative to the inventory's directory, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))"))
                 }
             }
             if let id = step.capturedName { captured.insert(id) }

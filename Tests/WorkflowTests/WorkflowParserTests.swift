@@ -132,3 +132,20 @@ import YAML
         #expect(w.steps.first?.effectiveTimeout == .seconds(15))
     }
 }
+
+@Suite struct WorkflowModelTests {
+    @Test func usedServicesAreInFirstUseOrder() throws {
+        let result = Validator.validate(workflowPath: repositoryRoot + "/workflows/sensor-v2.yaml", inventoryPath: nil)
+        let w = try #require(result.workflow)
+        #expect(w.usedServices == [BluetoothUUID(0x180A), BluetoothUUID(0xFFF0)])
+    }
+
+    @Test func deviceLookupPrefersCapturedValues() {
+        let device = InventoryDevice(id: "SN-1", name: "S1", vars: ["config": "0a"], mark: SourceMark(line: 1, column: 1))
+        let lookup = device.variables(captured: ["fw": "2.4.1"])
+        #expect(lookup("fw") == "2.4.1")
+        #expect(lookup("id") == "SN-1")
+        #expect(lookup("config") == "0a")
+        #expect(lookup("address") == nil)
+    }
+}
