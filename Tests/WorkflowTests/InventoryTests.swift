@@ -113,3 +113,57 @@ import YAML
         #expect(Diagnostic.jsonString("a\"b\\\n\u{1}") == #""a\"b\\\n\u0001""#)
     }
 }
+
+@Suite struct CrossCheckTests {
+    @Test func secretValuesAreRedactedInValidationMessages() throws {
+        let workflow = try #require(WorkflowParser().parse(bytes: Array("""
+            name: t
+            steps:
+              - connect
+              - write: { service: FFF0, characteristic: FFF1, value: { hex: "05${key}" } }
+            """.utf8), path: "w.yaml").workflow)
+        let inventory = try #require(InventoryParser().parse(bytes: Array("""
+            secrets: [key]
+            devices:
+              - { id: SN-1, name: a, vars: { key: "topsecretzz" } }
+            """.utf8), path: "i.yaml").inventory)
+        let d = Validator.check(workflow, against: inventory, devices: inventory.devices)
+        #expect(d.count == 1)
+        #expect(d.first?.message.contains("topsecret") == false)
+        #expect(d.first?.message.contains("***") == true)
+    }
+
+    @Test func builtinsMissingOnSomeDevicesAreListed() throws {
+        let workflow = try #require(WorkflowParser().parse(bytes: Array("""
+            name: t
+            steps:
+              - scan: { address: "${address}" }
+            """.utf8), path: "w.yaml").workflow)
+        let inventory = try #require(InventoryParser().parse(bytes: Array("""
+            devices:
+              - { id: SN-1, address: "C0:5E:00:00:00:01" }
+              - { id: SN-2, name: b }
+              - { id: SN-3, name: c }
+            """.utf8), path: "i.yaml").inventory)
+        let d = Validator.check(workflow, against: inventory, devices: inventory.devices)
+        #expect(d.map(\.message) == ["`${address}` is not defined for 2 devices: SN-2, SN-3"])
+        #expect(d.first?.mark == SourceMark(line: 3, column: 23))
+    }
+
+    @Test func onlySelectedDevicesAreChecked() throws {
+        let workflow = try #require(WorkflowParser().parse(bytes: Array("""
+            name: t
+            steps:
+              - connect
+              - write: { service: FFF0, characteristic: FFF1, value: { hex: "${config}" } }
+            """.utf8), path: "w.yaml").workflow)
+        let inventory = try #require(InventoryParser().parse(bytes: Array("""
+            devices:
+              - { id: SN-1, name: a, vars: { config: "01" } }
+              - { id: SN-2, name: b }
+            """.utf8), path: "i.yaml").inventory)
+        let selected = DeviceSelection.select("SN-1", from: inventory.devices).devices
+        #expect(Validator.check(workflow, against: inventory, devices: selected).isEmpty)
+        #expect(Validator.check(workflow, against: inventory, devices: inventory.devices).count == 1)
+    }
+}
