@@ -26,6 +26,8 @@ public enum Suggestions {
 
     /// The closest candidate if it is close enough to be a plausible typo (distance ≤ max(1, len/3)).
     public static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
+        // A typo is short; comparing a huge (hostile) word would only burn time.
+        guard word.utf8.count <= 64 else { return nil }
         var best: (String, Int)?
         for c in candidates.sorted() {
             let d = editDistance(word, c)
