@@ -193,7 +193,9 @@ enum CSVInventory {
             sink.error("file is \(bytes.count) bytes; the limit is \(YAMLParser.Limits().maxBytes) bytes", at: SourceMark(line: 1, column: 1))
             return []
         }
-        guard let rows = rows(bytes, sink: &sink) else { return [] }
+        // A UTF-8 byte order mark (spreadsheet exports) is not part of the first cell.
+        let text = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+        guard let rows = rows(text, sink: &sink) else { return [] }
         let nonEmpty = rows.filter { !($0.count == 1 && $0[0].text.isEmpty) && !($0.first?.text.hasPrefix("#") ?? false) }
         guard let header = nonEmpty.first else { return [] }
         let names = header.map { $0.text.trimmingSpaces }

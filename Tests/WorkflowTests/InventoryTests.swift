@@ -167,3 +167,27 @@ import YAML
         #expect(Validator.check(workflow, against: inventory, devices: inventory.devices).count == 1)
     }
 }
+
+@Suite struct CSVEdgeCaseTests {
+    @Test func byteOrderMarkAndCommentsAndBlankLinesAreSkipped() throws {
+        let text = [UInt8]([0xEF, 0xBB, 0xBF]) + Array("id,name\n# rework batch\n\nSN-1,S1\n".utf8)
+        let r = InventoryParser().parse(bytes: text, path: "i.csv")
+        #expect(r.diagnostics.isEmpty)
+        #expect(r.inventory?.devices.map(\.id) == ["SN-1"])
+        #expect(r.inventory?.devices.first?.mark == SourceMark(line: 4, column: 1))
+    }
+
+    @Test func duplicateColumnsAndBadAddressesArePositioned() {
+        let r = InventoryParser().parse(bytes: Array("id,name,name\nSN-1,a,b\n".utf8), path: "i.csv")
+        #expect(r.diagnostics.map(\.mark) == [SourceMark(line: 1, column: 9)])
+        #expect(r.diagnostics.first?.message == "duplicate column `name` (first at column 4)")
+        let r2 = InventoryParser().parse(bytes: Array("id,address\nSN-1,C0:5E\n".utf8), path: "i.csv")
+        #expect(r2.diagnostics.map(\.mark) == [SourceMark(line: 2, column: 6)])
+    }
+
+    @Test func emptyCSVHasNoDevices() {
+        let r = InventoryParser().parse(bytes: Array("id,name\n".utf8), path: "i.csv")
+        #expect(r.inventory == nil)
+        #expect(r.diagnostics.map(\.message) == ["the inventory has no devices"])
+    }
+}
