@@ -198,7 +198,7 @@ private struct State {
         var derivedName = kindName
         switch kindName {
         case "scan":
-            kind = scan(options)
+            kind = scan(options, laterCaptures: laterCaptures)
         case "connect":
             kind = connect(options, defaults: defaults)
             connected = true
@@ -345,12 +345,7 @@ private struct State {
             kind = nil
         }
         guard let kind else { return nil }
-        let effectiveTimeout: Duration
-        if case .await = kind, timeout == nil {
-            effectiveTimeout = defaults.timeout
-        } else {
-            effectiveTimeout = timeout ?? defaults.timeout
-        }
+        let effectiveTimeout = timeout ?? defaults.timeout
         return Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
@@ -393,7 +388,7 @@ private struct State {
         return CharacteristicRef(service: service, characteristic: characteristic)
     }
 
-    mutating func scan(_ options: YAMLNode) -> Step.Kind? {
+    mutating func scan(_ options: YAMLNode, laterCaptures: [String: Int]) -> Step.Kind? {
         var s = Step.Scan()
         var ok = true
         if let a = options["address"] {
@@ -423,7 +418,7 @@ private struct State {
                 if let company { s.manufacturer = Step.ManufacturerFilter(company: UInt16(company), prefix: prefix) } else { ok = false }
             } else { ok = false }
         }
-        for t in [s.address, s.name].compactMap({ $0 }) { checkReferences(t, laterCaptures: [:]) }
+        for t in [s.address, s.name].compactMap({ $0 }) { checkReferences(t, laterCaptures: laterCaptures) }
         return ok ? .scan(s) : nil
     }
 

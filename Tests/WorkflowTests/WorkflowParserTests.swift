@@ -149,3 +149,32 @@ import YAML
         #expect(lookup("address") == nil)
     }
 }
+
+@Suite struct CaptureOrderTests {
+    @Test func aScanCannotUseAValueCapturedLater() {
+        let text = """
+            name: t
+            steps:
+              - scan: { name: "${model}" }
+              - connect
+              - read: { id: model, service: 180A, characteristic: 2A24, as: utf8 }
+            """
+        let (_, d) = WorkflowParser().parse(bytes: Array(text.utf8), path: "w.yaml")
+        #expect(d.map(\.message) == ["`${model}` is captured by step 3, which runs after this one"])
+        #expect(d.map(\.mark) == [SourceMark(line: 3, column: 20)])
+    }
+
+    @Test func aCaptureIsUsableByEveryLaterStep() throws {
+        let text = """
+            name: t
+            steps:
+              - connect
+              - read: { id: model, service: 180A, characteristic: 2A24, as: utf8 }
+              - verify: { value: "${model}", one_of: [sensor-v2, "${model}"] }
+              - write: { service: FFF0, characteristic: FFF1, value: { utf8: "${model}" } }
+            """
+        let (w, d) = WorkflowParser().parse(bytes: Array(text.utf8), path: "w.yaml")
+        #expect(d.isEmpty)
+        #expect(w?.inventoryVariables.isEmpty == true)
+    }
+}
