@@ -11,6 +11,13 @@ public struct ValidationResult: Sendable {
     /// Every problem found, in file order (workflow first, then inventory, then cross-checks).
     public var diagnostics: [Diagnostic]
 
+    public init(workflow: Workflow?, inventory: Inventory?, selectedDevices: [InventoryDevice], diagnostics: [Diagnostic]) {
+        self.workflow = workflow
+        self.inventory = inventory
+        self.selectedDevices = selectedDevices
+        self.diagnostics = diagnostics
+    }
+
     /// True when there is no error (warnings allowed) and the workflow parsed.
     public var isValid: Bool { workflow != nil && !diagnostics.contains { $0.severity == .error } }
 

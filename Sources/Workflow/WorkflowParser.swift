@@ -81,6 +81,9 @@ private struct State {
         var name = ""
         if let n = root["name"] {
             name = reader.string(n, "`name`") ?? ""
+            if name.trimmingSpaces.isEmpty, n.scalar != nil, !n.isNull {
+                reader.error("`name` is empty", at: n.mark, hint: "reports identify the workflow by its name")
+            }
         } else if !reader.hasTypo(of: "name", in: root) {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
