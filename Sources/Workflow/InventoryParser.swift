@@ -44,9 +44,13 @@ public struct InventoryParser: Sendable {
             if let v = d["vars"] { defaultVars = Self.vars(v, reader: &reader) }
         }
         var secrets = Set<String>()
+        var secretMarks: [(String, SourceMark)] = []
         if let s = root["secrets"], let items = reader.sequence(s, "`secrets`") {
             for item in items {
-                if let name = reader.identifier(item, "variable name") { secrets.insert(name) }
+                if let name = reader.identifier(item, "variable name") {
+                    secrets.insert(name)
+                    secretMarks.append((name, item.mark))
+                }
             }
         }
         var model: String?
@@ -75,6 +79,12 @@ public struct InventoryParser: Sendable {
             path: path, sha256: sha, baseDirectory: base, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
         Self.checkDevices(&inventory, sink: &sink)
+        if !secretMarks.isEmpty {
+            let names = inventory.variableNames
+            for (name, mark) in secretMarks where !names.contains(name) {
+                sink.warning("secret `\(name)` is not a variable of any device", at: mark, hint: Suggestions.hint(for: name, in: names))
+            }
+        }
         return (sink.hasErrors ? nil : inventory, sink.diagnostics)
     }
 
@@ -159,10 +169,6 @@ public struct InventoryParser: Sendable {
             if d.address == nil && (d.name ?? "").isEmpty {
                 sink.error("device `\(d.id)` has neither `address` nor `name`", at: d.mark, hint: "give at least one, so the device can be found")
             }
-        }
-        for name in inventory.secrets.sorted() where !inventory.variableNames.contains(name) {
-            sink.warning("secret `\(name)` is not a variable of any device", at: SourceMark(line: 1, column: 1),
-                         hint: Suggestions.hint(for: name, in: inventory.variableNames))
         }
     }
 

@@ -191,3 +191,13 @@ import YAML
         #expect(r.diagnostics.map(\.message) == ["the inventory has no devices"])
     }
 }
+
+@Suite struct SecretTests {
+    @Test func aSecretThatNamesNoVariableIsAWarningAtItsPosition() throws {
+        let r = InventoryParser().parse(bytes: Array("secrets: [device_kye]\ndevices:\n  - { id: SN-1, name: a, vars: { device_key: \"00\" } }\n".utf8), path: "i.yaml")
+        #expect(r.inventory != nil)
+        #expect(r.diagnostics.map(\.severity) == [.warning])
+        #expect(r.diagnostics.first?.mark == SourceMark(line: 1, column: 11))
+        #expect(r.diagnostics.first?.hint == "did you mean `device_key`?")
+    }
+}
