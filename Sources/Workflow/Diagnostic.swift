@@ -89,11 +89,17 @@ struct DiagnosticSink {
     }
 
     mutating func error(_ message: String, at mark: SourceMark, hint: String? = nil) {
-        diagnostics.append(Diagnostic(path: path, mark: mark, message: message, hint: hint))
+        diagnostics.append(Diagnostic(path: path, mark: mark, message: Self.bounded(message), hint: hint.map(Self.bounded)))
     }
 
     mutating func warning(_ message: String, at mark: SourceMark, hint: String? = nil) {
-        diagnostics.append(Diagnostic(path: path, mark: mark, severity: .warning, message: message, hint: hint))
+        diagnostics.append(Diagnostic(path: path, mark: mark, severity: .warning, message: Self.bounded(message), hint: hint.map(Self.bounded)))
+    }
+
+    /// Messages quote what the user wrote; a hostile file can make that megabytes long.
+    static func bounded(_ text: String) -> String {
+        guard text.utf8.count > 400 else { return text }
+        return String(text.prefix(400)) + "…"
     }
 
     var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }

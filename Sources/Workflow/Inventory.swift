@@ -82,6 +82,13 @@ public struct InventoryDevice: Sendable, Equatable {
         self.mark = mark
     }
 
+    /// A lookup for templates during a run: values captured by earlier steps first, then built-ins and
+    /// variables. Pass it to `Template.render`, `ValueSpec.bytes` and `MatcherSpec.resolve`.
+    public func variables(captured: [String: String]) -> @Sendable (String) -> String? {
+        let device = self
+        return { name in captured[name] ?? device.value(of: name) }
+    }
+
     /// Resolves a template name for this device: built-ins (`id`, `name`, `address`), then variables.
     public func value(of name: String) -> String? {
         switch name {

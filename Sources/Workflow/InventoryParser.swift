@@ -8,9 +8,10 @@ public struct InventoryParser: Sendable {
     static let topKeys = ["devices", "defaults", "secrets", "simulator"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
-    /// Parses inventory bytes. `path` names the file in diagnostics and decides the format.
-    public func parse(bytes: [UInt8], path: String) -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
-        let base = Self.directory(of: path)
+    /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
+    /// paths in variables resolve against `baseDirectory` (default: the directory of `path`).
+    public func parse(bytes: [UInt8], path: String, baseDirectory: String? = nil) -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
+        let base = baseDirectory ?? Self.directory(of: path)
         let sha = SHA256.hexDigest(bytes)
         if path.lowercased().hasSuffix(".csv") {
             var sink = DiagnosticSink(path: path)
@@ -43,9 +44,13 @@ public struct InventoryParser: Sendable {
             if let v = d["vars"] { defaultVars = Self.vars(v, reader: &reader) }
         }
         var secrets = Set<String>()
+        var secretMarks: [(String, SourceMark)] = []
         if let s = root["secrets"], let items = reader.sequence(s, "`secrets`") {
             for item in items {
-                if let name = reader.identifier(item, "variable name") { secrets.insert(name) }
+                if let name = reader.identifier(item, "variable name") {
+                    secrets.insert(name)
+                    secretMarks.append((name, item.mark))
+                }
             }
         }
         var model: String?
@@ -66,7 +71,7 @@ public struct InventoryParser: Sendable {
                     if let device = Self.device(item, defaults: defaultVars, reader: &reader) { devices.append(device) }
                 }
             }
-        } else {
+        } else if !reader.hasTypo(of: "devices", in: root) {
             reader.error("the inventory needs `devices`", at: root.mark, hint: "add `devices:` with a list of `{ id, address, name, vars }`")
         }
         var sink = reader.sink
@@ -74,6 +79,12 @@ public struct InventoryParser: Sendable {
             path: path, sha256: sha, baseDirectory: base, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
         Self.checkDevices(&inventory, sink: &sink)
+        if !secretMarks.isEmpty {
+            let names = inventory.variableNames
+            for (name, mark) in secretMarks where !names.contains(name) {
+                sink.warning("secret `\(name)` is not a variable of any device", at: mark, hint: Suggestions.hint(for: name, in: names))
+            }
+        }
         return (sink.hasErrors ? nil : inventory, sink.diagnostics)
     }
 
@@ -91,6 +102,7 @@ public struct InventoryParser: Sendable {
             if let text = reader.string(a, "`address`") {
                 if let address = BluetoothAddress(text) { device.address = address } else {
                     reader.error("`\(text)` is not a Bluetooth address", at: a.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
+                    return nil
                 }
             }
         }
@@ -158,10 +170,6 @@ public struct InventoryParser: Sendable {
                 sink.error("device `\(d.id)` has neither `address` nor `name`", at: d.mark, hint: "give at least one, so the device can be found")
             }
         }
-        for name in inventory.secrets.sorted() where !inventory.variableNames.contains(name) {
-            sink.warning("secret `\(name)` is not a variable of any device", at: SourceMark(line: 1, column: 1),
-                         hint: Suggestions.hint(for: name, in: inventory.variableNames))
-        }
     }
 
     /// The directory part of a path ("" for a bare file name).
@@ -191,7 +199,9 @@ enum CSVInventory {
             sink.error("file is \(bytes.count) bytes; the limit is \(YAMLParser.Limits().maxBytes) bytes", at: SourceMark(line: 1, column: 1))
             return []
         }
-        guard let rows = rows(bytes, sink: &sink) else { return [] }
+        // A UTF-8 byte order mark (spreadsheet exports) is not part of the first cell.
+        let text = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+        guard let rows = rows(text, sink: &sink) else { return [] }
         let nonEmpty = rows.filter { !($0.count == 1 && $0[0].text.isEmpty) && !($0.first?.text.hasPrefix("#") ?? false) }
         guard let header = nonEmpty.first else { return [] }
         let names = header.map { $0.text.trimmingSpaces }
@@ -229,6 +239,7 @@ enum CSVInventory {
             let id = first.text.trimmingSpaces
             guard InventoryParser.checkID(id, at: first.mark, sink: &sink) else { continue }
             var device = InventoryDevice(id: id, mark: first.mark)
+            var valid = true
             for (i, cell) in row.enumerated().dropFirst() {
                 let text = cell.text.trimmingSpaces
                 switch names[i] {
@@ -236,6 +247,7 @@ enum CSVInventory {
                     if text.isEmpty { break }
                     if let a = BluetoothAddress(text) { device.address = a } else {
                         sink.error("`\(text)` is not a Bluetooth address", at: cell.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
+                        valid = false
                     }
                 case "name":
                     if !text.isEmpty { device.name = text }
@@ -243,7 +255,7 @@ enum CSVInventory {
                     if !text.isEmpty { device.vars[names[i]] = text }
                 }
             }
-            devices.append(device)
+            if valid { devices.append(device) }
         }
         return devices
     }

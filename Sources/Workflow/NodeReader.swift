@@ -40,6 +40,16 @@ struct NodeReader {
         }
     }
 
+    /// True when `options` has an unknown key that looks like a misspelling of `key` (already reported,
+    /// so "needs `key`" would only repeat it).
+    func hasTypo(of key: String, in options: YAMLNode) -> Bool {
+        guard let pairs = options.mapping else { return false }
+        return pairs.contains { pair in
+            guard let k = pair.key.scalar, k != key else { return false }
+            return Suggestions.closest(to: k, in: [key]) != nil
+        }
+    }
+
     /// Reports required keys that are missing.
     mutating func require(_ keys: [String], in node: YAMLNode, context: String) -> Bool {
         var ok = true

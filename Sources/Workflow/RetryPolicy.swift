@@ -71,11 +71,13 @@ public struct RetryPolicy: Sendable, Equatable {
             let base = initial.seconds * pow(factor, Double(retry - 1))
             let capped = Swift.min(base, max.seconds)
             var value = capped
-            if jitter > 0 {
+            if jitter > 0, jitter <= 1 {
                 let spread = Double.random(in: -jitter...jitter, using: &random)
                 value = Swift.max(0, capped * (1 + spread))
             }
-            return .nanoseconds(Int64((value * 1e9).rounded()))
+            // Clamp before converting: a policy built in code may hold any Double.
+            let nanos = Swift.min(Swift.max(value * 1e9, 0), 1e17)
+            return .nanoseconds(nanos.isFinite ? Int64(nanos.rounded()) : 0)
         }
     }
 

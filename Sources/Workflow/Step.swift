@@ -99,6 +99,18 @@ public struct Step: Sendable, Equatable {
         }
     }
 
+    /// The characteristics the step touches (the trigger's too, for an `await`).
+    public var targets: [CharacteristicRef] {
+        switch kind {
+        case .read(let r): return [r.target]
+        case .write(let w): return [w.target]
+        case .writeBlob(let w): return [w.target]
+        case .subscribe(let s): return [s.target]
+        case .await(let a): return a.trigger.map { [$0.target] } ?? []
+        default: return []
+        }
+    }
+
     /// The name this step captures into, if it is a `read` with an `id`.
     public var capturedName: String? {
         if case .read(let r) = kind { return r.id }

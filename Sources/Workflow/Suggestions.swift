@@ -1,28 +1,35 @@
 /// "Did you mean ...?" suggestions from edit distance.
 public enum Suggestions {
-    /// The Levenshtein distance between two strings (case-insensitive), capped for speed.
+    /// The edit distance between two strings (case-insensitive): insertions, deletions, substitutions and
+    /// swaps of two neighbours (optimal string alignment), so `nmae` is one edit from `name`.
     public static func editDistance(_ a: String, _ b: String) -> Int {
         let x = Array(a.lowercased().unicodeScalars)
         let y = Array(b.lowercased().unicodeScalars)
         if x.isEmpty { return y.count }
         if y.isEmpty { return x.count }
-        var previous = Array(0...y.count)
-        var current = [Int](repeating: 0, count: y.count + 1)
+        let width = y.count + 1
+        var d = [Int](repeating: 0, count: (x.count + 1) * width)
+        for i in 0...x.count { d[i * width] = i }
+        for j in 0...y.count { d[j] = j }
         for i in 1...x.count {
-            current[0] = i
             for j in 1...y.count {
                 let cost = x[i - 1] == y[j - 1] ? 0 : 1
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                var v = min(d[(i - 1) * width + j] + 1, d[i * width + j - 1] + 1, d[(i - 1) * width + j - 1] + cost)
+                if i > 1, j > 1, x[i - 1] == y[j - 2], x[i - 2] == y[j - 1] {
+                    v = min(v, d[(i - 2) * width + j - 2] + 1)
+                }
+                d[i * width + j] = v
             }
-            swap(&previous, &current)
         }
-        return previous[y.count]
+        return d[x.count * width + y.count]
     }
 
     /// The closest candidate if it is close enough to be a plausible typo (distance ≤ max(1, len/3)).
     public static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
+        // A typo is short; comparing a huge (hostile) word would only burn time.
+        guard word.utf8.count <= 64 else { return nil }
         var best: (String, Int)?
-        for c in candidates {
+        for c in candidates.sorted() {
             let d = editDistance(word, c)
             if let current = best, current.1 <= d { continue }
             best = (c, d)

@@ -63,7 +63,7 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
                     }
                     if !literal.isEmpty { parts.append(.literal(literal)) }
                     literal = ""
-                    parts.append(.reference(name, markAt(i + 2)))
+                    parts.append(.reference(name, markAt(i)))
                     i = close + 1
                     continue
                 }

@@ -11,6 +11,13 @@ public struct ValidationResult: Sendable {
     /// Every problem found, in file order (workflow first, then inventory, then cross-checks).
     public var diagnostics: [Diagnostic]
 
+    public init(workflow: Workflow?, inventory: Inventory?, selectedDevices: [InventoryDevice], diagnostics: [Diagnostic]) {
+        self.workflow = workflow
+        self.inventory = inventory
+        self.selectedDevices = selectedDevices
+        self.diagnostics = diagnostics
+    }
+
     /// True when there is no error (warnings allowed) and the workflow parsed.
     public var isValid: Bool { workflow != nil && !diagnostics.contains { $0.severity == .error } }
 
@@ -26,19 +33,25 @@ public enum Validator {
     public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "") -> ValidationResult {
         var diagnostics: [Diagnostic] = []
         var workflow: Workflow?
-        switch readFile(workflowPath) {
+        var partial: Workflow?
+        var declared = Set<String>()
+        switch readFile(ValueSpec.resolve(path: workflowPath, baseDirectory: currentDirectory), shownAs: workflowPath) {
         case .success(let bytes):
-            let parsed = WorkflowParser().parse(bytes: bytes, path: workflowPath)
-            workflow = parsed.workflow
+            let parsed = WorkflowParser().parseWithCaptures(bytes: bytes, path: workflowPath)
+            partial = parsed.partial
+            declared = parsed.captures
             diagnostics += parsed.diagnostics
+            if !parsed.diagnostics.contains(where: { $0.severity == .error }) { workflow = parsed.partial }
         case .failure(let d):
             diagnostics.append(d)
         }
         var inventory: Inventory?
         if let inventoryPath {
-            switch readFile(inventoryPath) {
+            let resolved = ValueSpec.resolve(path: inventoryPath, baseDirectory: currentDirectory)
+            switch readFile(resolved, shownAs: inventoryPath) {
             case .success(let bytes):
-                let parsed = InventoryParser().parse(bytes: bytes, path: inventoryPath)
+                let parsed = InventoryParser().parse(
+                    bytes: bytes, path: inventoryPath, baseDirectory: InventoryParser.directory(of: resolved))
                 inventory = parsed.inventory
                 diagnostics += parsed.diagnostics
             case .failure(let d):
@@ -53,30 +66,37 @@ public enum Validator {
             selected = s.devices
             diagnostics += s.diagnostics
         }
-        if let workflow, let inventory {
-            diagnostics += check(workflow, against: inventory, devices: selected)
+        if let partial, let inventory {
+            let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared)
+            if !cross.isEmpty {
+                // Keep the workflow file's diagnostics in position order.
+                let (mine, others) = (diagnostics.filter { $0.path == workflowPath }, diagnostics.filter { $0.path != workflowPath })
+                diagnostics = (mine + cross).sorted { $0.mark < $1.mark } + others
+            }
         }
         return ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
     }
 
-    /// Reads a file, refusing directories, missing files and files over `maxFileBytes`.
-    public static func readFile(_ path: String) -> Result<[UInt8], Diagnostic> {
+    /// Reads a file, refusing directories, missing files and files over `maxFileBytes`. Diagnostics name
+    /// the file as `shownAs` (the path the user gave).
+    public static func readFile(_ path: String, shownAs: String? = nil) -> Result<[UInt8], Diagnostic> {
         let start = SourceMark(line: 1, column: 1)
+        let shown = shownAs ?? path
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            return .failure(Diagnostic(path: path, mark: start, message: "no such file", hint: "check the path (relative paths start from the current directory)"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "no such file", hint: "check the path (relative paths start from the current directory)"))
         }
         if isDirectory.boolValue {
-            return .failure(Diagnostic(path: path, mark: start, message: "is a directory, not a file"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "is a directory, not a file"))
         }
         if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
            let size = (attributes[.size] as? NSNumber)?.intValue, size > maxFileBytes {
             return .failure(Diagnostic(
-                path: path, mark: start, message: "file is \(size) bytes; the limit is \(maxFileBytes) bytes",
+                path: shown, mark: start, message: "file is \(size) bytes; the limit is \(maxFileBytes) bytes",
                 hint: "a workflow or inventory this large is almost certainly not what you meant"))
         }
         guard let data = FileManager.default.contents(atPath: path) else {
-            return .failure(Diagnostic(path: path, mark: start, message: "cannot read the file (permissions?)"))
+            return .failure(Diagnostic(path: shown, mark: start, message: "cannot read the file (permissions?)"))
         }
         return .success([UInt8](data))
     }
@@ -84,16 +104,21 @@ public enum Validator {
     /// Cross-checks: every template reference resolves for every selected device, and every value the
     /// workflow writes can be produced for every device (hex variables are hex, files exist and fit).
     public static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice]) -> [Diagnostic] {
+        check(workflow, against: inventory, devices: devices, alsoCaptured: [])
+    }
+
+    static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice], alsoCaptured: Set<String>) -> [Diagnostic] {
         var out: [Diagnostic] = []
         let path = workflow.path
         var captured = Set<String>()
+        let capturedAnywhere = Set(workflow.capturedNames).union(alsoCaptured)
         let known = inventory.variableNames
         var reported = Set<String>()
         var fileSizes: [String: Int64?] = [:]
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
-                for (name, mark) in template.references where !captured.contains(name) {
+                for (name, mark) in template.references where !captured.contains(name) && !capturedAnywhere.contains(name) {
                     let missing = devices.filter { $0.value(of: name) == nil }
                     guard !missing.isEmpty else { continue }
                     let key = "\(name)@\(mark)"
@@ -129,7 +154,9 @@ public enum Validator {
                     out.append(Diagnostic(
                         path: path, mark: mark,
                         message: "step `\(step.name)`: the value cannot be made for \(failures.count) device\(failures.count == 1 ? "" : "s") (\(ids)): \(inventory.redact(first.1, for: first.0))",
-                        hint: "fix the variable in the inventory (file paths are relative to \(inventory.path))"))
+                        hint: spec.fileTemplates.isEmpty
+                            ? "fix the variable in the inventory"
+                            : "fix the variable in the inventory (file paths are relative to the inventory's directory, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))"))
                 }
             }
             if let id = step.capturedName { captured.insert(id) }

@@ -1,3 +1,4 @@
+import BLE
 import YAML
 
 /// A parsed and checked workflow: what every device goes through, in order.
@@ -30,6 +31,17 @@ public struct Workflow: Sendable, Equatable {
         self.sha256 = sha256
         self.defaults = defaults
         self.steps = steps
+    }
+
+    /// Every service a step reads, writes or subscribes to, in first-use order (what a targeted
+    /// `discover` looks for).
+    public var usedServices: [BluetoothUUID] {
+        var seen = Set<BluetoothUUID>()
+        var out: [BluetoothUUID] = []
+        for step in steps {
+            for target in step.targets where seen.insert(target.service).inserted { out.append(target.service) }
+        }
+        return out
     }
 
     /// Names captured by `read` steps, in order.

@@ -11,23 +11,37 @@ public struct WorkflowParser: Sendable {
 
     /// Parses workflow text. `path` is used in diagnostics and stored in the model.
     public func parse(bytes: [UInt8], path: String) -> (workflow: Workflow?, diagnostics: [Diagnostic]) {
+        let result = parsePartial(bytes: bytes, path: path)
+        return (result.diagnostics.contains { $0.severity == .error } ? nil : result.partial, result.diagnostics)
+    }
+
+    /// Like `parse`, but also returns what could be read of an invalid workflow (the steps that parsed),
+    /// so that the inventory cross-checks still run and report their problems in the same pass.
+    public func parsePartial(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic]) {
+        let r = parseWithCaptures(bytes: bytes, path: path)
+        return (r.partial, r.diagnostics)
+    }
+
+    /// `parsePartial`, plus every capture id declared (also by steps that failed to parse), so that
+    /// cross-checks do not repeat an error as "unknown variable".
+    func parseWithCaptures(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic], captures: Set<String>) {
         var reader = NodeReader(path: path)
         let root: YAMLNode?
         do {
             root = try YAMLParser().parse(bytes)
         } catch {
             reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics)
+            return (nil, reader.sink.diagnostics, [])
         }
         guard let root else {
             reader.error("the workflow is empty", at: SourceMark(line: 1, column: 1),
                          hint: "a workflow needs at least `name:` and `steps:`")
-            return (nil, reader.sink.diagnostics)
+            return (nil, reader.sink.diagnostics, [])
         }
         var state = State(reader: reader)
         let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
-        let diagnostics = state.reader.sink.diagnostics
-        return (diagnostics.contains { $0.severity == .error } ? nil : workflow, diagnostics)
+        let diagnostics = state.reader.sink.diagnostics.sorted { $0.mark < $1.mark }
+        return (workflow, diagnostics, Set(state.captures.keys))
     }
 
     static let topKeys = ["name", "description", "defaults", "steps"]
@@ -67,7 +81,10 @@ private struct State {
         var name = ""
         if let n = root["name"] {
             name = reader.string(n, "`name`") ?? ""
-        } else {
+            if name.trimmingSpaces.isEmpty, n.scalar != nil, !n.isNull {
+                reader.error("`name` is empty", at: n.mark, hint: "reports identify the workflow by its name")
+            }
+        } else if !reader.hasTypo(of: "name", in: root) {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
         let description = root["description"].flatMap { reader.string($0, "`description`") }
@@ -96,7 +113,7 @@ private struct State {
                     }
                 }
             }
-        } else {
+        } else if !reader.hasTypo(of: "steps", in: root) {
             reader.error("the workflow needs `steps`", at: root.mark, hint: "add `steps:` with a list of steps")
         }
         return Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
@@ -184,7 +201,7 @@ private struct State {
         var derivedName = kindName
         switch kindName {
         case "scan":
-            kind = scan(options)
+            kind = scan(options, laterCaptures: laterCaptures)
         case "connect":
             kind = connect(options, defaults: defaults)
             connected = true
@@ -217,6 +234,7 @@ private struct State {
                                  hint: Suggestions.hint(for: text, in: names) ?? "use one of \(names.joined(separator: ", "))")
                 }
             }
+            if let id { captures[id] = number }
             if let target {
                 derivedName = "read \(id ?? target.characteristic.description)"
                 kind = .read(Step.Read(target: target, id: id, decoder: decoder))
@@ -227,7 +245,7 @@ private struct State {
             var value: Template?
             if let v = options["value"] {
                 value = reader.template(v, "`value`")
-            } else {
+            } else if !reader.hasTypo(of: "value", in: options) {
                 reader.error("`verify` needs `value`", at: options.mark, hint: "for example `value: \"${fw}\"`")
             }
             let matcher = verifyMatcher(options)
@@ -285,8 +303,8 @@ private struct State {
             }
             var allow = false
             if let a = options["allow_undeclared"], let v = reader.bool(a, "`allow_undeclared`") { allow = v }
+            if let id { subscriptions[id] = number }
             if let id, let target {
-                subscriptions[id] = number
                 derivedName = "subscribe \(id)"
                 kind = .subscribe(Step.Subscribe(id: id, target: target, mode: mode, allowUndeclared: allow))
             } else {
@@ -329,14 +347,8 @@ private struct State {
         default:
             kind = nil
         }
-        if kindName == "read", case .read(let r)? = kind, let id = r.id { captures[id] = number }
         guard let kind else { return nil }
-        let effectiveTimeout: Duration
-        if case .await = kind, timeout == nil {
-            effectiveTimeout = defaults.timeout
-        } else {
-            effectiveTimeout = timeout ?? defaults.timeout
-        }
+        let effectiveTimeout = timeout ?? defaults.timeout
         return Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
@@ -369,17 +381,17 @@ private struct State {
     mutating func characteristic(_ options: YAMLNode, _ kind: String) -> CharacteristicRef? {
         var service: BluetoothUUID?
         var characteristic: BluetoothUUID?
-        if let s = options["service"] { service = reader.uuid(s, "`service`") } else {
+        if let s = options["service"] { service = reader.uuid(s, "`service`") } else if !reader.hasTypo(of: "service", in: options) {
             reader.error("`\(kind)` needs `service`", at: options.mark, hint: "for example `service: 180A`")
         }
-        if let c = options["characteristic"] { characteristic = reader.uuid(c, "`characteristic`") } else {
+        if let c = options["characteristic"] { characteristic = reader.uuid(c, "`characteristic`") } else if !reader.hasTypo(of: "characteristic", in: options) {
             reader.error("`\(kind)` needs `characteristic`", at: options.mark, hint: "for example `characteristic: 2A26`")
         }
         guard let service, let characteristic else { return nil }
         return CharacteristicRef(service: service, characteristic: characteristic)
     }
 
-    mutating func scan(_ options: YAMLNode) -> Step.Kind? {
+    mutating func scan(_ options: YAMLNode, laterCaptures: [String: Int]) -> Step.Kind? {
         var s = Step.Scan()
         var ok = true
         if let a = options["address"] {
@@ -409,7 +421,7 @@ private struct State {
                 if let company { s.manufacturer = Step.ManufacturerFilter(company: UInt16(company), prefix: prefix) } else { ok = false }
             } else { ok = false }
         }
-        for t in [s.address, s.name].compactMap({ $0 }) { checkReferences(t, laterCaptures: [:]) }
+        for t in [s.address, s.name].compactMap({ $0 }) { checkReferences(t, laterCaptures: laterCaptures) }
         return ok ? .scan(s) : nil
     }
 
@@ -426,7 +438,7 @@ private struct State {
         var value: ValueSpec?
         if let v = options["value"] {
             value = reader.valueSpec(v, "`value`")
-        } else {
+        } else if !reader.hasTypo(of: "value", in: options) {
             reader.error("\(context) needs `value`", at: options.mark, hint: "for example `value: { hex: \"01\" }`")
         }
         if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }

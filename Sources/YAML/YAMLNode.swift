@@ -35,6 +35,7 @@ public struct YAMLNode: Sendable, Equatable {
         }
     }
 
+    /// What a node holds: a scalar with its style, a sequence, or a mapping.
     public enum Kind: Sendable, Equatable {
         case scalar(String, ScalarStyle)
         case sequence([YAMLNode])

@@ -74,3 +74,59 @@ import Testing
         }
     }
 }
+
+@Suite struct YAMLDocumentModelTests {
+    let parser = YAMLParser()
+
+    @Test func flowCollectionsKeepMarksOfEveryNode() throws {
+        let root = try #require(try parser.parse("steps:\n  - read: { service: 180A, id: fw }\n"))
+        let step = try #require(root["steps"]?.sequence?.first)
+        #expect(step.mark == SourceMark(line: 2, column: 5))
+        let options = try #require(step["read"])
+        #expect(options.mark == SourceMark(line: 2, column: 11))
+        #expect(options["service"]?.mark == SourceMark(line: 2, column: 22))
+        #expect(options["id"]?.scalar == "fw")
+        #expect(options.mapping?.map { $0.key.mark.column } == [13, 28])
+    }
+
+    @Test func scalarsKeepTheirStyleAndAreNeverGuessed() throws {
+        let root = try #require(try parser.parse("a: yes\nb: \"yes\"\nc: ~\nd: |\n  x\n"))
+        #expect(root["a"]?.kind == .scalar("yes", .plain))
+        #expect(root["b"]?.kind == .scalar("yes", .doubleQuoted))
+        #expect(root["c"]?.isNull == true)
+        #expect(root["b"]?.isNull == false)
+        #expect(root["d"]?.kind == .scalar("x\n", .literal))
+    }
+
+    @Test func aLongSequenceKeepsEveryItemInOrder() throws {
+        var text = "devices:\n"
+        for i in 0..<20_000 { text += "  - { id: D\(i) }\n" }
+        let root = try #require(try parser.parse(text))
+        let items = try #require(root["devices"]?.sequence)
+        #expect(items.count == 20_000)
+        #expect(items[19_999]["id"]?.scalar == "D19999")
+        #expect(items[19_999].mark == SourceMark(line: 20_001, column: 5))
+    }
+
+    @Test func validateEncodingIsSharedWithOtherFormats() {
+        #expect(throws: YAMLError("NUL byte in text (is this a binary file?)", at: SourceMark(line: 2, column: 3))) {
+            try YAMLParser.validateEncoding([0x61, 0x0A, 0x62, 0x63, 0x00])
+        }
+        #expect(throws: Never.self) { try YAMLParser.validateEncoding(Array("héllo\n".utf8)) }
+    }
+
+    @Test func nonScalarKeysAreRefused() {
+        do {
+            _ = try parser.parse("? [a, b]\n: 1\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.mark == SourceMark(line: 1, column: 3))
+            #expect(error.message == "a mapping key must be a plain value, not a list")
+        }
+    }
+
+    @Test func byteOrderMarkIsAccepted() throws {
+        let root = try #require(try parser.parse([0xEF, 0xBB, 0xBF] + Array("a: 1\n".utf8)))
+        #expect(root["a"]?.scalar == "1")
+    }
+}
