@@ -2,13 +2,6 @@
 import BLE
 import Workflow
 
-extension Step {
-    var irreversible: Bool { false }
-}
-
-extension Step.Await {
-    var busy: MatcherSpec? { nil }
-}
 
 extension Session {
     func discover(services: [BluetoothUUID], timeout: Duration) async throws {}

@@ -111,6 +111,15 @@ public struct Step: Sendable, Equatable {
         }
     }
 
+    /// True when the step sends an irreversible write (a `write`, or an `await` trigger, marked `irreversible: true`).
+    public var irreversible: Bool {
+        switch kind {
+        case .write(let w): return w.irreversible
+        case .await(let a): return a.trigger?.irreversible ?? false
+        default: return false
+        }
+    }
+
     /// The name this step captures into, if it is a `read` with an `id`.
     public var capturedName: String? {
         if case .read(let r) = kind { return r.id }
@@ -210,10 +219,15 @@ extension Step {
         public var target: CharacteristicRef
         public var value: ValueSpec
         public var withResponse: Bool
-        public init(target: CharacteristicRef, value: ValueSpec, withResponse: Bool = true) {
+        /// The write changes the device for good (a commit): the journal records the intent durably before
+        /// it is sent, and a run that stops between the two leaves the device for review instead of
+        /// sending it again on resume.
+        public var irreversible: Bool
+        public init(target: CharacteristicRef, value: ValueSpec, withResponse: Bool = true, irreversible: Bool = false) {
             self.target = target
             self.value = value
             self.withResponse = withResponse
+            self.irreversible = irreversible
         }
     }
 
@@ -264,11 +278,15 @@ extension Step {
         public var trigger: Write?
         /// Waits before re-sending the trigger after a timeout (`[1s, 2s, 5s]` = up to 3 re-sends).
         public var resend: [Duration]
-        public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = []) {
+        /// A value that means "busy, try again" (e.g. `{ hex: "^0102" }`): the step fails at once with the
+        /// transient error class `busy`, for the retry policy to handle.
+        public var busy: MatcherSpec?
+        public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = [], busy: MatcherSpec? = nil) {
             self.subscription = subscription
             self.matcher = matcher
             self.trigger = trigger
             self.resend = resend
+            self.busy = busy
         }
     }
 

@@ -52,11 +52,11 @@ public struct WorkflowParser: Sendable {
         "discover": ["all", "services"],
         "read": ["service", "characteristic", "id", "as"],
         "verify": ["value", "equals", "matches", "in", "one_of"],
-        "write": ["service", "characteristic", "value", "with_response"],
+        "write": ["service", "characteristic", "value", "with_response", "irreversible"],
         "write_blob": ["service", "characteristic", "value", "file", "chunk_size"],
         "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
         "unsubscribe": ["id"],
-        "await": ["subscription", "notification", "indication", "equals", "matches", "trigger", "resend"],
+        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "trigger", "resend"],
         "sleep": ["duration"],
         "disconnect": [],
     ]
@@ -444,8 +444,10 @@ private struct State {
         if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
         var withResponse = true
         if let w = options["with_response"], let v = reader.bool(w, "`with_response`") { withResponse = v }
+        var irreversible = false
+        if let i = options["irreversible"], let v = reader.bool(i, "`irreversible`") { irreversible = v }
         guard let target, let value else { return nil }
-        return Step.Write(target: target, value: value, withResponse: withResponse)
+        return Step.Write(target: target, value: value, withResponse: withResponse, irreversible: irreversible)
     }
 
     static let verifyMatchers = ["equals", "matches", "in", "one_of"]
@@ -512,20 +514,7 @@ private struct State {
             matcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
             if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
         case (nil, let m?):
-            if let pairs = reader.mapping(m, "`matches` (on an await)") {
-                if pairs.count == 1, let key = pairs[0].key.scalar, key == "hex" || key == "utf8" {
-                    if let text = reader.string(pairs[0].value, "`\(key)`") {
-                        if let problem = Matcher.regexError(text) {
-                            reader.error("`\(text)` is not a valid regular expression: \(problem)", at: pairs[0].value.mark)
-                        } else {
-                            matcher = .matches(pattern: text, hex: key == "hex")
-                        }
-                    }
-                } else {
-                    reader.error("`matches` on an await is `{ hex: REGEX }` or `{ utf8: REGEX }`", at: m.mark,
-                                 hint: pairs.first?.key.scalar.flatMap { Suggestions.hint(for: $0, in: ["hex", "utf8"]) })
-                }
-            }
+            matcher = awaitPattern(m, "matches")
         case (_?, let m?):
             reader.error("`await` takes `equals` or `matches`, not both", at: m.mark)
         case (nil, nil):
@@ -535,7 +524,7 @@ private struct State {
         var ok = true
         if let t = options["trigger"] {
             if let pairs = reader.mapping(t, "`trigger`") {
-                reader.checkKeys(pairs, allowed: ["service", "characteristic", "value", "with_response"], in: "`trigger`")
+                reader.checkKeys(pairs, allowed: ["service", "characteristic", "value", "with_response", "irreversible"], in: "`trigger`")
                 trigger = write(t, context: "`trigger`", laterCaptures: laterCaptures)
                 if trigger == nil { ok = false }
             } else { ok = false }
@@ -553,8 +542,29 @@ private struct State {
                 }
             } else { ok = false }
         }
+        var busy: MatcherSpec?
+        if let b = options["busy"] {
+            busy = awaitPattern(b, "busy")
+            if busy == nil { ok = false }
+        }
         guard ok, let subscription, let matcher else { return nil }
-        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend)
+        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy)
+    }
+
+    /// `{ hex: REGEX }` or `{ utf8: REGEX }`: a pattern on a notification (`matches`, `busy`).
+    mutating func awaitPattern(_ m: YAMLNode, _ key: String) -> MatcherSpec? {
+        guard let pairs = reader.mapping(m, "`\(key)` (on an await)") else { return nil }
+        guard pairs.count == 1, let form = pairs[0].key.scalar, form == "hex" || form == "utf8" else {
+            reader.error("`\(key)` on an await is `{ hex: REGEX }` or `{ utf8: REGEX }`", at: m.mark,
+                         hint: pairs.first?.key.scalar.flatMap { Suggestions.hint(for: $0, in: ["hex", "utf8"]) })
+            return nil
+        }
+        guard let text = reader.string(pairs[0].value, "`\(form)`") else { return nil }
+        if let problem = Matcher.regexError(text) {
+            reader.error("`\(text)` is not a valid regular expression: \(problem)", at: pairs[0].value.mark)
+            return nil
+        }
+        return .matches(pattern: text, hex: form == "hex")
     }
 }
 

@@ -28,9 +28,10 @@ import Glibc
         let paths = try line.write(count: 4, faults: faults)
         let base = [paths.workflow, "--inventory", paths.inventory, "--quiet", "--sim-latency", "0"]
         // No adapter: refused, nothing touched.
-        #expect(try await Self.run(base, in: line.directory).status == 2)
+        #expect(try await Self.run(["run"] + base, in: line.directory).status == 2)
         // A malformed adapter spec.
-        #expect(try await Self.run(base + ["--adapter", "hci:bogus"], in: line.directory).status == 2)
+        #expect(try await Self.run(["run"] + base + ["--adapter", "hci:bogus"], in: line.directory).status == 2)
+        #expect(!FileManager.default.fileExists(atPath: line.directory + "/reports"), "nothing was started")
         // Dry run: the plan, no journal.
         let dry = try await Self.run(["run"] + base + ["--adapter", "sim", "--dry-run", "--journal", "dry.journal"], in: line.directory)
         #expect(dry.status == 0)
