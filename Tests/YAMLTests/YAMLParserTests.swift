@@ -130,3 +130,11 @@ import Testing
         #expect(root["a"]?.scalar == "1")
     }
 }
+
+@Suite struct YAMLColumnTests {
+    @Test func columnsCountCharactersNotBytes() throws {
+        let root = try #require(try YAMLParser().parse("é: [ä, b]\n"))
+        let items = try #require(root["é"]?.sequence)
+        #expect(items[1].mark == SourceMark(line: 1, column: 8))
+    }
+}
