@@ -37,7 +37,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("unclosed flow sequence",
             workflow: "name: t\nsteps: [\n  - connect\n",
             inventory: nil, inventoryName: nil, limit: nil,
-            expect: ("wf.yaml", 3, 3, "did not find expected node content while parsing a flow node (started at 3:3)", nil)),
+            expect: ("wf.yaml", 3, 3, "did not find expected node content while parsing a flow node", "a `[` list or `{` mapping is not closed, or a `,` is missing")),
         GoldenCase("tab in indentation",
             workflow: "name: t\nsteps:\n\t- connect\n",
             inventory: nil, inventoryName: nil, limit: nil,
