@@ -133,9 +133,10 @@ public enum Validator {
                         out.append(Diagnostic(
                             path: path, mark: mark,
                             message: "`${\(name)}` is not defined for \(missing.count) device\(missing.count == 1 ? "" : "s"): \(idList(missing))",
-                            hint: Template.builtins.contains(name)
+                            hint: (Template.builtins.contains(name)
                                 ? "give those devices a `\(name)` in the inventory"
-                                : "add `\(name)` to those devices' `vars`, or to `defaults: { vars: }`"))
+                                : "add `\(name)` to those devices' `vars`, or to `defaults: { vars: }`")
+                                + "; \(missing[0].id) is at \(inventory.path):\(missing[0].mark)"))
                     }
                 }
             }
@@ -154,9 +155,10 @@ public enum Validator {
                     out.append(Diagnostic(
                         path: path, mark: mark,
                         message: "step `\(step.name)`: the value cannot be made for \(failures.count) device\(failures.count == 1 ? "" : "s") (\(ids)): \(inventory.redact(first.1, for: first.0))",
-                        hint: spec.fileTemplates.isEmpty
+                        hint: (spec.fileTemplates.isEmpty
                             ? "fix the variable in the inventory"
-                            : "fix the variable in the inventory (file paths are relative to the inventory's directory, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))"))
+                            : "fix the variable in the inventory (file paths are relative to the inventory's directory, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))")
+                            + "; \(first.0.id) is at \(inventory.path):\(first.0.mark)"))
                 }
             }
             if let id = step.capturedName { captured.insert(id) }

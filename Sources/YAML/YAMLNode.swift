@@ -1,4 +1,5 @@
-/// A position in a source file: 1-based line and column (columns count Unicode scalars... bytes as libyaml reports them).
+/// A position in a source file: 1-based line and column. Columns count characters (Unicode scalars), as
+/// libyaml does, so a mark stays right after a non-ASCII character.
 public struct SourceMark: Hashable, Sendable, Comparable, CustomStringConvertible {
     public var line: Int
     public var column: Int

@@ -283,13 +283,22 @@ private struct Builder {
         let mark = SourceMark(line: Int(p.problem_mark.line) + 1, column: Int(p.problem_mark.column) + 1)
         var message = problem
         if let context = p.context.map({ String(cString: $0) }) {
-            message = "\(problem) \(context) (started at \(Int(p.context_mark.line) + 1):\(Int(p.context_mark.column) + 1))"
+            let start = SourceMark(line: Int(p.context_mark.line) + 1, column: Int(p.context_mark.column) + 1)
+            message = start == mark ? "\(problem) \(context)" : "\(problem) \(context) (started at \(start))"
         }
         var hint: String?
         if problem.contains("mapping values are not allowed") {
             hint = "a value containing `: ` must be quoted, or a key is missing its indentation"
         } else if problem.contains("did not find expected key") {
             hint = "check the indentation of this line against the lines above"
+        } else if problem.contains("did not find expected ',' or ']'") || problem.contains("did not find expected node content") {
+            hint = "a `[` list or `{` mapping is not closed, or a `,` is missing"
+        } else if problem.contains("did not find expected ',' or '}'") {
+            hint = "a `{` mapping is not closed, or a `,` is missing"
+        } else if problem.contains("found unexpected end of stream") || problem.contains("found unknown escape character") {
+            hint = "check the quotes on this value (inside double quotes, write `\\\\` for a backslash or use single quotes)"
+        } else if problem.contains("could not find expected ':'") {
+            hint = "a key needs `: ` after it (or the line above is missing a quote)"
         } else if problem.contains("found character that cannot start any token") {
             hint = "quote the value (characters such as `@` and `` ` `` cannot start a plain value)"
         }

@@ -130,3 +130,34 @@ import Testing
         #expect(root["a"]?.scalar == "1")
     }
 }
+
+@Suite struct YAMLColumnTests {
+    @Test func columnsCountCharactersNotBytes() throws {
+        let root = try #require(try YAMLParser().parse("é: [ä, b]\n"))
+        let items = try #require(root["é"]?.sequence)
+        #expect(items[1].mark == SourceMark(line: 1, column: 8))
+    }
+}
+
+@Suite struct YAMLErrorHintTests {
+    @Test func anUnclosedFlowMappingGetsAHint() {
+        do {
+            _ = try YAMLParser().parse("name: t\nsteps: { a: 1\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.mark == SourceMark(line: 3, column: 1))
+            #expect(error.message == "did not find expected ',' or '}' while parsing a flow mapping (started at 2:8)")
+            #expect(error.hint == "a `{` mapping is not closed, or a `,` is missing")
+        }
+    }
+
+    @Test func aBadEscapeGetsAHint() {
+        do {
+            _ = try YAMLParser().parse(#"name: "a\qb""# + "\n")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.mark == SourceMark(line: 1, column: 9))
+            #expect(error.hint == #"check the quotes on this value (inside double quotes, write `\\` for a backslash or use single quotes)"#)
+        }
+    }
+}
