@@ -281,17 +281,8 @@ actor DeviceAgent {
 
     // MARK: - Values
 
-    private nonisolated func builtin(_ name: String) -> String? {
-        switch name {
-        case "id": return device.id
-        case "name": return device.name
-        case "address": return device.address?.description
-        default: return nil
-        }
-    }
-
     private func lookup(_ name: String) -> String? {
-        captured[name] ?? device.vars[name] ?? builtin(name)
+        captured[name] ?? device.value(of: name)
     }
 
     private func capturedForReport() -> [String: String] {

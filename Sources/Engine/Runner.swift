@@ -115,28 +115,9 @@ final class RunContext: Sendable {
         self.events = events
         self.seed = options.seed
         self.attTimeout = options.attTimeout
-        var services: [BluetoothUUID] = []
-        var all = false
-        var undeclared = false
-        for step in workflow.steps {
-            switch step.kind {
-            case .read(let r): services.append(r.target.service)
-            case .write(let w): services.append(w.target.service)
-            case .writeBlob(let w): services.append(w.target.service)
-            case .subscribe(let s):
-                services.append(s.target.service)
-                undeclared = undeclared || s.allowUndeclared
-            case .await(let a): if let t = a.trigger { services.append(t.target.service) }
-            case .discover(let d):
-                all = all || d.all
-                services.append(contentsOf: d.services)
-            default: break
-            }
-        }
-        var seen = Set<BluetoothUUID>()
-        self.servicesUsed = services.filter { seen.insert($0).inserted }
-        self.fullDiscovery = all
-        self.allowUndeclared = undeclared
+        self.servicesUsed = workflow.usedServices
+        self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
+        self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
     }
 
     func recordIntent(device: String, step: String, index: Int) async throws {

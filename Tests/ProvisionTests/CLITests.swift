@@ -83,7 +83,12 @@ final class BrokenCopy {
         try copy.replace("inventory/demo-line.yaml", "config: \"", with: "confi: \"")
         let r = await run(["validate", "workflows/sensor-v2.yaml", "--inventory", "inventory/demo-line.yaml"], in: copy.path)
         #expect(r.code == 2)
-        #expect(r.err.contains("workflows/sensor-v2.yaml:32:72: error: `${config}` is not defined for 1 device: SN-0001\n"))
+        // The position of the first `${config}` in the example workflow.
+        let lines = try String(contentsOfFile: copy.path + "/workflows/sensor-v2.yaml", encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        let lineIndex = try #require(lines.firstIndex { $0.contains("${config}") && !$0.hasPrefix("#") })
+        let column = try #require(lines[lineIndex].range(of: "${config}")).lowerBound.utf16Offset(in: lines[lineIndex]) + 1
+        #expect(column == 72)
+        #expect(r.err.contains("workflows/sensor-v2.yaml:\(lineIndex + 1):\(column): error: `${config}` is not defined for 1 device: SN-0001\n"))
     }
 
     @Test func jsonFormatPrintsTheSameDiagnostics() async throws {
