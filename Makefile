@@ -41,8 +41,9 @@ demo: release
 test: deps venv
 	PROVISION_PYTHON=$(CURDIR)/$(VENV)/bin/python3 $(SWIFT) test
 
+# Engine benchmarks on the simulated fleet (docs/benchmarks.md records the results).
 bench: release
-	$(BIN) bench
+	$(BIN) bench all
 
 clean:
 	rm -rf .build $(VENV)
