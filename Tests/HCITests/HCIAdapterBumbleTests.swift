@@ -220,7 +220,7 @@ struct HCIAdapterBumbleTests {
             for await _ in signal { break }
             task.cancel()
             await #expect(throws: BLEError.cancelled) { _ = try await task.value }
-            #expect(try await fleet.state(fleet.devices[0].id)["connections"] as? Int == 1)
+            #expect(try fleet.state(fleet.devices[0].id)["connections"] as? Int == 1)
             await adapter.close()
         }
     }
