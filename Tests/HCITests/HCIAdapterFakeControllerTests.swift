@@ -152,3 +152,27 @@ private func open(_ fake: FakeController, _ options: HCIAdapter.Options = HCIAda
         await adapter.close()
     }
 }
+
+@Suite struct HCITransportOpenTests {
+    @Test func openingAnAdapterThatIsNotThereSaysWhy() async throws {
+        // Nothing listens on port 1.
+        await #expect {
+            _ = try await HCIAdapter.open(spec: "hci:tcp:127.0.0.1:1")
+        } throws: { error in
+            "\(error)".contains("connect to 127.0.0.1:1")
+        }
+        await #expect {
+            _ = try await HCIAdapter.open(spec: "hci:serial:/dev/nonexistent-tty")
+        } throws: { error in
+            "\(error)".contains("/dev/nonexistent-tty")
+        }
+        // Without kernel Bluetooth, or without the device, or without CAP_NET_ADMIN: a clear message.
+        await #expect {
+            _ = try await HCIAdapter.open(spec: "hci:user:57")
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("no Bluetooth support") || text.contains("hci57") || text.contains("CAP_NET_ADMIN")
+        }
+        await #expect(throws: AdapterSpecError.self) { _ = try await HCIAdapter.open(spec: "hci:bogus:1") }
+    }
+}
