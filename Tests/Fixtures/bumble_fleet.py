@@ -282,6 +282,9 @@ async def main():
     parser.add_argument("--silent", default="", help="indices (1-based) of devices that never advertise")
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
+    parser.add_argument("--baseline-port", type=int, default=None,
+                        help="also expose a second station controller on this port (0: pick), for "
+                             "baseline_provision.py")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
@@ -300,14 +303,22 @@ async def main():
     for sensor in sensors:
         await sensor.start()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen()
-    port = sock.getsockname()[1]
-    transport = await open_tcp_server_transport_with_socket(sock)
-    StationController("station", host_source=transport.source, host_sink=transport.sink, link=link,
-                      public_address="00:AA:00:00:00:01")
+    async def station(name, port, public_address):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, port))
+        sock.listen()
+        transport = await open_tcp_server_transport_with_socket(sock)
+        StationController(name, host_source=transport.source, host_sink=transport.sink, link=link,
+                          public_address=public_address)
+        return transport, sock.getsockname()[1]
+
+    transport, port = await station("station", args.port, "00:AA:00:00:00:01")
+    transports = [transport]
+    baseline_port = None
+    if args.baseline_port is not None:
+        baseline_transport, baseline_port = await station("baseline", args.baseline_port, "00:AA:00:00:00:02")
+        transports.append(baseline_transport)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -317,6 +328,7 @@ async def main():
     print(json.dumps({
         "event": "ready",
         "port": port,
+        "baseline_port": baseline_port,
         "devices": [{"id": s.id, "name": s.name, "address": s.address, "state_file": s.state_path,
                      "faults": sorted(s.faults), "firmware": s.firmware} for s in sensors],
     }), flush=True)
@@ -324,7 +336,8 @@ async def main():
     await stop.wait()
     for sensor in sensors:
         sensor.save()
-    await transport.close()
+    for t in transports:
+        await t.close()
 
 
 if __name__ == "__main__":
