@@ -14,6 +14,8 @@ final class FakeController: HCITransport {
         var nextHandle: UInt16 = 0x0040
         /// Whether LE Create Connection completes at once.
         var connects = true
+        /// When a cancel arrives, the connection has just been made (the race of Vol 4 Part E 7.8.13).
+        var connectsWhenCancelled = false
     }
 
     let reads: AsyncThrowingStream<[UInt8], any Error>
@@ -28,6 +30,9 @@ final class FakeController: HCITransport {
         (written, writtenContinuation) = AsyncStream<H4Packet>.makeStream()
         state = Mutex((script, H4Decoder(), false))
     }
+
+    /// Changes the script from now on.
+    func update(_ change: (inout Script) -> Void) { state.withLock { change(&$0.script) } }
 
     /// Sends bytes to the host as they are (an H4 stream).
     func inject(_ bytes: [UInt8]) { toHost.yield(bytes) }
@@ -79,6 +84,11 @@ final class FakeController: HCITransport {
                 state.withLock { $0.script.nextHandle += 1 }
                 inject(event: .leConnectionComplete(LEConnectionCompleteEvent(status: .success, handle: script.nextHandle, peer: c.peer)))
             }
+        case .leCreateConnectionCancel where script.connectsWhenCancelled:
+            state.withLock { $0.script.nextHandle += 1 }
+            inject(event: .leConnectionComplete(LEConnectionCompleteEvent(status: .success, handle: script.nextHandle + 1,
+                                                                          peer: BluetoothAddress(value: 0xF0_0000_0001, kind: .random))))
+            complete(command.opcode, [HCIStatus.commandDisallowed.rawValue])
         case .leCreateConnectionCancel:
             complete(command.opcode, [0x00])
             inject(event: .leConnectionComplete(LEConnectionCompleteEvent(

@@ -153,6 +153,29 @@ private func open(_ fake: FakeController, _ options: HCIAdapter.Options = HCIAda
     }
 }
 
+extension HCIAdapterFakeControllerTests {
+    @Test func aConnectionThatWinsTheRaceWithItsCancelIsDropped() async throws {
+        var script = FakeController.Script()
+        script.connects = false
+        script.connectsWhenCancelled = true
+        let fake = FakeController(script)
+        let adapter = try await open(fake)
+        await #expect {
+            _ = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .milliseconds(200)))
+        } throws: { error in
+            if case BLEError.timeout = error { return true }
+            return false
+        }
+        let disconnect = try await firstWritten(fake) { $0.type == .command && Array($0.bytes.prefix(2)) == [0x06, 0x04] }
+        #expect(try DisconnectCommand(parameters: Array(disconnect.bytes.dropFirst(3))).handle == 0x41)
+        // The adapter is consistent: the next connect works.
+        fake.update { $0.connects = true }
+        let link = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .milliseconds(200)))
+        _ = link
+        await adapter.close()
+    }
+}
+
 @Suite struct HCITransportOpenTests {
     @Test func openingAnAdapterThatIsNotThereSaysWhy() async throws {
         // Nothing listens on port 1.
