@@ -452,10 +452,17 @@ public actor HCIAdapter: Central {
     // MARK: - ACL out
 
     private func perform(_ actions: [ACLFlowControl.Action]) {
+        // Fragments released together go to the transport in one write.
+        var batch: [UInt8] = []
+        for case .transmit(let packet) in actions {
+            batch.append(H4PacketType.acl.rawValue)
+            batch.append(contentsOf: packet.packet)
+        }
+        if !batch.isEmpty { write(batch) }
         for action in actions {
             switch action {
-            case .transmit(let packet):
-                write([H4PacketType.acl.rawValue] + packet.packet)
+            case .transmit:
+                break
             case .sent(let token):
                 sendWaiters.removeValue(forKey: token)?.resume()
             case .failed(let token):

@@ -18,6 +18,7 @@ Workarounds for limits of Bumble's virtual controller live here, not in the prod
 - LE Create Connection Cancel answers success but leaves the connection pending: the host-facing
   controller sends the Connection Complete (status 0x02) that a real controller sends.
 - Reset does not clear anything: the host-facing controller drops its links and pending connection.
+- Its tcp-server leaves Nagle on: the listening socket gets TCP_NODELAY (inherited by the client socket).
 """
 
 import argparse
@@ -288,7 +289,8 @@ async def main():
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
-    logging.basicConfig(level=args.log_level, stream=sys.stderr)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s.%(msecs)03d %(name)s %(message)s", datefmt="%H:%M:%S")
 
     if args.config:
         with open(args.config) as f:
@@ -306,6 +308,9 @@ async def main():
     async def station(name, port, public_address):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit it: without it Nagle holds a reply behind the Number Of Completed
+        # Packets event sent just before it, for a delayed ACK (~40 ms per ATT round trip).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((args.host, port))
         sock.listen()
         transport = await open_tcp_server_transport_with_socket(sock)
