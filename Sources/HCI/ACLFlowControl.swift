@@ -62,7 +62,8 @@ public struct ACLFlowControl: Sendable {
     public mutating func enqueue(token: UInt64, handle: UInt16, frame: [UInt8]) -> [Action] {
         if queues[handle] == nil {
             queues[handle] = []
-            rotation.append(handle)
+            // A connection not yet served goes first; served ones move to the back.
+            rotation.insert(handle, at: 0)
         }
         queues[handle, default: []].append(Pending(token: token, fragments: fragments(handle: handle, frame: frame)))
         return pump()

@@ -452,10 +452,17 @@ public actor HCIAdapter: Central {
     // MARK: - ACL out
 
     private func perform(_ actions: [ACLFlowControl.Action]) {
+        // Fragments released together go to the transport in one write.
+        var batch: [UInt8] = []
+        for case .transmit(let packet) in actions {
+            batch.append(H4PacketType.acl.rawValue)
+            batch.append(contentsOf: packet.packet)
+        }
+        if !batch.isEmpty { write(batch) }
         for action in actions {
             switch action {
-            case .transmit(let packet):
-                write([H4PacketType.acl.rawValue] + packet.packet)
+            case .transmit:
+                break
             case .sent(let token):
                 sendWaiters.removeValue(forKey: token)?.resume()
             case .failed(let token):
@@ -668,14 +675,14 @@ public actor HCIAdapter: Central {
         if let heard = advertisers[peer.bytes] { target.kind = heard.kind }
         do {
             try await execute(LECreateConnectionCommand(peer: target))
-        } catch let error as HCIError {
-            throw BLEError.connectFailed("\(error)")
-        }
-        do {
             let remaining = deadline - .now
             let event = try await waitForConnection(timeout: max(remaining, .milliseconds(1)), operation: "connect to \(peer)")
             return try established(event, peer: target)
+        } catch let error as HCIError {
+            // The controller refused to initiate: nothing is pending.
+            throw BLEError.connectFailed("\(error)")
         } catch let error as BLEError where error == .cancelled || Self.isTimeout(error) {
+            // Also when the Command Status itself was late: the controller may be initiating.
             await cancelPendingConnection(peer: target)
             throw error
         }
@@ -699,7 +706,7 @@ public actor HCIAdapter: Central {
     private func cancelPendingConnection(peer: BluetoothAddress) async {
         let limit = options.teardownTimeout
         do {
-            let event: HCIEvent
+            let event: HCIEvent?
             if let stashed = stashedConnectionComplete {
                 stashedConnectionComplete = nil
                 event = stashed
@@ -714,12 +721,15 @@ public actor HCIAdapter: Central {
                     do {
                         _ = try Self.result(of: answer, opcode: .leCreateConnectionCancel)
                     } catch let error as HCIError where error.status == .commandDisallowed {
-                        // Nothing pending any more: the Connection Complete is on its way or here.
+                        // Nothing pending any more: a Connection Complete that won the race has
+                        // already arrived (it precedes the cancel's Command Complete), or none comes.
+                        return self.stashedConnectionComplete
                     }
                     return try await self.waitForConnection(timeout: limit, operation: "Connection Complete after cancel")
                 }.value
             }
-            if case .leConnectionComplete(let e) = event, e.status == .success {
+            stashedConnectionComplete = nil
+            if case .leConnectionComplete(let e)? = event, e.status == .success {
                 options.log("\(id): connection to \(peer) completed while being cancelled; dropping it")
                 let link = register(e, peer: peer)
                 await disconnect(linkID: link.linkID, handle: link.handle, reason: .localHostTerminated)

@@ -18,6 +18,7 @@ Workarounds for limits of Bumble's virtual controller live here, not in the prod
 - LE Create Connection Cancel answers success but leaves the connection pending: the host-facing
   controller sends the Connection Complete (status 0x02) that a real controller sends.
 - Reset does not clear anything: the host-facing controller drops its links and pending connection.
+- Its tcp-server leaves Nagle on: the listening socket gets TCP_NODELAY (inherited by the client socket).
 """
 
 import argparse
@@ -282,10 +283,14 @@ async def main():
     parser.add_argument("--silent", default="", help="indices (1-based) of devices that never advertise")
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
+    parser.add_argument("--baseline-port", type=int, default=None,
+                        help="also expose a second station controller on this port (0: pick), for "
+                             "baseline_provision.py")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
-    logging.basicConfig(level=args.log_level, stream=sys.stderr)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s.%(msecs)03d %(name)s %(message)s", datefmt="%H:%M:%S")
 
     if args.config:
         with open(args.config) as f:
@@ -300,14 +305,25 @@ async def main():
     for sensor in sensors:
         await sensor.start()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen()
-    port = sock.getsockname()[1]
-    transport = await open_tcp_server_transport_with_socket(sock)
-    StationController("station", host_source=transport.source, host_sink=transport.sink, link=link,
-                      public_address="00:AA:00:00:00:01")
+    async def station(name, port, public_address):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit it: without it Nagle holds a reply behind the Number Of Completed
+        # Packets event sent just before it, for a delayed ACK (~40 ms per ATT round trip).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((args.host, port))
+        sock.listen()
+        transport = await open_tcp_server_transport_with_socket(sock)
+        StationController(name, host_source=transport.source, host_sink=transport.sink, link=link,
+                          public_address=public_address)
+        return transport, sock.getsockname()[1]
+
+    transport, port = await station("station", args.port, "00:AA:00:00:00:01")
+    transports = [transport]
+    baseline_port = None
+    if args.baseline_port is not None:
+        baseline_transport, baseline_port = await station("baseline", args.baseline_port, "00:AA:00:00:00:02")
+        transports.append(baseline_transport)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -317,6 +333,7 @@ async def main():
     print(json.dumps({
         "event": "ready",
         "port": port,
+        "baseline_port": baseline_port,
         "devices": [{"id": s.id, "name": s.name, "address": s.address, "state_file": s.state_path,
                      "faults": sorted(s.faults), "firmware": s.firmware} for s in sensors],
     }), flush=True)
@@ -324,7 +341,8 @@ async def main():
     await stop.wait()
     for sensor in sensors:
         sensor.save()
-    await transport.close()
+    for t in transports:
+        await t.close()
 
 
 if __name__ == "__main__":

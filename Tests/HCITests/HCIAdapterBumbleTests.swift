@@ -9,6 +9,10 @@ actor PDUInbox {
     private var finished = false
     private var waiter: (id: Int, continuation: CheckedContinuation<[UInt8]?, Never>)?
     private var nextID = 0
+    /// Requests sent through `RawATT.request`.
+    private(set) var requests = 0
+
+    func countRequest() { requests += 1 }
 
     func push(_ pdu: [UInt8]) {
         if let w = waiter {
@@ -66,6 +70,7 @@ struct RawATT {
 
     /// Sends a request and returns the next PDU that is not a notification or indication.
     func request(_ pdu: [UInt8], timeout: Duration = .seconds(5)) async throws -> [UInt8] {
+        await inbox.countRequest()
         try await bearer.send(pdu)
         while true {
             let next = try await self.next(timeout: timeout)
@@ -215,7 +220,7 @@ struct HCIAdapterBumbleTests {
             for await _ in signal { break }
             task.cancel()
             await #expect(throws: BLEError.cancelled) { _ = try await task.value }
-            #expect(try await fleet.state(fleet.devices[0].id)["connections"] as? Int == 1)
+            #expect(try fleet.state(fleet.devices[0].id)["connections"] as? Int == 1)
             await adapter.close()
         }
     }
