@@ -9,6 +9,7 @@ public enum ProvisionCLI {
     public static let commands: [any Command] = [
         ValidateCommand(),
         RunCommand(),
+        ScanCommand(),
         BenchCommand(),
         DevInventoryCommand(),
     ]

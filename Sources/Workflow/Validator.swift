@@ -47,16 +47,9 @@ public enum Validator {
         }
         var inventory: Inventory?
         if let inventoryPath {
-            let resolved = ValueSpec.resolve(path: inventoryPath, baseDirectory: currentDirectory)
-            switch readFile(resolved, shownAs: inventoryPath) {
-            case .success(let bytes):
-                let parsed = InventoryParser().parse(
-                    bytes: bytes, path: inventoryPath, baseDirectory: InventoryParser.directory(of: resolved))
-                inventory = parsed.inventory
-                diagnostics += parsed.diagnostics
-            case .failure(let d):
-                diagnostics.append(d)
-            }
+            let loaded = loadInventory(inventoryPath, currentDirectory: currentDirectory)
+            inventory = loaded.inventory
+            diagnostics += loaded.diagnostics
         } else if limit != nil {
             diagnostics.append(Diagnostic(path: "--limit", mark: SourceMark(line: 1, column: 1), message: "`--limit` needs `--inventory`"))
         }
@@ -75,6 +68,17 @@ public enum Validator {
             }
         }
         return ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
+    }
+
+    /// Reads and checks an inventory on its own (for commands that need no workflow, e.g. `scan --adapter sim`).
+    public static func loadInventory(_ path: String, currentDirectory: String = "") -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
+        let resolved = ValueSpec.resolve(path: path, baseDirectory: currentDirectory)
+        switch readFile(resolved, shownAs: path) {
+        case .success(let bytes):
+            return InventoryParser().parse(bytes: bytes, path: path, baseDirectory: InventoryParser.directory(of: resolved))
+        case .failure(let d):
+            return (nil, [d])
+        }
     }
 
     /// Reads a file, refusing directories, missing files and files over `maxFileBytes`. Diagnostics name
