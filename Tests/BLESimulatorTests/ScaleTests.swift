@@ -44,3 +44,15 @@ struct ScaleTests {
         #expect(dump.devices.filter { $0.connections == 1 }.count == 1_000)
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct SimulatorBenchmarksTests {
+    @Test func theBenchmarkRunsAndReportsEveryMeasure() async throws {
+        let r = try await SimulatorBenchmarks.measure(model: try Fixtures.model(), fleetSize: 50, connections: 10, operations: 200)
+        #expect(r.readsPerSecondOneLink > 0)
+        #expect(r.writeCommandsPerSecondOneLink > 0)
+        #expect(r.readsPerSecondAllLinks > 0)
+        #expect(r.connections == 10)
+        #expect(SimulatorBenchmarks.report(r).contains("10 links"))
+    }
+}
