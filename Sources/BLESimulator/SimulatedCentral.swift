@@ -147,6 +147,7 @@ public final class SimulatedCentral: Central {
         let closed = state.withLock { s -> Bool in
             if s.closed { return true }
             s.nextScan += 1
+            if s.nextScan % 64 == 0 { s.scans = s.scans.filter { $0.value.cursor != nil } }
             s.scans[s.nextScan] = WeakCursor(cursor: cursor)
             return false
         }
@@ -211,7 +212,7 @@ public final class SimulatedCentral: Central {
         let latency = rng.duration(in: device.model.latency.connect).scaled(factor)
         let hangs = device.faults.connectTimeout > 0 && rng.chance(device.faults.connectTimeout)
         let fails = device.faults.connectFail > 0 && rng.chance(device.faults.connectFail)
-        if device.faults.noAdvertise || hangs {
+        if device.faults.noAdvertise || !device.model.advertising.connectable || hangs {
             // The controller keeps initiating; nobody answers until the caller's deadline.
             if hangs { device.record(.fault("connect_timeout")) }
             try await Self.sleep(until: deadline)

@@ -56,3 +56,51 @@ struct SimulatorBenchmarksTests {
         #expect(SimulatorBenchmarks.report(r).contains("10 links"))
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct ScanTests {
+    @Test func withLatencyAScanRepeatsEveryDeviceInOrderOfItsFirstAdvertisement() async throws {
+        let specs = (0..<3).map { SimulatedDeviceSpec(id: "L-\($0)") }
+        let central = try SimulatedCentral(model: try Fixtures.model(), devices: specs,
+                                           options: SimulatorOptions(seed: 5, latencyScale: 0.05, reportPeriod: .milliseconds(10)))
+        let order = central.devices.map(\.address)
+        var heard: [BluetoothAddress] = []
+        for try await ad in central.scan(ScanFilter()) {
+            heard.append(ad.address)
+            #expect((-75 ... -45).contains(ad.rssi))
+            #expect(ad.adapter == "sim")
+            if heard.count == 6 { break }
+        }
+        #expect(heard == order + order)
+    }
+
+    @Test func withoutDuplicatesADeviceIsReportedOnceAndAgainOnlyIfNew() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("U-1"), try Fixtures.spec("U-2")])
+        var it = central.scan(ScanFilter(allowDuplicates: false)).makeAsyncIterator()
+        let first = try await it.next()
+        let second = try await it.next()
+        #expect(Set([first?.name, second?.name]) == ["SNS-U-1", "SNS-U-2"])
+    }
+
+    @Test func aDeviceThatDisconnectsIsReportedAgainToARunningScan() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("R-1")])
+        let address = try #require(central.address(of: "R-1"))
+        var it = central.scan(ScanFilter(names: ["SNS-R-1"])).makeAsyncIterator()
+        #expect(try await it.next()?.address == address)
+        let link = try await central.connect(to: address, options: ConnectOptions())
+        await link.disconnect()
+        // The scan was waiting (zero latency: no repeats); the device's return wakes it.
+        #expect(try await it.next()?.address == address)
+    }
+
+    @Test func closingTheAdapterEndsScansAndDropsLinks() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("Z-1")])
+        let address = try #require(central.address(of: "Z-1"))
+        let link = try await central.connect(to: address, options: ConnectOptions())
+        var it = central.scan(ScanFilter()).makeAsyncIterator()
+        await central.close()
+        #expect(try await it.next() == nil)
+        #expect(await link.waitForDisconnect() == .transportClosed)
+        await #expect(throws: BLEError.self) { _ = try await central.connect(to: address, options: ConnectOptions()) }
+    }
+}
