@@ -1,1 +1,51 @@
-// Placeholder until this layer lands.
+import YAML
+
+/// A parsed and checked workflow: what every device goes through, in order.
+public struct Workflow: Sendable, Equatable {
+    /// Settings every step inherits unless it sets its own.
+    public struct Defaults: Sendable, Equatable {
+        public var timeout: Duration
+        public var retry: RetryPolicy
+        public var reconnect: ReconnectPolicy
+        public init(timeout: Duration = .seconds(10), retry: RetryPolicy = .none, reconnect: ReconnectPolicy = .standard) {
+            self.timeout = timeout
+            self.retry = retry
+            self.reconnect = reconnect
+        }
+    }
+
+    public var name: String
+    public var description: String?
+    /// The file as given (relative or absolute).
+    public var path: String
+    /// SHA-256 of the file's bytes, lower-case hex.
+    public var sha256: String
+    public var defaults: Defaults
+    public var steps: [Step]
+
+    public init(name: String, description: String?, path: String, sha256: String, defaults: Defaults, steps: [Step]) {
+        self.name = name
+        self.description = description
+        self.path = path
+        self.sha256 = sha256
+        self.defaults = defaults
+        self.steps = steps
+    }
+
+    /// Names captured by `read` steps, in order.
+    public var capturedNames: [String] { steps.compactMap(\.capturedName) }
+
+    /// Names the workflow needs from the inventory (every reference that is not a built-in or a capture).
+    public var inventoryVariables: Set<String> {
+        let captured = Set(capturedNames)
+        var names = Set<String>()
+        for step in steps {
+            for t in step.templates {
+                for name in t.referencedNames where !captured.contains(name) && !Template.builtins.contains(name) {
+                    names.insert(name)
+                }
+            }
+        }
+        return names
+    }
+}

@@ -47,6 +47,11 @@ public struct YAMLParser: Sendable {
 
     // MARK: - Pre-checks libyaml reports poorly
 
+    /// Checks that `bytes` are UTF-8 text without NUL bytes (for other text formats, such as CSV).
+    public static func validateEncoding(_ bytes: [UInt8]) throws(YAMLError) {
+        try checkEncoding(bytes)
+    }
+
     /// Finds the first invalid UTF-8 sequence (or a NUL byte) and reports its line and column.
     static func checkEncoding(_ bytes: [UInt8]) throws(YAMLError) {
         var line = 1
@@ -130,10 +135,16 @@ private struct Builder {
         self.limits = limits
     }
 
-    /// A collection being built.
-    enum Frame {
-        case sequence(mark: SourceMark, tag: String?, items: [YAMLNode])
-        case mapping(mark: SourceMark, tag: String?, pairs: [YAMLNode.Pair], pendingKey: YAMLNode?, keys: [String: SourceMark])
+    /// A collection being built. A struct mutated in place on the stack, so appending never copies
+    /// the items gathered so far (an enum payload would be copied on every append: quadratic).
+    struct Frame {
+        var isMapping: Bool
+        var mark: SourceMark
+        var tag: String?
+        var items: [YAMLNode] = []
+        var pairs: [YAMLNode.Pair] = []
+        var pendingKey: YAMLNode?
+        var keys: [String: SourceMark] = [:]
     }
 
     mutating func run(_ buffer: UnsafeBufferPointer<UInt8>) throws(YAMLError) -> YAMLNode? {
@@ -199,25 +210,22 @@ private struct Builder {
                 if s.anchor != nil {
                     throw YAMLError("anchors (&name) are not supported", at: mark, hint: "remove the anchor")
                 }
-                try push(.sequence(mark: mark, tag: s.tag.map { String(cString: $0) }, items: []), on: &stack, at: mark)
+                try push(Frame(isMapping: false, mark: mark, tag: s.tag.map { String(cString: $0) }), on: &stack, at: mark)
             case YAML_MAPPING_START_EVENT:
                 let m = e.data.mapping_start
                 if m.anchor != nil {
                     throw YAMLError("anchors (&name) are not supported", at: mark, hint: "remove the anchor")
                 }
-                try push(
-                    .mapping(mark: mark, tag: m.tag.map { String(cString: $0) }, pairs: [], pendingKey: nil, keys: [:]),
-                    on: &stack, at: mark)
+                try push(Frame(isMapping: true, mark: mark, tag: m.tag.map { String(cString: $0) }), on: &stack, at: mark)
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let frame = stack.popLast() else {
                     throw YAMLError("unbalanced collection end", at: mark)
                 }
                 let node: YAMLNode
-                switch frame {
-                case .sequence(let m, let tag, let items):
-                    node = YAMLNode(.sequence(items), mark: m, tag: tag)
-                case .mapping(let m, let tag, let pairs, _, _):
-                    node = YAMLNode(.mapping(pairs), mark: m, tag: tag)
+                if frame.isMapping {
+                    node = YAMLNode(.mapping(frame.pairs), mark: frame.mark, tag: frame.tag)
+                } else {
+                    node = YAMLNode(.sequence(frame.items), mark: frame.mark, tag: frame.tag)
                 }
                 try add(node, to: &stack, root: &root)
             default:
@@ -238,33 +246,31 @@ private struct Builder {
         if nodeCount > limits.maxNodes {
             throw YAMLError("more than \(limits.maxNodes) YAML nodes", at: node.mark)
         }
-        guard var top = stack.popLast() else {
+        let top = stack.count - 1
+        guard top >= 0 else {
             root = node
             return
         }
-        switch top {
-        case .sequence(let m, let tag, var items):
-            items.append(node)
-            top = .sequence(mark: m, tag: tag, items: items)
-        case .mapping(let m, let tag, var pairs, let pendingKey, var keys):
-            if let key = pendingKey {
-                pairs.append(YAMLNode.Pair(key: key, value: node))
-                top = .mapping(mark: m, tag: tag, pairs: pairs, pendingKey: nil, keys: keys)
-            } else {
-                guard let text = node.scalar else {
-                    throw YAMLError(
-                        "a mapping key must be a plain value, not \(node.kindDescription)", at: node.mark)
-                }
-                if let first = keys[text] {
-                    throw YAMLError(
-                        "duplicate key `\(text)` (first defined at \(first))", at: node.mark,
-                        hint: "remove one of the two")
-                }
-                keys[text] = node.mark
-                top = .mapping(mark: m, tag: tag, pairs: pairs, pendingKey: node, keys: keys)
-            }
+        if !stack[top].isMapping {
+            stack[top].items.append(node)
+            return
         }
-        stack.append(top)
+        if let key = stack[top].pendingKey {
+            stack[top].pairs.append(YAMLNode.Pair(key: key, value: node))
+            stack[top].pendingKey = nil
+            return
+        }
+        guard let text = node.scalar else {
+            throw YAMLError(
+                "a mapping key must be a plain value, not \(node.kindDescription)", at: node.mark)
+        }
+        if let first = stack[top].keys[text] {
+            throw YAMLError(
+                "duplicate key `\(text)` (first defined at \(first))", at: node.mark,
+                hint: "remove one of the two")
+        }
+        stack[top].keys[text] = node.mark
+        stack[top].pendingKey = node
     }
 
     static func string(_ pointer: UnsafeMutablePointer<yaml_char_t>?, count: Int) -> String {

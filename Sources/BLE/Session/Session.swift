@@ -1,0 +1,440 @@
+/// One peripheral, over as many links as it takes: connects, exchanges the MTU, resolves characteristics
+/// by UUID (lazily, cached per link), and keeps notification subscriptions alive across reconnects.
+///
+/// After an unexpected link loss (never after `disconnect()`) the session follows its `ReconnectPolicy`:
+/// each attempt connects, starts from an empty GATT cache, rediscovers what the active subscriptions need,
+/// rewrites their CCCDs, and only then becomes `ready`. A failed restore is a failed attempt. When the
+/// attempts run out the session is `failed(error)` and every notification stream throws.
+public actor Session {
+    public nonisolated let central: any Central
+    public nonisolated let peer: BluetoothAddress
+    public nonisolated let options: SessionOptions
+
+    /// The current ATT_MTU (23 before the exchange).
+    public private(set) var mtu: Int = ATTClient.defaultMTU
+    /// ATT requests sent over the session's life, all links.
+    public var roundTrips: Int { counter.value }
+    /// The current connection state.
+    public var state: ConnectionState { states.current }
+
+    private let counter = RoundTripCounter()
+    private let states = StateBroadcaster()
+    private let router = NotificationRouter()
+    private let log: @Sendable (String) -> Void
+
+    private var link: (any Link)?
+    private var gatt: GATTClient?
+    private var generation = 0
+    private var establishing = false
+    private var manualDisconnect = false
+    private var lastReason: DisconnectReason?
+    private var reconnectTask: Task<Void, Never>?
+
+    private var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    private var nextID: UInt64 = 0
+
+    private struct Subscription {
+        var indicate: Bool
+        var consumers: Set<UInt64> = []
+        /// Handle bound on the current link, nil until enabled.
+        var valueHandle: UInt16?
+        var cccdHandle: UInt16?
+        var active = false
+        /// Subscribers waiting for the first consumer's enable.
+        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    }
+
+    private var subscriptions: [SubscriptionKey: Subscription] = [:]
+
+    public init(central: any Central, peer: BluetoothAddress, options: SessionOptions = SessionOptions()) {
+        self.central = central
+        self.peer = peer
+        self.options = options
+        self.log = { _ in }
+    }
+
+    /// Connection states: each call returns a new stream that starts with the current state.
+    public nonisolated func connectionStates() -> AsyncStream<ConnectionState> {
+        states.stream()
+    }
+
+    // MARK: - Connect and disconnect
+
+    /// Connects (within `options.connect.timeout`), exchanges the MTU, and becomes `ready`.
+    /// Returns at once when already ready; waits when a connection is being made.
+    public func connect() async throws {
+        switch state {
+        case .ready:
+            return
+        case .connecting, .connected, .discovering, .reconnecting:
+            try await withDeadline(options.connect.timeout, operation: "connect \(peer)") {
+                try await self.waitForReady()
+            }
+            return
+        case .disconnected, .failed:
+            break
+        }
+        manualDisconnect = false
+        publish(.connecting)
+        do {
+            try await establish(reconnecting: false)
+        } catch {
+            let e = Self.bleError(error)
+            if !manualDisconnect { publish(.failed(e)) }
+            failReadyWaiters(e)
+            throw e
+        }
+    }
+
+    /// Disconnects on purpose: no reconnect follows. Pending operations fail with `disconnected`;
+    /// notification streams end.
+    public func disconnect() async {
+        manualDisconnect = true
+        reconnectTask?.cancel()
+        reconnectTask = nil
+        let reason = DisconnectReason.localHostTerminated
+        let current = link
+        let client = gatt
+        dropLink(reason)
+        if let client { await client.att.fail(.disconnected(reason)) }
+        if let current { await current.disconnect() }
+        publish(.disconnected)
+        failReadyWaiters(.disconnected(reason))
+        for key in subscriptions.keys { router.finish(key, error: nil) }
+        for (_, s) in subscriptions { for (_, w) in s.waiters { w.resume(throwing: BLEError.disconnected(reason)) } }
+        subscriptions = [:]
+    }
+
+    /// Connects a link and brings it to `ready`: MTU, then restores every active subscription.
+    private func establish(reconnecting: Bool) async throws {
+        establishing = true
+        defer { establishing = false }
+        let newLink: any Link
+        do {
+            let central = self.central, peer = self.peer, connectOptions = options.connect
+            newLink = try await withDeadline(connectOptions.timeout, operation: "connect \(peer)") {
+                try await central.connect(to: peer, options: connectOptions)
+            }
+        }
+        if manualDisconnect {
+            await newLink.disconnect()
+            throw BLEError.disconnected(.localHostTerminated)
+        }
+        generation += 1
+        let gen = generation
+        router.reset(generation: gen)
+        let router = self.router
+        let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter, log: log) { event in
+            router.deliver(event, generation: gen)
+        }
+        await att.start()
+        let client = GATTClient(att: att, discovery: options.discovery)
+        link = newLink
+        gatt = client
+        for key in subscriptions.keys {
+            subscriptions[key]?.valueHandle = nil
+            subscriptions[key]?.cccdHandle = nil
+        }
+        Task { [weak self] in
+            let reason = await newLink.waitForDisconnect()
+            await self?.linkLost(generation: gen, reason: reason)
+        }
+        publish(.connected)
+        do {
+            mtu = try await att.exchangeMTU(preferred: options.connect.preferredMTU)
+            let active = subscriptions.filter { $0.value.active }.map(\.key)
+            if !active.isEmpty {
+                publish(.discovering)
+                for key in active {
+                    guard let sub = subscriptions[key] else { continue }
+                    try await enable(key, indicate: sub.indicate, on: client, generation: gen)
+                }
+            }
+        } catch {
+            if gen == generation {
+                dropLink(.localHostTerminated)
+                await att.fail(.disconnected(.localHostTerminated))
+                await newLink.disconnect()
+            }
+            throw error
+        }
+        guard gen == generation, link != nil else {
+            throw BLEError.disconnected(lastReason ?? .bearerClosed)
+        }
+        publish(.ready)
+        let waiters = readyWaiters
+        readyWaiters = [:]
+        for (_, w) in waiters { w.resume() }
+    }
+
+    /// Forgets the current link (its late events are ignored from now on).
+    private func dropLink(_ reason: DisconnectReason) {
+        generation += 1
+        router.reset(generation: generation)
+        link = nil
+        gatt = nil
+        lastReason = reason
+    }
+
+    private func linkLost(generation gen: Int, reason: DisconnectReason) async {
+        guard gen == generation, !manualDisconnect else { return }
+        let client = gatt
+        dropLink(reason)
+        // Every pending operation ends now.
+        if let client { await client.att.fail(.disconnected(reason)) }
+        guard !establishing else { return }   // the attempt in progress sees its own failure
+        guard reconnectTask == nil else { return }
+        switch options.reconnect {
+        case .limited(let attempts, _) where attempts > 0:
+            reconnectTask = Task { await self.reconnectLoop(after: reason) }
+        default:
+            publish(.disconnected)
+            failReadyWaiters(.disconnected(reason))
+            failSubscriptions(.disconnected(reason))
+        }
+    }
+
+    private func reconnectLoop(after reason: DisconnectReason) async {
+        defer { reconnectTask = nil }
+        guard case .limited(let attempts, _) = options.reconnect else { return }
+        var lastError = BLEError.disconnected(reason)
+        for attempt in 1...max(1, attempts) {
+            publish(.reconnecting(attempt: attempt))
+            do {
+                try await Task.sleep(for: options.reconnect.delay(before: attempt))
+            } catch {
+                return   // cancelled by disconnect()
+            }
+            if manualDisconnect { return }
+            do {
+                try await establish(reconnecting: true)
+                return
+            } catch {
+                if manualDisconnect { return }
+                lastError = Self.bleError(error)
+                log("reconnect attempt \(attempt) to \(peer) failed: \(lastError)")
+            }
+        }
+        publish(.failed(lastError))
+        failReadyWaiters(lastError)
+        failSubscriptions(lastError)
+    }
+
+    // MARK: - Operations
+
+    /// Reads a characteristic's value (long values with Read Blob).
+    public func read(service: BluetoothUUID, characteristic: BluetoothUUID, timeout: Duration) async throws -> [UInt8] {
+        try await withDeadline(timeout, operation: "read \(characteristic)") {
+            let client = try await self.readyClient()
+            let r = try await client.resolve(service: service, characteristic: characteristic)
+            return try await client.read(handle: r.characteristic.valueHandle)
+        }
+    }
+
+    /// Writes a characteristic's value: a Write Request (long values with Prepare/Execute Write), or a
+    /// Write Command when `withResponse` is false (the value must then fit in MTU-3).
+    public func write(service: BluetoothUUID, characteristic: BluetoothUUID, value: [UInt8], withResponse: Bool,
+                      timeout: Duration) async throws {
+        try await withDeadline(timeout, operation: "write \(characteristic)") {
+            let client = try await self.readyClient()
+            let r = try await client.resolve(service: service, characteristic: characteristic)
+            if withResponse {
+                try self.require(.write, "write", of: r)
+                try await client.write(handle: r.characteristic.valueHandle, value: value)
+            } else {
+                try self.require(.writeWithoutResponse, "write-without-response", of: r)
+                let limit = await client.att.mtu - 3
+                guard value.count <= limit else {
+                    throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
+                }
+                try await client.writeWithoutResponse(handle: r.characteristic.valueHandle, value: value)
+            }
+        }
+    }
+
+    /// Streams `data` with write without response in MTU-3 chunks, waiting for link credits.
+    public func writeBlob(service: BluetoothUUID, characteristic: BluetoothUUID, data: [UInt8], timeout: Duration) async throws {
+        try await withDeadline(timeout, operation: "write blob \(characteristic)") {
+            let client = try await self.readyClient()
+            let r = try await client.resolve(service: service, characteristic: characteristic)
+            try self.require(.writeWithoutResponse, "write-without-response", of: r)
+            try await client.writeBlob(handle: r.characteristic.valueHandle, data: data)
+        }
+    }
+
+    /// Subscribes to a characteristic's notifications (or indications). Consumers of one characteristic
+    /// share one subscription; the stream buffers every value that arrives after this call returns.
+    public func notifications(service: BluetoothUUID, characteristic: BluetoothUUID, indicate: Bool = false,
+                              timeout: Duration) async throws -> NotificationStream {
+        let key = SubscriptionKey(service: service, characteristic: characteristic)
+        nextID += 1
+        let id = nextID
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self, throwing: (any Error).self)
+        continuation.onTermination = { @Sendable _ in
+            Task { await self.consumerLeft(key, id: id) }
+        }
+        let token = LeaveToken { await self.consumerLeft(key, id: id) }
+        // Register first, so nothing that arrives after the CCCD write is lost.
+        router.add(continuation, id: id, for: key)
+        do {
+            try await withDeadline(timeout, operation: "subscribe \(characteristic)") {
+                try await self.join(key, id: id, indicate: indicate)
+            }
+        } catch {
+            router.remove(id: id, for: key)
+            await removeConsumer(key, id: id, disable: true)
+            continuation.finish()
+            throw error
+        }
+        return NotificationStream(base: stream, token: token)
+    }
+
+    private func join(_ key: SubscriptionKey, id: UInt64, indicate: Bool) async throws {
+        let client = try await readyClient()
+        if var sub = subscriptions[key] {
+            sub.consumers.insert(id)
+            subscriptions[key] = sub
+            if sub.active { return }
+            // Another consumer is enabling it: wait for that.
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                    if Task.isCancelled {
+                        c.resume(throwing: BLEError.cancelled)
+                    } else {
+                        subscriptions[key]?.waiters[id] = c
+                    }
+                }
+            } onCancel: {
+                Task { await self.cancelSubscribeWaiter(key, id: id) }
+            }
+            return
+        }
+        subscriptions[key] = Subscription(indicate: indicate, consumers: [id])
+        do {
+            try await enable(key, indicate: indicate, on: client, generation: generation)
+        } catch {
+            let waiters = subscriptions[key]?.waiters ?? [:]
+            subscriptions[key]?.waiters = [:]
+            for (_, w) in waiters { w.resume(throwing: error) }
+            throw error
+        }
+        subscriptions[key]?.active = true
+        let waiters = subscriptions[key]?.waiters ?? [:]
+        subscriptions[key]?.waiters = [:]
+        for (_, w) in waiters { w.resume() }
+    }
+
+    private func cancelSubscribeWaiter(_ key: SubscriptionKey, id: UInt64) {
+        subscriptions[key]?.waiters.removeValue(forKey: id)?.resume(throwing: BLEError.cancelled)
+    }
+
+    /// Resolves the characteristic, binds its handle, and writes its CCCD on (strict unless allowed).
+    private func enable(_ key: SubscriptionKey, indicate: Bool, on client: GATTClient, generation gen: Int) async throws {
+        let r = try await client.resolve(service: key.service, characteristic: key.characteristic, needCCCD: true)
+        let property: GATTProperties = indicate ? .indicate : .notify
+        try require(property, indicate ? "indicate" : "notify", of: r)
+        router.bind(handle: r.characteristic.valueHandle, to: key, generation: gen)
+        subscriptions[key]?.valueHandle = r.characteristic.valueHandle
+        subscriptions[key]?.cccdHandle = r.cccdHandle
+        if let cccd = r.cccdHandle {
+            try await client.writeCCCD(handle: cccd, notify: !indicate, indicate: indicate)
+        } else if !options.allowUnsupportedProperties {
+            throw BLEError.attributeNotFound("client characteristic configuration of characteristic \(key.characteristic) in service \(key.service)")
+        }
+    }
+
+    /// A consumer left: the last one out disables the subscription on the device.
+    private func consumerLeft(_ key: SubscriptionKey, id: UInt64) async {
+        router.remove(id: id, for: key)?.finish()
+        await removeConsumer(key, id: id, disable: true)
+    }
+
+    private func removeConsumer(_ key: SubscriptionKey, id: UInt64, disable: Bool) async {
+        guard var sub = subscriptions[key], sub.consumers.contains(id) else { return }
+        sub.consumers.remove(id)
+        if let w = sub.waiters.removeValue(forKey: id) { w.resume(throwing: BLEError.cancelled) }
+        guard sub.consumers.isEmpty else {
+            subscriptions[key] = sub
+            return
+        }
+        subscriptions[key] = nil
+        router.unbind(key)
+        guard disable, sub.active, case .ready = state, let client = gatt, let cccd = sub.cccdHandle else { return }
+        do {
+            try await withDeadline(options.attTimeout, operation: "unsubscribe \(key.characteristic)") {
+                try await client.writeCCCD(handle: cccd, notify: false, indicate: false)
+            }
+        } catch {
+            log("disabling \(key) on \(peer) failed: \(error)")
+        }
+    }
+
+    // MARK: - Helpers
+
+    private nonisolated func require(_ property: GATTProperties, _ name: String, of r: ResolvedCharacteristic) throws {
+        guard !options.allowUnsupportedProperties, !r.characteristic.properties.contains(property) else { return }
+        throw BLEError.unsupportedProperty(characteristic: r.characteristic.uuid, property: name)
+    }
+
+    /// The GATT client of a ready link, waiting for `ready` while connecting or reconnecting.
+    private func readyClient() async throws -> GATTClient {
+        while true {
+            switch state {
+            case .ready:
+                if let gatt { return gatt }
+                try await waitForReady()
+            case .failed(let e):
+                throw e
+            case .disconnected:
+                throw BLEError.disconnected(lastReason ?? .localHostTerminated)
+            case .connecting, .connected, .discovering, .reconnecting:
+                try await waitForReady()
+            }
+        }
+    }
+
+    private func waitForReady() async throws {
+        nextID += 1
+        let id = nextID
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled {
+                    c.resume(throwing: BLEError.cancelled)
+                } else {
+                    readyWaiters[id] = c
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelReadyWaiter(id) }
+        }
+    }
+
+    private func cancelReadyWaiter(_ id: UInt64) {
+        readyWaiters.removeValue(forKey: id)?.resume(throwing: BLEError.cancelled)
+    }
+
+    private func failReadyWaiters(_ error: BLEError) {
+        let waiters = readyWaiters
+        readyWaiters = [:]
+        for (_, w) in waiters { w.resume(throwing: error) }
+    }
+
+    private func failSubscriptions(_ error: BLEError) {
+        for (key, sub) in subscriptions {
+            router.finish(key, error: error)
+            for (_, w) in sub.waiters { w.resume(throwing: error) }
+        }
+        subscriptions = [:]
+    }
+
+    private func publish(_ value: ConnectionState) {
+        guard states.current != value else { return }
+        states.publish(value)
+    }
+
+    static func bleError(_ error: any Error) -> BLEError {
+        if let e = error as? BLEError { return e }
+        if error is CancellationError { return .cancelled }
+        return .adapterFailure("\(error)")
+    }
+}

@@ -1,0 +1,61 @@
+/// What a session does after an unexpected link loss.
+public enum ReconnectPolicy: Sendable, Equatable {
+    /// The session ends (`disconnected`) and notification streams throw.
+    case disabled
+    /// Up to `maxAttempts` attempts; before attempt n the session waits `delays[n-1]` (the last delay
+    /// repeats; an empty list means no delay). Never unbounded.
+    case limited(maxAttempts: Int, delays: [Duration])
+
+    /// The delay before attempt `attempt` (1-based).
+    func delay(before attempt: Int) -> Duration {
+        guard case .limited(_, let delays) = self, let last = delays.last else { return .zero }
+        return attempt - 1 < delays.count ? delays[max(0, attempt - 1)] : last
+    }
+}
+
+/// How a session connects, reconnects and discovers.
+public struct SessionOptions: Sendable {
+    /// Connection deadline and preferred ATT MTU.
+    public var connect: ConnectOptions
+    public var reconnect: ReconnectPolicy
+    public var discovery: DiscoveryMode
+    /// Accept notify/indicate/write on characteristics that do not declare it (firmware that lies).
+    public var allowUnsupportedProperties: Bool
+    /// The ATT transaction timeout (Vol 3 Part F 3.3.3).
+    public var attTimeout: Duration
+
+    public init(connect: ConnectOptions = ConnectOptions(),
+                reconnect: ReconnectPolicy = .limited(maxAttempts: 3, delays: [.seconds(1), .seconds(2), .seconds(5)]),
+                discovery: DiscoveryMode = .targeted,
+                allowUnsupportedProperties: Bool = false,
+                attTimeout: Duration = .seconds(30)) {
+        self.connect = connect
+        self.reconnect = reconnect
+        self.discovery = discovery
+        self.allowUnsupportedProperties = allowUnsupportedProperties
+        self.attTimeout = attTimeout
+    }
+}
+
+/// Where a session is. Published in order by `Session.connectionStates()`.
+public enum ConnectionState: Sendable, Equatable, CustomStringConvertible {
+    case disconnected
+    case connecting
+    case connected
+    case discovering
+    case ready
+    case reconnecting(attempt: Int)
+    case failed(BLEError)
+
+    public var description: String {
+        switch self {
+        case .disconnected: return "disconnected"
+        case .connecting: return "connecting"
+        case .connected: return "connected"
+        case .discovering: return "discovering"
+        case .ready: return "ready"
+        case .reconnecting(let n): return "reconnecting(attempt: \(n))"
+        case .failed(let e): return "failed(\(e))"
+        }
+    }
+}

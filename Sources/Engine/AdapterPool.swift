@@ -1,0 +1,63 @@
+import BLE
+import Synchronization
+
+/// The adapters of a run: each with its connection slots and its shared scan.
+final class AdapterPool: Sendable {
+    final class Adapter: Sendable {
+        let central: any Central
+        let slots: AsyncSemaphore
+        let hub: ScanHub
+        let failure = Mutex<String?>(nil)
+
+        init(central: any Central, slots: Int) {
+            self.central = central
+            self.slots = AsyncSemaphore(permits: max(1, min(slots, central.connectionSlots)))
+            self.hub = ScanHub(central: central)
+        }
+
+        var id: String { central.id }
+        var isFailed: Bool { failure.withLock { $0 != nil } }
+    }
+
+    let adapters: [Adapter]
+
+    init(centrals: [any Central], slotsPerAdapter: Int?) {
+        adapters = centrals.map { Adapter(central: $0, slots: slotsPerAdapter ?? $0.connectionSlots) }
+    }
+
+    func startScanning() async {
+        for a in adapters { await a.hub.start() }
+    }
+
+    func stop() async {
+        for a in adapters { await a.hub.stop() }
+    }
+
+    /// Waits for the device's advertisement on every live adapter; the best-heard (RSSI) wins, preferring
+    /// adapters not in `avoid` (where the device's links kept failing).
+    func find(_ wanted: ScanHub.Wanted, timeout: Duration, avoid: Set<String>) async -> (Advertisement, Adapter)? {
+        let live = adapters.filter { !$0.isFailed }
+        guard !live.isEmpty else { return nil }
+        if live.count == 1, let a = live.first {
+            return await a.hub.wait(for: wanted, timeout: timeout).map { ($0, a) }
+        }
+        // First any adapter that hears it; then the best of what every adapter remembers.
+        let first: (Advertisement, Adapter)? = await withTaskGroup(of: (Advertisement, Adapter)?.self) { group in
+            for a in live { group.addTask { await a.hub.wait(for: wanted, timeout: timeout).map { ($0, a) } } }
+            for await r in group where r != nil {
+                group.cancelAll()
+                return r
+            }
+            return nil
+        }
+        guard let first else { return nil }
+        var best = first
+        for a in live {
+            guard let ad = await a.hub.cached(wanted) else { continue }
+            let better = (avoid.contains(best.1.id) && !avoid.contains(a.id))
+                || (avoid.contains(best.1.id) == avoid.contains(a.id) && ad.rssi > best.0.rssi)
+            if better { best = (ad, a) }
+        }
+        return best
+    }
+}

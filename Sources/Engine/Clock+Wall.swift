@@ -1,0 +1,18 @@
+import Foundation
+
+/// Wall-clock timestamps for reports and the journal: ISO 8601 with milliseconds, UTC.
+enum WallClock {
+    static func now() -> Date { Date() }
+
+    static func iso(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}
+
+extension Duration {
+    /// Milliseconds as a Double (for reports).
+    var milliseconds: Double {
+        let (s, a) = components
+        return Double(s) * 1000 + Double(a) / 1e15
+    }
+}

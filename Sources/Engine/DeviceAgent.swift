@@ -1,0 +1,461 @@
+import BLE
+import Foundation
+import Synchronization
+import Workflow
+
+/// Runs the workflow for one device: owns its session, runs the steps under the supervisor's retry
+/// rules, and records each step's outcome, attempts and timing, and the values captured.
+actor DeviceAgent {
+    let device: InventoryDevice
+    let context: RunContext
+    let attemptNumber: Int
+    let resumed: Bool
+
+    private var captured: [String: String] = [:]
+    private var session: Session?
+    private var adapter: AdapterPool.Adapter?
+    private var holdsSlot = false
+    private var advertisement: Advertisement?
+    private var mailboxes: [String: Mailbox] = [:]
+    private var avoidAdapters: Set<String> = []
+    private var roundTripsBefore = 0
+    private var random: SplitMix64
+
+    init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
+        self.device = device
+        self.context = context
+        self.attemptNumber = attemptNumber
+        self.resumed = resumed
+        self.random = SplitMix64(seed: context.seed ^ DeviceAgent.hash(device.id))
+    }
+
+    static func hash(_ s: String) -> UInt64 {
+        var h: UInt64 = 0xcbf29ce484222325
+        for b in s.utf8 { h = (h ^ UInt64(b)) &* 0x100000001b3 }
+        return h
+    }
+
+    /// Runs every step; always returns a record (never throws).
+    func run() async -> DeviceRecord {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let startedAt = WallClock.iso(WallClock.now())
+        var steps: [StepRecord] = []
+        var failure: (DeviceFailure, String)?
+        let workflow = context.workflow
+
+        for (index, step) in workflow.steps.enumerated() {
+            let stepStart = clock.now
+            var attempt = 0
+            var lastFailure: DeviceFailure?
+            while true {
+                attempt += 1
+                do {
+                    try Task.checkCancellation()
+                    try await execute(step, index: index)
+                    lastFailure = nil
+                    break
+                } catch {
+                    var f = DeviceFailure.from(error)
+                    if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
+                    f = redacted(f)
+                    lastFailure = f
+                    let policy = step.effectiveRetry
+                    guard let cls = f.kind.errorClass, policy.shouldRetry(cls, afterAttempt: attempt), !Task.isCancelled else { break }
+                    let delay = policy.delay(beforeAttempt: attempt + 1, random: &random)
+                    context.events.emit(RunEvent(.stepRetry, device: device.id, step: step.name, attempt: attempt,
+                                                 delayMs: delay.milliseconds,
+                                                 error: FailureRecord(kind: f.kind, step: step.name, message: f.message, causes: f.causes)))
+                    await prepareRetry(after: f, step: step)
+                    do { try await Task.sleep(for: delay) } catch { break }
+                }
+            }
+            let duration = clock.now - stepStart
+            let errorRecord = lastFailure.map { FailureRecord(kind: $0.kind, step: step.name, message: $0.message, causes: $0.causes) }
+            steps.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: lastFailure == nil ? "succeeded" : "failed",
+                                    attempts: attempt, startMs: (stepStart - start).milliseconds.rounded(toPlaces: 3),
+                                    durationMs: duration.milliseconds.rounded(toPlaces: 3), error: errorRecord))
+            context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempt,
+                                         outcome: lastFailure == nil ? "succeeded" : "failed",
+                                         durationMs: duration.milliseconds, error: errorRecord))
+            if let f = lastFailure {
+                failure = (f, step.name)
+                // The remaining steps did not run.
+                for later in workflow.steps[(index + 1)...] {
+                    steps.append(StepRecord(name: later.name, kind: later.kind.keyword, outcome: "skipped", attempts: 0,
+                                            startMs: (clock.now - start).milliseconds.rounded(toPlaces: 3), durationMs: 0))
+                }
+                break
+            }
+        }
+        let roundTrips = await finish()
+        let duration = clock.now - start
+        let outcome: DeviceOutcome
+        if let (f, _) = failure { outcome = f.kind == .interrupted ? .interrupted : .failed } else { outcome = .succeeded }
+        return DeviceRecord(
+            id: device.id, address: (advertisement?.address ?? device.address)?.description,
+            name: device.name ?? advertisement?.name, outcome: outcome, attempts: attemptNumber, adapter: adapter?.id,
+            rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
+            captured: capturedForReport(), steps: steps,
+            error: failure.map { FailureRecord(kind: $0.0.kind, step: $0.1, message: $0.0.message, causes: $0.0.causes) },
+            resumed: resumed ? true : nil, attRoundTrips: roundTrips)
+    }
+
+    // MARK: - Steps
+
+    private func execute(_ step: Step, index: Int) async throws {
+        let timeout = step.effectiveTimeout
+        switch step.kind {
+        case .scan(let s):
+            try await scan(s, timeout: timeout)
+        case .connect(let c):
+            try await connect(c, timeout: timeout)
+        case .discover(let d):
+            let s = try requireSession(step)
+            let services = d.services.isEmpty ? context.servicesUsed : d.services
+            try await s.discover(services: d.all ? [] : services, timeout: timeout)
+        case .read(let r):
+            let s = try requireSession(step)
+            let bytes = try await s.read(service: r.target.service, characteristic: r.target.characteristic, timeout: timeout)
+            let value = try r.decoder.decode(bytes)
+            if let id = r.id { captured[id] = value }
+        case .verify(let v):
+            let value = try v.value.render(lookup)
+            let matcher = try v.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+            guard matcher.matches(value) else {
+                throw DeviceFailure(.verifyFailed, "\"\(value)\" does not \(matcher.description.replacingOccurrences(of: "equals", with: "equal").replacingOccurrences(of: "matches", with: "match"))")
+            }
+        case .write(let w):
+            let s = try requireSession(step)
+            try await write(w, on: s, step: step, index: index, timeout: timeout)
+        case .writeBlob(let w):
+            let s = try requireSession(step)
+            let data = try w.value.bytes(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+            if let chunk = w.chunkSize, chunk > 0, chunk < data.count {
+                var offset = 0
+                let deadline = ContinuousClock.now + timeout
+                while offset < data.count {
+                    let end = min(data.count, offset + chunk)
+                    try await s.writeBlob(service: w.target.service, characteristic: w.target.characteristic,
+                                          data: Array(data[offset..<end]), timeout: max(.zero, deadline - .now))
+                    offset = end
+                }
+            } else {
+                try await s.writeBlob(service: w.target.service, characteristic: w.target.characteristic, data: data, timeout: timeout)
+            }
+        case .subscribe(let sub):
+            let s = try requireSession(step)
+            if let old = mailboxes.removeValue(forKey: sub.id) { await old.close() }
+            let stream = try await s.notifications(service: sub.target.service, characteristic: sub.target.characteristic,
+                                                   indicate: sub.mode == .indicate, timeout: timeout)
+            mailboxes[sub.id] = Mailbox(stream: stream)
+        case .unsubscribe(let u):
+            if let m = mailboxes.removeValue(forKey: u.id) { await m.close() }
+        case .await(let a):
+            try await awaitValue(a, step: step, index: index, timeout: timeout)
+        case .sleep(let s):
+            try await Task.sleep(for: s.duration)
+        case .disconnect:
+            await closeSession()
+        }
+    }
+
+    private func scan(_ s: Step.Scan, timeout: Duration) async throws {
+        var wanted = ScanHub.Wanted(address: nil, name: nil, filter: ScanFilter(services: s.services, minimumRSSI: s.minRSSI))
+        if let t = s.address {
+            let text = try t.render(lookup)
+            guard let a = BluetoothAddress(text) else { throw DeviceFailure(.invalidInput, "\"\(text)\" is not a Bluetooth address") }
+            wanted.address = a
+        } else if let t = s.name {
+            wanted.name = try t.render(lookup)
+        } else if let a = device.address {
+            wanted.address = a
+        } else {
+            wanted.name = device.name
+        }
+        if let m = s.manufacturer { wanted.manufacturer = (m.company, m.prefix) }
+        guard let (ad, adapter) = await context.adapters.find(wanted, timeout: timeout, avoid: avoidAdapters) else {
+            try Task.checkCancellation()
+            let what = wanted.address.map { "address \($0)" } ?? wanted.name.map { "name \"\($0)\"" } ?? "a matching device"
+            throw DeviceFailure(.notFound, "no advertisement from \(what) within \(timeout)")
+        }
+        advertisement = ad
+        self.adapter = adapter
+    }
+
+    private func connect(_ c: Step.Connect, timeout: Duration) async throws {
+        if let s = session, await s.state == .ready { return }
+        await closeSession()
+        let peer: BluetoothAddress
+        if let ad = advertisement {
+            peer = ad.address
+        } else if let a = device.address {
+            peer = a
+        } else {
+            throw DeviceFailure(.invalidInput, "no address to connect to (add a scan step or an address in the inventory)")
+        }
+        let adapter: AdapterPool.Adapter
+        if let a = self.adapter, !a.isFailed {
+            adapter = a
+        } else if let a = context.adapters.adapters.first(where: { !$0.isFailed }) {
+            adapter = a
+            self.adapter = a
+        } else {
+            throw DeviceFailure(.adapterFailure, "no working adapter")
+        }
+        try await adapter.slots.acquire()
+        holdsSlot = true
+        let options = SessionOptions(
+            connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247),
+            reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
+            discovery: context.fullDiscovery ? .all : .targeted,
+            allowUnsupportedProperties: context.allowUndeclared,
+            attTimeout: context.attTimeout)
+        let s = Session(central: adapter.central, peer: peer, options: options)
+        do {
+            try await s.connect()
+        } catch {
+            await s.disconnect()
+            releaseSlot()
+            throw error
+        }
+        session = s
+    }
+
+    private func write(_ w: Step.Write, on s: Session, step: Step, index: Int, timeout: Duration) async throws {
+        let data = try w.value.bytes(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        if step.irreversible { try await context.recordIntent(device: device.id, step: step.name, index: index) }
+        try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
+                          withResponse: w.withResponse, timeout: timeout)
+    }
+
+    private func awaitValue(_ a: Step.Await, step: Step, index: Int, timeout: Duration) async throws {
+        guard let mailbox = mailboxes[a.subscription] else {
+            throw DeviceFailure(.invalidInput, "no active subscription `\(a.subscription)` (it must be subscribed first)")
+        }
+        let matcher = try a.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        let busy = try a.busy?.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        let waits = 1 + (a.trigger == nil ? 0 : a.resend.count)
+        for i in 0..<waits {
+            if i > 0 { try await Task.sleep(for: a.resend[i - 1]) }
+            if let trigger = a.trigger {
+                let s = try requireSession(step)
+                // Listen first: values already buffered belong to earlier commands.
+                mailbox.discardBuffered()
+                try await write(trigger, on: s, step: step, index: index, timeout: timeout)
+            }
+            switch try await mailbox.next(matching: matcher, busy: busy, timeout: timeout) {
+            case .matched:
+                return
+            case .busy(let value):
+                throw DeviceFailure(.busy, "device answered busy (\(value.hexString))")
+            case .timedOut(let lastSeen):
+                if i == waits - 1 {
+                    let seen = lastSeen.map { "; last value seen: \($0.hexString)" } ?? "; nothing arrived"
+                    throw DeviceFailure(.timeout, "no value on `\(a.subscription)` that \(matcher) within \(timeout)"
+                                        + (waits > 1 ? " (sent \(waits) times)" : "") + seen)
+                }
+            }
+        }
+    }
+
+    private func requireSession(_ step: Step) throws -> Session {
+        guard let s = session else {
+            throw DeviceFailure(.invalidInput, "step `\(step.name)` needs a connection (add a connect step before it)")
+        }
+        return s
+    }
+
+    /// Before retrying a step: after repeated link failures on one adapter, prefer another that hears it.
+    private func prepareRetry(after f: DeviceFailure, step: Step) async {
+        guard case .connect = step.kind, f.kind == .connectFailed || f.kind == .timeout,
+              context.adapters.adapters.count > 1, let a = adapter, let ad = advertisement else { return }
+        avoidAdapters.insert(a.id)
+        let wanted = ScanHub.Wanted(address: ad.address, name: nil, filter: ScanFilter())
+        if let (better, other) = await context.adapters.find(wanted, timeout: .milliseconds(1), avoid: avoidAdapters),
+           !avoidAdapters.contains(other.id) {
+            advertisement = better
+            adapter = other
+        }
+    }
+
+    // MARK: - Values
+
+    private nonisolated func builtin(_ name: String) -> String? {
+        switch name {
+        case "id": return device.id
+        case "name": return device.name
+        case "address": return device.address?.description
+        default: return nil
+        }
+    }
+
+    private func lookup(_ name: String) -> String? {
+        captured[name] ?? device.vars[name] ?? builtin(name)
+    }
+
+    private func capturedForReport() -> [String: String] {
+        var out: [String: String] = [:]
+        for (k, v) in captured { out[k] = context.inventory.redact(v, for: device) }
+        return out
+    }
+
+    private func redacted(_ f: DeviceFailure) -> DeviceFailure {
+        guard !context.inventory.secrets.isEmpty else { return f }
+        return DeviceFailure(f.kind, context.inventory.redact(f.message, for: device),
+                             causes: f.causes.map { context.inventory.redact($0, for: device) })
+    }
+
+    // MARK: - Clean-up
+
+    private func closeSession() async {
+        for (_, m) in mailboxes { await m.close() }
+        mailboxes = [:]
+        if let s = session {
+            roundTripsBefore += await s.roundTrips
+            await s.disconnect()
+        }
+        session = nil
+        releaseSlot()
+    }
+
+    private func releaseSlot() {
+        if holdsSlot, let a = adapter { a.slots.release() }
+        holdsSlot = false
+    }
+
+    private func finish() async -> Int {
+        await closeSession()
+        return roundTripsBefore
+    }
+}
+
+/// Values of one subscription, buffered from the moment of subscribing, consumed by `await` steps.
+final class Mailbox: Sendable {
+    enum Result {
+        case matched([UInt8])
+        case busy([UInt8])
+        case timedOut(lastSeen: [UInt8]?)
+    }
+
+    private struct State {
+        var buffer: [[UInt8]] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var error: (any Error)?
+        var ended = false
+    }
+
+    /// The buffer lives in its own object so the pump and timer tasks can share it.
+    private final class Box: Sendable {
+        let m = Mutex(State())
+    }
+
+    private let state = Box()
+    private let stream: NotificationStream
+    private let pump: Mutex<Task<Void, Never>?> = Mutex(nil)
+
+    init(stream: NotificationStream) {
+        self.stream = stream
+        let task = Task { [state] in
+            do {
+                for try await value in stream {
+                    let w: CheckedContinuation<Void, Never>? = state.m.withLock { s in
+                        s.buffer.append(value)
+                        defer { s.waiter = nil }
+                        return s.waiter
+                    }
+                    w?.resume()
+                }
+                let w = state.m.withLock { s in
+                    s.ended = true
+                    defer { s.waiter = nil }
+                    return s.waiter
+                }
+                w?.resume()
+            } catch {
+                let w = state.m.withLock { s in
+                    s.error = error
+                    s.ended = true
+                    defer { s.waiter = nil }
+                    return s.waiter
+                }
+                w?.resume()
+            }
+        }
+        pump.withLock { $0 = task }
+    }
+
+    func discardBuffered() { state.m.withLock { $0.buffer.removeAll() } }
+
+    /// Consumes values in order until one matches (or is a busy answer), or the timeout passes.
+    func next(matching matcher: Matcher, busy: Matcher?, timeout: Duration) async throws -> Result {
+        let deadline = ContinuousClock.now + timeout
+        var last: [UInt8]?
+        let timer = Task { [state] in
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            let w = state.m.withLock { s in
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            w?.resume()
+        }
+        defer { timer.cancel() }
+        while true {
+            try Task.checkCancellation()
+            enum Next { case value([UInt8]), error(any Error), ended, wait }
+            let next: Next = state.m.withLock { s in
+                if !s.buffer.isEmpty { return .value(s.buffer.removeFirst()) }
+                if let e = s.error { return .error(e) }
+                if s.ended { return .ended }
+                return .wait
+            }
+            switch next {
+            case .value(let v):
+                last = v
+                if matcher.matches(v) { return .matched(v) }
+                if let busy, busy.matches(v) { return .busy(v) }
+                continue
+            case .error(let e):
+                throw e
+            case .ended:
+                throw BLEError.disconnected(.localHostTerminated)
+            case .wait:
+                if ContinuousClock.now >= deadline { return .timedOut(lastSeen: last) }
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                        let resumeNow = state.m.withLock { s -> Bool in
+                            if !s.buffer.isEmpty || s.ended || Task.isCancelled || ContinuousClock.now >= deadline { return true }
+                            s.waiter = c
+                            return false
+                        }
+                        if resumeNow { c.resume() }
+                    }
+                } onCancel: { [state] in
+                    let w = state.m.withLock { s in
+                        defer { s.waiter = nil }
+                        return s.waiter
+                    }
+                    w?.resume()
+                }
+            }
+        }
+    }
+
+    func close() async {
+        pump.withLock { $0?.cancel() }
+        await stream.cancel()
+    }
+}
+
+/// A small, fast PRNG (SplitMix64) for jitter, seeded per device so runs are reproducible.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+}

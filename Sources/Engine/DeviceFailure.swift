@@ -1,0 +1,110 @@
+import BLE
+import Workflow
+
+/// The kind of a device failure as reports show it (`error.kind`).
+public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
+    case timeout
+    case disconnected
+    case connectFailed = "connect_failed"
+    /// The device's advertisement never came within the scan timeout.
+    case notFound = "not_found"
+    case busy
+    case verifyFailed = "verify_failed"
+    case attError = "att_error"
+    case insufficientSecurity = "insufficient_security"
+    case notPermitted = "not_permitted"
+    case attributeNotFound = "attribute_not_found"
+    case unsupportedProperty = "unsupported_property"
+    case invalidInput = "invalid_input"
+    case protocolError = "protocol_error"
+    case adapterFailure = "adapter_failure"
+    /// Cut by a second Ctrl-C or a deadline while the run was stopping.
+    case interrupted
+    /// A run crashed after an irreversible write was sent to this device and before its outcome was
+    /// known; it is not run again automatically (it might be provisioned twice).
+    case needsReview = "needs_review"
+
+    /// The retry class a policy's `on:` list names.
+    public var errorClass: ErrorClass? {
+        switch self {
+        case .timeout, .notFound: return .timeout
+        case .disconnected, .adapterFailure: return .disconnected
+        case .connectFailed: return .connectFailed
+        case .busy: return .busy
+        case .verifyFailed: return .mismatch
+        case .attError, .protocolError: return .attError
+        case .insufficientSecurity: return .insufficientSecurity
+        case .notPermitted: return .notPermitted
+        case .attributeNotFound, .unsupportedProperty: return .notFound
+        case .invalidInput: return .invalidInput
+        case .interrupted, .needsReview: return nil
+        }
+    }
+
+    /// Transient failures are worth retrying; permanent ones fail the device at once.
+    public var isTransient: Bool {
+        switch self {
+        case .timeout, .disconnected, .connectFailed, .busy, .notFound, .adapterFailure: return true
+        default: return false
+        }
+    }
+
+    public static func < (a: FailureKind, b: FailureKind) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Why a step (and so a device) failed: kind, message and the chain of causes, innermost last.
+public struct DeviceFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public var kind: FailureKind
+    public var message: String
+    public var causes: [String]
+
+    public init(_ kind: FailureKind, _ message: String, causes: [String] = []) {
+        self.kind = kind
+        self.message = message
+        self.causes = causes
+    }
+
+    public var description: String { ([message] + causes).joined(separator: ": ") }
+
+    /// Classifies any error a step can throw.
+    public static func from(_ error: any Error) -> DeviceFailure {
+        switch error {
+        case let f as DeviceFailure:
+            return f
+        case let e as BLEError:
+            return from(e)
+        case let e as ValueError:
+            return DeviceFailure(.invalidInput, e.message)
+        case let e as Template.TemplateError:
+            return DeviceFailure(.invalidInput, e.message)
+        case is CancellationError:
+            return DeviceFailure(.interrupted, "cancelled")
+        default:
+            return DeviceFailure(.protocolError, String(describing: error))
+        }
+    }
+
+    static func from(_ e: BLEError) -> DeviceFailure {
+        switch e {
+        case .timeout: return DeviceFailure(.timeout, e.description)
+        case .disconnected: return DeviceFailure(.disconnected, e.description)
+        case .connectFailed: return DeviceFailure(.connectFailed, e.description)
+        case .att(let att):
+            let kind: FailureKind
+            switch att.code {
+            case .insufficientAuthentication, .insufficientAuthorization, .insufficientEncryption,
+                 .insufficientEncryptionKeySize:
+                kind = .insufficientSecurity
+            case .readNotPermitted, .writeNotPermitted: kind = .notPermitted
+            case .prepareQueueFull, .insufficientResources: kind = .busy
+            default: kind = .attError
+            }
+            return DeviceFailure(kind, e.description)
+        case .attributeNotFound: return DeviceFailure(.attributeNotFound, e.description)
+        case .unsupportedProperty: return DeviceFailure(.unsupportedProperty, e.description)
+        case .protocolError: return DeviceFailure(.protocolError, e.description)
+        case .adapterFailure: return DeviceFailure(.adapterFailure, e.description)
+        case .cancelled: return DeviceFailure(.interrupted, "cancelled")
+        }
+    }
+}

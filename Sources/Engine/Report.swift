@@ -1,0 +1,320 @@
+import Foundation
+
+/// The JSON report of a run (schema `provision.report/1`, documented in docs/report.md and
+/// docs/report.schema.json). Derived from the journal; written atomically.
+public struct RunReport: Codable, Sendable, Equatable {
+    public static let schemaVersion = "provision.report/1"
+
+    public var schema: String
+    public var run: RunInfo
+    public var summary: Summary
+    public var devices: [DeviceRecord]
+
+    public init(run: RunInfo, summary: Summary, devices: [DeviceRecord]) {
+        self.schema = Self.schemaVersion
+        self.run = run
+        self.summary = summary
+        self.devices = devices
+    }
+}
+
+/// A file a run read, with its hash.
+public struct FileRef: Codable, Sendable, Equatable {
+    public var name: String?
+    public var path: String
+    public var sha256: String
+    public init(name: String? = nil, path: String, sha256: String) {
+        self.name = name
+        self.path = path
+        self.sha256 = sha256
+    }
+}
+
+/// An adapter a run used.
+public struct AdapterInfo: Codable, Sendable, Equatable {
+    public var id: String
+    public var simulated: Bool
+    public var slots: Int
+    /// Set when the adapter failed during the run.
+    public var failure: String?
+    /// Most links held at once.
+    public var peakLinks: Int?
+    public init(id: String, simulated: Bool, slots: Int, failure: String? = nil, peakLinks: Int? = nil) {
+        self.id = id
+        self.simulated = simulated
+        self.slots = slots
+        self.failure = failure
+        self.peakLinks = peakLinks
+    }
+}
+
+/// Run metadata.
+public struct RunInfo: Codable, Sendable, Equatable {
+    public var id: String
+    public var workflow: FileRef
+    public var inventory: FileRef
+    public var adapters: [AdapterInfo]
+    public var simulated: Bool
+    public var station: String
+    public var toolVersion: String
+    public var options: [String: String]
+    public var started: String
+    public var finished: String?
+    /// The journal this run wrote (and resumed from, when `resumed` is true).
+    public var journal: String?
+    public var resumed: Bool
+    /// Set when the line was stopped (failure threshold) or the run interrupted.
+    public var stopped: StopInfo?
+    /// Most devices in flight at once.
+    public var peakConcurrency: Int?
+
+    public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
+                toolVersion: String, options: [String: String], started: String, finished: String? = nil,
+                journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil) {
+        self.id = id
+        self.workflow = workflow
+        self.inventory = inventory
+        self.adapters = adapters
+        self.simulated = simulated
+        self.station = station
+        self.toolVersion = toolVersion
+        self.options = options
+        self.started = started
+        self.finished = finished
+        self.journal = journal
+        self.resumed = resumed
+        self.stopped = stopped
+        self.peakConcurrency = peakConcurrency
+    }
+}
+
+/// Why a run stopped early.
+public struct StopInfo: Codable, Sendable, Equatable {
+    /// `failure_threshold`, `interrupted` or `adapters_failed`.
+    public var reason: String
+    public var message: String
+    public var at: String
+    public init(reason: String, message: String, at: String) {
+        self.reason = reason
+        self.message = message
+        self.at = at
+    }
+}
+
+/// Counts and timings over all devices.
+public struct Summary: Codable, Sendable, Equatable {
+    public struct Percentiles: Codable, Sendable, Equatable {
+        public var p50: Double
+        public var p95: Double
+        public var max: Double
+    }
+
+    public var total: Int
+    public var outcomes: [String: Int]
+    public var errors: [String: Int]
+    public var devicesPerMinute: Double
+    public var durationMs: Percentiles?
+    public var wallMs: Double
+    public var attRoundTripsPerDevice: Double?
+
+    /// Computes the summary from device records over a wall time.
+    public static func compute(_ devices: [DeviceRecord], wall: Duration) -> Summary {
+        var outcomes: [String: Int] = [:]
+        for o in DeviceOutcome.allCases { outcomes[o.rawValue] = 0 }
+        var errors: [String: Int] = [:]
+        var durations: [Double] = []
+        var roundTrips: [Int] = []
+        var finishedHere = 0
+        for d in devices {
+            outcomes[d.outcome.rawValue, default: 0] += 1
+            if let e = d.error { errors[e.kind.rawValue, default: 0] += 1 }
+            if d.carriedOver != true, d.outcome == .succeeded || d.outcome == .failed {
+                finishedHere += 1
+                if let ms = d.durationMs { durations.append(ms) }
+            }
+            if d.outcome == .succeeded, d.carriedOver != true, let rt = d.attRoundTrips { roundTrips.append(rt) }
+        }
+        durations.sort()
+        func pct(_ p: Double) -> Double {
+            guard !durations.isEmpty else { return 0 }
+            let rank = Int((p * Double(durations.count - 1)).rounded())
+            return durations[min(durations.count - 1, max(0, rank))]
+        }
+        let wallMs = wall.milliseconds
+        return Summary(
+            total: devices.count, outcomes: outcomes, errors: errors,
+            devicesPerMinute: wallMs > 0 ? (Double(finishedHere) / (wallMs / 60_000)).rounded(toPlaces: 1) : 0,
+            durationMs: durations.isEmpty ? nil : Percentiles(p50: pct(0.5), p95: pct(0.95), max: durations.last ?? 0),
+            wallMs: wallMs.rounded(toPlaces: 1),
+            attRoundTripsPerDevice: roundTrips.isEmpty
+                ? nil : (Double(roundTrips.reduce(0, +)) / Double(roundTrips.count)).rounded(toPlaces: 1))
+    }
+}
+
+/// How a device ended.
+public enum DeviceOutcome: String, Codable, Sendable, CaseIterable {
+    case succeeded, failed, skipped, interrupted
+}
+
+/// A failure as the report shows it.
+public struct FailureRecord: Codable, Sendable, Equatable {
+    public var kind: FailureKind
+    public var step: String?
+    public var message: String
+    public var causes: [String]
+    public init(kind: FailureKind, step: String?, message: String, causes: [String] = []) {
+        self.kind = kind
+        self.step = step
+        self.message = message
+        self.causes = causes
+    }
+}
+
+/// One step of one device.
+public struct StepRecord: Codable, Sendable, Equatable {
+    public var name: String
+    public var kind: String
+    /// `succeeded`, `failed` or `skipped`.
+    public var outcome: String
+    public var attempts: Int
+    /// Start, in milliseconds after the device started.
+    public var startMs: Double
+    public var durationMs: Double
+    public var error: FailureRecord?
+    public init(name: String, kind: String, outcome: String, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil) {
+        self.name = name
+        self.kind = kind
+        self.outcome = outcome
+        self.attempts = attempts
+        self.startMs = startMs
+        self.durationMs = durationMs
+        self.error = error
+    }
+}
+
+/// One device of the run.
+public struct DeviceRecord: Codable, Sendable, Equatable {
+    public var id: String
+    public var address: String?
+    public var name: String?
+    public var outcome: DeviceOutcome
+    /// Times the workflow was started for this device (a resumed device counts its earlier start).
+    public var attempts: Int
+    public var adapter: String?
+    public var rssi: Int?
+    public var started: String?
+    public var durationMs: Double?
+    public var captured: [String: String]
+    public var steps: [StepRecord]
+    public var error: FailureRecord?
+    /// Run again after a crash or interruption of an earlier run.
+    public var resumed: Bool?
+    /// Outcome taken from the journal of an earlier run (not run again).
+    public var carriedOver: Bool?
+    public var attRoundTrips: Int?
+    /// Why a skipped device was skipped.
+    public var skipReason: String?
+
+    public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
+                rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: String] = [:],
+                steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil, carriedOver: Bool? = nil,
+                attRoundTrips: Int? = nil, skipReason: String? = nil) {
+        self.id = id
+        self.address = address
+        self.name = name
+        self.outcome = outcome
+        self.attempts = attempts
+        self.adapter = adapter
+        self.rssi = rssi
+        self.started = started
+        self.durationMs = durationMs
+        self.captured = captured
+        self.steps = steps
+        self.error = error
+        self.resumed = resumed
+        self.carriedOver = carriedOver
+        self.attRoundTrips = attRoundTrips
+        self.skipReason = skipReason
+    }
+}
+
+extension Double {
+    func rounded(toPlaces places: Int) -> Double {
+        let m = pow(10.0, Double(places))
+        return (self * m).rounded() / m
+    }
+}
+
+/// JSON coding shared by the report and the journal: snake_case keys, sorted, stable.
+enum EngineJSON {
+    static func encoder(pretty: Bool) -> JSONEncoder {
+        let e = JSONEncoder()
+        e.keyEncodingStrategy = .convertToSnakeCase
+        e.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+
+    static func decoder() -> JSONDecoder {
+        let d = JSONDecoder()
+        d.keyDecodingStrategy = .convertFromSnakeCase
+        return d
+    }
+}
+
+extension RunReport {
+    /// Writes the report atomically: a temporary file beside it, fsync, rename, fsync of the directory.
+    public func write(to path: String) throws {
+        var data = try EngineJSON.encoder(pretty: true).encode(self)
+        data.append(0x0A)
+        try AtomicFile.write(data, to: path)
+    }
+
+    /// Reads a report back.
+    public static func read(from path: String) throws -> RunReport {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return try EngineJSON.decoder().decode(RunReport.self, from: data)
+    }
+
+    /// JUnit XML: one test case per device, for CI and MES dashboards.
+    public func junitXML() -> String {
+        func esc(_ s: String) -> String {
+            var out = ""
+            for c in s.unicodeScalars {
+                switch c {
+                case "&": out += "&amp;"
+                case "<": out += "&lt;"
+                case ">": out += "&gt;"
+                case "\"": out += "&quot;"
+                case "'": out += "&apos;"
+                default:
+                    // XML 1.0 forbids most control characters.
+                    if c.value < 0x20 && c != "\n" && c != "\t" && c != "\r" { out += "?" } else { out.unicodeScalars.append(c) }
+                }
+            }
+            return out
+        }
+        let failures = devices.filter { $0.outcome == .failed }.count
+        let skipped = devices.filter { $0.outcome == .skipped }.count
+        let errors = devices.filter { $0.outcome == .interrupted }.count
+        var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        x += "<testsuites>\n"
+        x += "  <testsuite name=\"\(esc(run.workflow.name ?? run.workflow.path))\" tests=\"\(devices.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"\(skipped)\" time=\"\(String(format: "%.3f", summary.wallMs / 1000))\" timestamp=\"\(esc(run.started))\">\n"
+        for d in devices {
+            let time = String(format: "%.3f", (d.durationMs ?? 0) / 1000)
+            x += "    <testcase classname=\"\(esc(run.workflow.name ?? "provision"))\" name=\"\(esc(d.id))\" time=\"\(time)\">\n"
+            switch d.outcome {
+            case .succeeded: break
+            case .failed:
+                let e = d.error
+                x += "      <failure type=\"\(esc(e?.kind.rawValue ?? "failed"))\" message=\"\(esc(e?.message ?? ""))\">\(esc(([e?.step.map { "step: \($0)" } ?? ""] + (e?.causes ?? [])).joined(separator: "\n")))</failure>\n"
+            case .skipped:
+                x += "      <skipped message=\"\(esc(d.skipReason ?? "skipped"))\"/>\n"
+            case .interrupted:
+                x += "      <error type=\"interrupted\" message=\"\(esc(d.error?.message ?? "interrupted"))\"/>\n"
+            }
+            x += "    </testcase>\n"
+        }
+        x += "  </testsuite>\n</testsuites>\n"
+        return x
+    }
+}

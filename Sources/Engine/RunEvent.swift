@@ -1,0 +1,104 @@
+import Foundation
+import Synchronization
+
+/// Something that happened during a run, for the progress display and `--events` (JSON lines).
+public struct RunEvent: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        case runStarted = "run_started"
+        case deviceStarted = "device_started"
+        case stepFinished = "step_finished"
+        case stepRetry = "step_retry"
+        case deviceFinished = "device_finished"
+        case stopRequested = "stop_requested"
+        case adapterFailed = "adapter_failed"
+        case runFinished = "run_finished"
+    }
+
+    public var type: Kind
+    public var at: String
+    public var device: String?
+    public var step: String?
+    public var attempt: Int?
+    public var outcome: String?
+    public var durationMs: Double?
+    public var delayMs: Double?
+    public var error: FailureRecord?
+    public var message: String?
+    public var adapter: String?
+    public var total: Int?
+
+    public init(_ type: Kind, device: String? = nil, step: String? = nil, attempt: Int? = nil, outcome: String? = nil,
+                durationMs: Double? = nil, delayMs: Double? = nil, error: FailureRecord? = nil, message: String? = nil,
+                adapter: String? = nil, total: Int? = nil) {
+        self.type = type
+        self.at = WallClock.iso(WallClock.now())
+        self.device = device
+        self.step = step
+        self.attempt = attempt
+        self.outcome = outcome
+        self.durationMs = durationMs
+        self.delayMs = delayMs
+        self.error = error
+        self.message = message
+        self.adapter = adapter
+        self.total = total
+    }
+}
+
+/// Receives run events. `emit` is called from many tasks and must be cheap and non-blocking.
+public protocol RunEventSink: Sendable {
+    func emit(_ event: RunEvent)
+    /// Called once at the end of the run; flush what is buffered.
+    func finish() async
+}
+
+/// Fans events out to several sinks.
+public final class EventBus: Sendable {
+    private let sinks: Mutex<[any RunEventSink]>
+
+    public init(_ sinks: [any RunEventSink] = []) {
+        self.sinks = Mutex(sinks)
+    }
+
+    public func add(_ sink: any RunEventSink) { sinks.withLock { $0.append(sink) } }
+
+    public func emit(_ event: RunEvent) {
+        for s in sinks.withLock({ $0 }) { s.emit(event) }
+    }
+
+    public func finish() async {
+        for s in sinks.withLock({ $0 }) { await s.finish() }
+    }
+}
+
+/// Writes every event as one JSON line to a file (`--events PATH`), buffered on a dispatch queue.
+public final class JSONLinesEventSink: RunEventSink {
+    private let handle: FileHandle
+    private let queue = DispatchQueue(label: "provision.events")
+    private let encoder = EngineJSON.encoder(pretty: false)
+
+    public init(path: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: nil),
+              let h = FileHandle(forWritingAtPath: path) else {
+            throw FileError(path: path, operation: "create", errno: EACCES)
+        }
+        handle = h
+    }
+
+    public func emit(_ event: RunEvent) {
+        guard var data = try? encoder.encode(event) else { return }
+        data.append(0x0A)
+        let line = data
+        queue.async { [handle] in handle.write(line) }
+    }
+
+    public func finish() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            queue.async { [handle] in
+                try? handle.synchronize()
+                try? handle.close()
+                c.resume()
+            }
+        }
+    }
+}

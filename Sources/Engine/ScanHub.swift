@@ -1,0 +1,161 @@
+import BLE
+
+/// One shared scan per adapter, whose advertisements are routed to the device agents waiting for them,
+/// so that scanning does not fight connecting and N devices do not start N scans.
+///
+/// The hub remembers the latest advertisement per address and per name for `freshness`, so an agent
+/// that starts waiting after its device advertised is answered at once. Waiters are indexed by address
+/// and by name; only waiters with neither are checked against every advertisement.
+actor ScanHub {
+    /// What an agent waits for.
+    struct Wanted: Sendable {
+        var address: BluetoothAddress?
+        var name: String?
+        var filter: ScanFilter
+        var manufacturer: (company: UInt16, prefix: [UInt8])?
+
+        func matches(_ ad: Advertisement) -> Bool {
+            if let address, !address.sameDevice(as: ad.address) { return false }
+            if let name, ad.name != name { return false }
+            if !filter.matches(ad) { return false }
+            if let m = manufacturer {
+                guard let d = ad.data.manufacturerData, d.company == m.company, d.data.starts(with: m.prefix) else { return false }
+            }
+            return ad.connectable
+        }
+    }
+
+    private struct Waiter {
+        var wanted: Wanted
+        var continuation: CheckedContinuation<Advertisement?, Never>
+    }
+
+    nonisolated let central: any Central
+    private let freshness: Duration
+    private var byAddress: [UInt64: Advertisement] = [:]
+    private var byName: [String: UInt64] = [:]
+    private var waiters: [UInt64: Waiter] = [:]
+    private var waitersByAddress: [UInt64: Set<UInt64>] = [:]
+    private var waitersByName: [String: Set<UInt64>] = [:]
+    private var generalWaiters: Set<UInt64> = []
+    private var nextID: UInt64 = 0
+    private var task: Task<Void, Never>?
+    /// Set when the adapter's scan failed; waiters get nil at once.
+    private(set) var failure: String?
+    private(set) var advertisementsSeen = 0
+
+    init(central: any Central, freshness: Duration = .seconds(10)) {
+        self.central = central
+        self.freshness = freshness
+    }
+
+    /// Starts the adapter's scan (once).
+    func start() {
+        guard task == nil else { return }
+        let stream = central.scan(ScanFilter(allowDuplicates: true))
+        task = Task { [weak self] in
+            do {
+                for try await ad in stream {
+                    guard let self else { return }
+                    await self.deliver(ad)
+                }
+                await self?.ended(nil)
+            } catch {
+                await self?.ended(String(describing: error))
+            }
+        }
+    }
+
+    func stop() {
+        task?.cancel()
+        task = nil
+    }
+
+    private func ended(_ error: String?) {
+        guard task != nil else { return }
+        failure = error ?? "scan ended"
+        for (_, w) in waiters { w.continuation.resume(returning: nil) }
+        waiters = [:]
+        waitersByAddress = [:]
+        waitersByName = [:]
+        generalWaiters = []
+    }
+
+    private func deliver(_ ad: Advertisement) {
+        advertisementsSeen += 1
+        let key = ad.address.value
+        byAddress[key] = ad
+        if let name = ad.name { byName[name] = key }
+        var candidates: [UInt64] = []
+        if let ids = waitersByAddress[key] { candidates.append(contentsOf: ids) }
+        if let name = ad.name, let ids = waitersByName[name] { candidates.append(contentsOf: ids) }
+        candidates.append(contentsOf: generalWaiters)
+        for id in candidates {
+            guard let w = waiters[id], w.wanted.matches(ad) else { continue }
+            remove(id)
+            w.continuation.resume(returning: ad)
+        }
+    }
+
+    /// The freshest remembered advertisement that matches, if any.
+    func cached(_ wanted: Wanted) -> Advertisement? {
+        let now = ContinuousClock.now
+        func fresh(_ ad: Advertisement) -> Bool { now - ad.time <= freshness && wanted.matches(ad) }
+        if let a = wanted.address, let ad = byAddress[a.value] { return fresh(ad) ? ad : nil }
+        if let n = wanted.name, let key = byName[n], let ad = byAddress[key] { return fresh(ad) ? ad : nil }
+        if wanted.address == nil && wanted.name == nil {
+            return byAddress.values.filter(fresh).max(by: { $0.rssi < $1.rssi })
+        }
+        return nil
+    }
+
+    /// Waits for a matching advertisement; nil on timeout, cancellation or adapter failure.
+    func wait(for wanted: Wanted, timeout: Duration) async -> Advertisement? {
+        if let ad = cached(wanted) { return ad }
+        if failure != nil { return nil }
+        nextID += 1
+        let id = nextID
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.expire(id)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Advertisement?, Never>) in
+                if Task.isCancelled {
+                    c.resume(returning: nil)
+                    return
+                }
+                waiters[id] = Waiter(wanted: wanted, continuation: c)
+                if let a = wanted.address {
+                    waitersByAddress[a.value, default: []].insert(id)
+                } else if let n = wanted.name {
+                    waitersByName[n, default: []].insert(id)
+                } else {
+                    generalWaiters.insert(id)
+                }
+            }
+        } onCancel: {
+            Task { await self.expire(id) }
+        }
+    }
+
+    private func expire(_ id: UInt64) {
+        guard let w = waiters[id] else { return }
+        remove(id)
+        w.continuation.resume(returning: nil)
+    }
+
+    private func remove(_ id: UInt64) {
+        guard let w = waiters.removeValue(forKey: id) else { return }
+        if let a = w.wanted.address {
+            waitersByAddress[a.value]?.remove(id)
+            if waitersByAddress[a.value]?.isEmpty == true { waitersByAddress[a.value] = nil }
+        } else if let n = w.wanted.name {
+            waitersByName[n]?.remove(id)
+            if waitersByName[n]?.isEmpty == true { waitersByName[n] = nil }
+        } else {
+            generalWaiters.remove(id)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import BLE
+import Synchronization
+
+/// One LE connection held by an `HCIAdapter`.
+public final class HCILink: Link {
+    private struct State {
+        var reason: DisconnectReason?
+        var waiters: [CheckedContinuation<DisconnectReason, Never>] = []
+    }
+
+    public let peer: BluetoothAddress
+    public let adapterID: String
+    /// The controller's connection handle (reused by the controller after the link goes down).
+    public let handle: UInt16
+    /// Unique for the adapter's lifetime, unlike `handle`.
+    let linkID: UInt64
+    private let adapter: HCIAdapter
+    private let attBearer: HCIATTBearer
+    private let state = Mutex(State())
+
+    init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64) {
+        self.peer = peer
+        self.adapterID = adapterID
+        self.handle = handle
+        self.linkID = linkID
+        self.adapter = adapter
+        self.attBearer = HCIATTBearer(adapter: adapter, handle: handle, linkID: linkID)
+    }
+
+    public var bearer: any ATTBearer { attBearer }
+
+    /// Why the link went down, or nil while it is up.
+    public var disconnectReason: DisconnectReason? { state.withLock { $0.reason } }
+
+    public func waitForDisconnect() async -> DisconnectReason {
+        await withCheckedContinuation { (c: CheckedContinuation<DisconnectReason, Never>) in
+            let ready = state.withLock { s -> DisconnectReason? in
+                if let r = s.reason { return r }
+                s.waiters.append(c)
+                return nil
+            }
+            if let ready { c.resume(returning: ready) }
+        }
+    }
+
+    public func disconnect() async {
+        await adapter.disconnect(linkID: linkID, handle: handle, reason: .localHostTerminated)
+    }
+
+    /// Records the end of the link once: wakes every waiter and finishes the ATT stream.
+    func markDisconnected(_ reason: DisconnectReason) {
+        let waiters = state.withLock { s -> [CheckedContinuation<DisconnectReason, Never>]? in
+            if s.reason != nil { return nil }
+            s.reason = reason
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        guard let waiters else { return }
+        attBearer.finish()
+        for w in waiters { w.resume(returning: reason) }
+    }
+
+    func deliverATT(_ pdu: [UInt8]) { attBearer.deliver(pdu) }
+}
+
+/// The ATT fixed channel (CID 4) of one HCI link.
+final class HCIATTBearer: ATTBearer {
+    let incoming: AsyncStream<[UInt8]>
+    private let continuation: AsyncStream<[UInt8]>.Continuation
+    private let adapter: HCIAdapter
+    private let handle: UInt16
+    private let linkID: UInt64
+
+    init(adapter: HCIAdapter, handle: UInt16, linkID: UInt64) {
+        self.adapter = adapter
+        self.handle = handle
+        self.linkID = linkID
+        (incoming, continuation) = AsyncStream<[UInt8]>.makeStream()
+    }
+
+    /// ATT_MTU up to 517 can be received: incoming frames of any length are reassembled.
+    var localMaxMTU: Int { 517 }
+
+    func send(_ pdu: [UInt8]) async throws {
+        try await adapter.sendL2CAP(linkID: linkID, handle: handle, channel: .att, payload: pdu)
+    }
+
+    func close(reason: DisconnectReason) async {
+        await adapter.disconnect(linkID: linkID, handle: handle, reason: reason)
+    }
+
+    func deliver(_ pdu: [UInt8]) { continuation.yield(pdu) }
+    func finish() { continuation.finish() }
+}

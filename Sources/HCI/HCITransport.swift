@@ -1,0 +1,316 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CBlueZ
+import Foundation
+import Synchronization
+
+/// A byte stream to a controller carrying H4 packets.
+public protocol HCITransport: AnyObject, Sendable {
+    /// Bytes as they arrive, in chunks of any size; finishes (or throws) when the transport closes.
+    var reads: AsyncThrowingStream<[UInt8], any Error> { get }
+    /// Writes all bytes (one or more whole H4 packets).
+    func write(_ bytes: [UInt8]) throws
+    /// Closes the transport; `reads` finishes. Idempotent.
+    func close()
+}
+
+/// An operating-system failure of a transport, with its errno.
+public struct TransportError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var operation: String
+    public var errno: Int32
+    public var hint: String?
+
+    public init(_ operation: String, errno: Int32, hint: String? = nil) {
+        self.operation = operation
+        self.errno = errno
+        self.hint = hint
+    }
+
+    public var description: String {
+        let text = errno == 0 ? "" : ": \(String(cString: strerror(errno))) (errno \(errno))"
+        return "\(operation)\(text)" + (hint.map { "; \($0)" } ?? "")
+    }
+}
+
+/// Retries a system call on EINTR; throws with errno when it fails.
+@discardableResult
+func posixCall(_ operation: String, _ body: () -> Int32) throws(TransportError) -> Int32 {
+    while true {
+        let r = body()
+        if r >= 0 { return r }
+        let e = errno
+        if e == EINTR { continue }
+        throw TransportError(operation, errno: e)
+    }
+}
+
+/// A transport over one file descriptor (TCP socket, tty, HCI user-channel socket).
+///
+/// A dedicated thread blocks in poll(2) on the descriptor and a wake-up pipe and feeds `reads`;
+/// there is no polling loop. Writes are blocking and whole.
+public final class FileDescriptorTransport: HCITransport {
+    private struct State {
+        var fd: Int32
+        var closed = false
+    }
+    /// The descriptor and whether it is closed, shared with the reader thread.
+    private final class Shared: Sendable {
+        let state: Mutex<State>
+        init(fd: Int32) { state = Mutex(State(fd: fd)) }
+    }
+    private let shared: Shared
+    private let wakeWrite: Int32
+    public let reads: AsyncThrowingStream<[UInt8], any Error>
+
+    /// Takes ownership of `fd`.
+    public init(fd: Int32, name: String) throws(TransportError) {
+        var pipeFDs: [Int32] = [0, 0]
+        try posixCall("pipe") { pipe(&pipeFDs) }
+        let wakeRead = pipeFDs[0]
+        wakeWrite = pipeFDs[1]
+        let shared = Shared(fd: fd)
+        self.shared = shared
+        let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        reads = stream
+        let thread = Thread {
+            Self.readLoop(fd: fd, wake: wakeRead, continuation: continuation)
+            shared.state.withLock { s in
+                if s.fd >= 0 { _ = Glibc.close(s.fd) }
+                s.fd = -1
+                s.closed = true
+            }
+            _ = Glibc.close(wakeRead)
+        }
+        thread.name = "hci-read \(name)"
+        thread.start()
+    }
+
+    private static func readLoop(fd: Int32, wake: Int32,
+                                 continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        while true {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            let n = poll(&fds, 2, -1)
+            if n < 0 {
+                if errno == EINTR { continue }
+                continuation.finish(throwing: TransportError("poll", errno: errno))
+                return
+            }
+            if fds[1].revents != 0 {
+                continuation.finish()
+                return
+            }
+            if fds[0].revents != 0 {
+                let r = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if r > 0 {
+                    continuation.yield(Array(buffer[0..<r]))
+                } else if r == 0 {
+                    continuation.finish(throwing: TransportError("the controller closed the connection", errno: 0))
+                    return
+                } else {
+                    let e = errno
+                    if e == EINTR || e == EAGAIN { continue }
+                    continuation.finish(throwing: TransportError("read", errno: e))
+                    return
+                }
+            }
+        }
+    }
+
+    public func write(_ bytes: [UInt8]) throws {
+        try shared.state.withLock { s throws(TransportError) in
+            guard !s.closed, s.fd >= 0 else { throw TransportError("write on a closed transport", errno: EBADF) }
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { raw in
+                    Glibc.write(s.fd, raw.baseAddress.map { $0 + offset }, bytes.count - offset)
+                }
+                if n < 0 {
+                    let e = errno
+                    if e == EINTR { continue }
+                    if e == EAGAIN {
+                        var p = pollfd(fd: s.fd, events: Int16(POLLOUT), revents: 0)
+                        _ = poll(&p, 1, 1000)
+                        continue
+                    }
+                    throw TransportError("write", errno: e)
+                }
+                offset += n
+            }
+        }
+    }
+
+    public func close() {
+        let first = shared.state.withLock { s -> Bool in
+            if s.closed { return false }
+            s.closed = true
+            return true
+        }
+        guard first else { return }
+        var one: UInt8 = 1
+        _ = Glibc.write(wakeWrite, &one, 1)
+        _ = Glibc.close(wakeWrite)
+    }
+
+    deinit {
+        close()
+    }
+}
+
+/// Opening the three kinds of transport.
+public enum HCITransports {
+    public static func open(_ spec: AdapterSpec, connectTimeout: Duration = .seconds(5)) throws -> FileDescriptorTransport {
+        switch spec {
+        case .tcp(let host, let port): return try openTCP(host: host, port: port, timeout: connectTimeout)
+        case .serial(let path, let baud): return try openSerial(path: path, baud: baud)
+        case .user(let index): return try openUserChannel(index: index)
+        }
+    }
+
+    /// Connects to HOST:PORT with a deadline (non-blocking connect, then poll).
+    public static func openTCP(host: String, port: UInt16, timeout: Duration) throws -> FileDescriptorTransport {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, let first = list else {
+            throw TransportError("cannot resolve '\(host)': \(String(cString: gai_strerror(rc)))", errno: 0)
+        }
+        defer { freeaddrinfo(list) }
+        var lastError = TransportError("connect to \(host):\(port)", errno: ECONNREFUSED)
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        let ms = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        while let ai = cursor {
+            cursor = ai.pointee.ai_next
+            let fd = socket(ai.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            if fd < 0 { lastError = TransportError("socket", errno: errno); continue }
+            let flags = fcntl(fd, F_GETFL)
+            _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+            var r = connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen)
+            if r < 0 && errno == EINPROGRESS {
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                var n: Int32
+                repeat { n = poll(&p, 1, ms) } while n < 0 && errno == EINTR
+                if n == 0 {
+                    _ = Glibc.close(fd)
+                    lastError = TransportError("connect to \(host):\(port) timed out after \(timeout)", errno: ETIMEDOUT)
+                    continue
+                }
+                var soError: Int32 = 0
+                var len = socklen_t(MemoryLayout<Int32>.size)
+                _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
+                if soError != 0 { errno = soError; r = -1 } else { r = 0 }
+            }
+            if r < 0 {
+                lastError = TransportError("connect to \(host):\(port)", errno: errno,
+                                           hint: "is the controller (e.g. the Bumble fleet) running?")
+                _ = Glibc.close(fd)
+                continue
+            }
+            _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+            var one: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            return try FileDescriptorTransport(fd: fd, name: "tcp:\(host):\(port)")
+        }
+        throw lastError
+    }
+
+    private static func speed(for baud: Int) -> speed_t? {
+        switch baud {
+        case 9600: return speed_t(B9600)
+        case 19200: return speed_t(B19200)
+        case 38400: return speed_t(B38400)
+        case 57600: return speed_t(B57600)
+        case 115200: return speed_t(B115200)
+        case 230400: return speed_t(B230400)
+        case 460800: return speed_t(B460800)
+        case 500000: return speed_t(B500000)
+        case 576000: return speed_t(B576000)
+        case 921600: return speed_t(B921600)
+        case 1_000_000: return speed_t(B1000000)
+        case 1_500_000: return speed_t(B1500000)
+        case 2_000_000: return speed_t(B2000000)
+        case 3_000_000: return speed_t(B3000000)
+        case 4_000_000: return speed_t(B4000000)
+        default: return nil
+        }
+    }
+
+    /// Opens a UART raw, 8N1, with RTS/CTS hardware flow control.
+    public static func openSerial(path: String, baud: Int) throws -> FileDescriptorTransport {
+        guard let speed = speed(for: baud) else { throw TransportError("baud rate \(baud) is not supported", errno: EINVAL) }
+        let fd = Glibc.open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
+        if fd < 0 {
+            let e = errno
+            let hint: String? = e == EACCES ? "add the user to the 'dialout' group" : e == ENOENT ? "is the dongle plugged in?" : nil
+            throw TransportError("open \(path)", errno: e, hint: hint)
+        }
+        var t = termios()
+        if tcgetattr(fd, &t) != 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw TransportError("\(path) is not a serial port (tcgetattr)", errno: e)
+        }
+        cfmakeraw(&t)
+        t.c_cflag &= ~tcflag_t(CSTOPB | PARENB | CSIZE)
+        t.c_cflag |= tcflag_t(CS8 | CLOCAL | CREAD) | tcflag_t(CRTSCTS)
+        withUnsafeMutableBytes(of: &t.c_cc) { cc in
+            cc[Int(VMIN)] = 1
+            cc[Int(VTIME)] = 0
+        }
+        cfsetispeed(&t, speed)
+        cfsetospeed(&t, speed)
+        if tcsetattr(fd, TCSANOW, &t) != 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw TransportError("configure \(path) (tcsetattr)", errno: e)
+        }
+        _ = tcflush(fd, TCIOFLUSH)
+        return try FileDescriptorTransport(fd: fd, name: path)
+    }
+
+    /// Opens the Linux HCI user channel of hci`index`: the device is brought down (the kernel lets go
+    /// of it) and the socket bound with HCI_CHANNEL_USER, so this host owns the controller.
+    public static func openUserChannel(index: UInt16) throws -> FileDescriptorTransport {
+        let fd = cbluez_hci_socket()
+        if fd < 0 {
+            let e = errno
+            if e == EAFNOSUPPORT || e == EPROTONOSUPPORT {
+                throw TransportError("this kernel has no Bluetooth support (AF_BLUETOOTH)", errno: e,
+                                     hint: "load the bluetooth module (modprobe bluetooth) or use hci:serial:/hci:tcp:")
+            }
+            throw TransportError("socket(AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI)", errno: e)
+        }
+        if cbluez_hci_dev_down(fd, Int32(index)) < 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw userChannelError("bring hci\(index) down (HCIDEVDOWN)", index: index, errno: e)
+        }
+        if cbluez_hci_bind_user_channel(fd, Int32(index)) < 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw userChannelError("bind hci\(index) to the HCI user channel", index: index, errno: e)
+        }
+        return try FileDescriptorTransport(fd: fd, name: "hci\(index)")
+    }
+
+    private static func userChannelError(_ operation: String, index: UInt16, errno e: Int32) -> TransportError {
+        switch e {
+        case EPERM, EACCES:
+            return TransportError(operation, errno: e,
+                                  hint: "needs CAP_NET_ADMIN: run as root or `sudo setcap cap_net_admin+eip $(which provision)`")
+        case ENODEV:
+            return TransportError(operation, errno: e, hint: "there is no hci\(index); list adapters with `hciconfig -a` or `ls /sys/class/bluetooth`")
+        case EBUSY:
+            return TransportError(operation, errno: e, hint: "hci\(index) is in use; stop bluetoothd or run `hciconfig hci\(index) down`")
+        default:
+            return TransportError(operation, errno: e)
+        }
+    }
+}

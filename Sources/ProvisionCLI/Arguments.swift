@@ -1,0 +1,165 @@
+/// One `--option` a command accepts.
+public struct OptionSpec: Sendable {
+    /// What the option takes.
+    public enum Kind: Sendable, Equatable {
+        /// A boolean switch (`--dry-run`).
+        case flag
+        /// One value (`--inventory FILE`); given twice is an error.
+        case value(String)
+        /// A value that may be given several times (`--adapter hci0 --adapter hci1`).
+        case repeated(String)
+    }
+
+    /// The long name without dashes (`inventory`).
+    public var name: String
+    public var short: Character?
+    public var kind: Kind
+    public var help: String
+
+    public init(_ name: String, short: Character? = nil, kind: Kind, help: String) {
+        self.name = name
+        self.short = short
+        self.kind = kind
+        self.help = help
+    }
+
+    /// `--inventory FILE`, `--dry-run`.
+    var synopsis: String {
+        switch kind {
+        case .flag: return "--\(name)"
+        case .value(let v), .repeated(let v): return "--\(name) \(v)"
+        }
+    }
+}
+
+/// One positional argument.
+public struct PositionalSpec: Sendable {
+    public var name: String
+    public var help: String
+    public var isOptional: Bool
+    public init(_ name: String, help: String, isOptional: Bool = false) {
+        self.name = name
+        self.help = help
+        self.isOptional = isOptional
+    }
+}
+
+/// The arguments a command was given, after parsing.
+public struct ParsedArguments: Sendable, Equatable {
+    public var positionals: [String] = []
+    var values: [String: [String]] = [:]
+    var flags: Set<String> = []
+
+    public init() {}
+
+    /// The value of a single-value option.
+    public func value(_ name: String) -> String? { values[name]?.last }
+    /// Every value of a repeated option, in order.
+    public func values(_ name: String) -> [String] { values[name] ?? [] }
+    /// Whether a flag was given.
+    public func flag(_ name: String) -> Bool { flags.contains(name) }
+}
+
+/// A command line that cannot be accepted; printed with the usage line, exit 2.
+public struct UsageError: Error, Sendable, Equatable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+}
+
+/// Parses `--flag value`, `--flag=value`, `-x value`, repeated options, flags and positionals; `--` ends options.
+public enum ArgumentParser {
+    /// Parses `arguments` for a command with these options and positionals. `--help`/`-h` is handled by the caller.
+    public static func parse(_ arguments: [String], options: [OptionSpec], positionals: [PositionalSpec]) throws(UsageError) -> ParsedArguments {
+        var parsed = ParsedArguments()
+        var i = 0
+        var onlyPositionals = false
+        while i < arguments.count {
+            let arg = arguments[i]
+            i += 1
+            if onlyPositionals || arg == "-" || !arg.hasPrefix("-") {
+                parsed.positionals.append(arg)
+                continue
+            }
+            if arg == "--" {
+                onlyPositionals = true
+                continue
+            }
+            var name: String
+            var inline: String?
+            if arg.hasPrefix("--") {
+                let body = arg.dropFirst(2)
+                if let eq = body.firstIndex(of: "=") {
+                    name = String(body[body.startIndex..<eq])
+                    inline = String(body[body.index(after: eq)...])
+                } else {
+                    name = String(body)
+                }
+            } else {
+                let body = Array(arg.dropFirst())
+                guard body.count >= 1, let spec = options.first(where: { $0.short == body[0] }) else {
+                    throw UsageError("unknown option `\(arg)`")
+                }
+                name = spec.name
+                if body.count > 1 { inline = String(body.dropFirst()) }
+            }
+            guard let spec = options.first(where: { $0.name == name }) else {
+                let hint = closest(name, options.map(\.name)).map { " (did you mean `--\($0)`?)" } ?? ""
+                throw UsageError("unknown option `--\(name)`\(hint)")
+            }
+            switch spec.kind {
+            case .flag:
+                if inline != nil { throw UsageError("`--\(name)` does not take a value") }
+                parsed.flags.insert(name)
+            case .value(let meta), .repeated(let meta):
+                let value: String
+                if let inline {
+                    value = inline
+                } else {
+                    guard i < arguments.count, !(arguments[i].hasPrefix("--") && arguments[i].count > 2) else {
+                        throw UsageError("`--\(name)` needs a value (\(meta))")
+                    }
+                    value = arguments[i]
+                    i += 1
+                }
+                if case .value = spec.kind, parsed.values[name] != nil {
+                    throw UsageError("`--\(name)` is given more than once")
+                }
+                parsed.values[name, default: []].append(value)
+            }
+        }
+        let required = positionals.filter { !$0.isOptional }.count
+        if parsed.positionals.count < required {
+            let missing = positionals[parsed.positionals.count]
+            throw UsageError("missing \(missing.name)")
+        }
+        if parsed.positionals.count > positionals.count {
+            throw UsageError("unexpected argument `\(parsed.positionals[positionals.count])`")
+        }
+        return parsed
+    }
+
+    static func closest(_ word: String, _ candidates: [String]) -> String? {
+        var best: (String, Int)?
+        for c in candidates {
+            let d = distance(word, c)
+            if let b = best, b.1 <= d { continue }
+            best = (c, d)
+        }
+        guard let best, best.1 <= max(1, word.count / 3) else { return nil }
+        return best.0
+    }
+
+    static func distance(_ a: String, _ b: String) -> Int {
+        let x = Array(a), y = Array(b)
+        if x.isEmpty || y.isEmpty { return max(x.count, y.count) }
+        var prev = Array(0...y.count)
+        for i in 1...x.count {
+            var cur = [i] + [Int](repeating: 0, count: y.count)
+            for j in 1...y.count {
+                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+            }
+            prev = cur
+        }
+        return prev[y.count]
+    }
+}

@@ -1,0 +1,133 @@
+import Engine
+import Foundation
+import Synchronization
+
+/// Shows a run's progress. On a terminal: one status line redrawn at most 10 times a second, however
+/// many events arrive (updates are coalesced into counters; a timer draws). Elsewhere: one line per
+/// finished device and a summary line every 10 seconds.
+final class ProgressDisplay: RunEventSink {
+    private struct State {
+        var total = 0
+        var succeeded = 0
+        var failed = 0
+        var interrupted = 0
+        var inflight = 0
+        var retries = 0
+        var dirty = false
+        var started: ContinuousClock.Instant = .now
+        var lastSummary: ContinuousClock.Instant = .now
+        var stopping: String?
+    }
+
+    private let state = Mutex(State())
+    private let output: Output
+    private let interactive: Bool
+    private let color: Bool
+    private let timer = Mutex<Task<Void, Never>?>(nil)
+    private let slots: @Sendable () -> [(id: String, used: Int, capacity: Int)]
+
+    init(output: Output, interactive: Bool, color: Bool, slots: @escaping @Sendable () -> [(id: String, used: Int, capacity: Int)]) {
+        self.output = output
+        self.interactive = interactive
+        self.color = color
+        self.slots = slots
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(interactive ? 100 : 1000))
+                self?.tick()
+            }
+        }
+        timer.withLock { $0 = task }
+    }
+
+    func emit(_ event: RunEvent) {
+        var line: String?
+        state.withLock { s in
+            switch event.type {
+            case .runStarted:
+                s.total = event.total ?? 0
+                s.started = .now
+                s.lastSummary = .now
+            case .deviceStarted:
+                s.inflight += 1
+            case .stepRetry:
+                s.retries += 1
+            case .deviceFinished:
+                s.inflight -= 1
+                switch event.outcome {
+                case "succeeded": s.succeeded += 1
+                case "failed": s.failed += 1
+                default: s.interrupted += 1
+                }
+                if !interactive || event.outcome != "succeeded" {
+                    line = Self.deviceLine(event, color: color)
+                }
+            case .stopRequested:
+                s.stopping = event.message
+                line = "stopping: \(event.message ?? "")"
+            default:
+                break
+            }
+            s.dirty = true
+        }
+        if let line {
+            if interactive {
+                output.writeErr("\r\u{1B}[K" + line + "\n")
+            } else {
+                output.err(line)
+            }
+        }
+    }
+
+    static func deviceLine(_ e: RunEvent, color: Bool) -> String {
+        let id = e.device ?? "?"
+        let ms = e.durationMs.map { String(format: "%.0f ms", $0) } ?? ""
+        switch e.outcome {
+        case "succeeded":
+            return "\(id)  \(color ? "\u{1B}[32msucceeded\u{1B}[0m" : "succeeded")  \(ms)"
+        default:
+            let outcome = e.outcome ?? "?"
+            let err = e.error.map { "\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)" } ?? ""
+            return "\(id)  \(color ? "\u{1B}[31m\(outcome)\u{1B}[0m" : outcome)  \(ms)  \(err)"
+        }
+    }
+
+    private func tick() {
+        let (text, summary): (String?, String?) = state.withLock { s in
+            let done = s.succeeded + s.failed + s.interrupted
+            let elapsed = (ContinuousClock.now - s.started)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let rate = seconds > 0 ? Double(done) / seconds * 60 : 0
+            let remaining = s.total - done
+            let eta = rate > 0 ? Self.format(Double(remaining) / rate * 60) : "--"
+            var status = "[\(done)/\(s.total)] ok \(s.succeeded)  failed \(s.failed)  in flight \(s.inflight)"
+            status += String(format: "  %.1f dev/min  ETA %@", rate, eta)
+            if s.retries > 0 { status += "  retries \(s.retries)" }
+            let slotText = slots().map { "\($0.id) \($0.used)/\($0.capacity)" }.joined(separator: ", ")
+            if !slotText.isEmpty { status += "  slots: \(slotText)" }
+            if interactive {
+                guard s.dirty else { return (nil, nil) }
+                s.dirty = false
+                return (status, nil)
+            }
+            if ContinuousClock.now - s.lastSummary >= .seconds(10) {
+                s.lastSummary = .now
+                return (nil, "progress: " + status)
+            }
+            return (nil, nil)
+        }
+        if let text { output.writeErr("\r\u{1B}[K" + text) }
+        if let summary { output.err(summary) }
+    }
+
+    static func format(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "--" }
+        let s = Int(seconds.rounded())
+        return s >= 60 ? "\(s / 60)m\(s % 60)s" : "\(s)s"
+    }
+
+    func finish() async {
+        timer.withLock { $0?.cancel() }
+        if interactive { output.writeErr("\r\u{1B}[K") }
+    }
+}

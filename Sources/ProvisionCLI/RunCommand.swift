@@ -1,0 +1,281 @@
+import BLE
+import Dispatch
+import Engine
+import Foundation
+import Workflow
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `provision run WORKFLOW --inventory FILE --adapter SPEC ...`: the main job.
+public struct RunCommand: Command {
+    public init() {}
+
+    public let name = "run"
+    public let summary = "run a workflow over every selected device of an inventory"
+    public let discussion = """
+        Every device ends in a definite outcome, journaled durably as soon as it is known; the run ends
+        in a JSON report. Ctrl-C once: no new devices, in-flight ones finish (bounded by --stop-grace);
+        twice: in-flight devices are cut and marked interrupted. A crashed or interrupted run resumes with
+        --resume JOURNAL without running succeeded devices again.
+        Adapters: `sim` (the simulated fleet of the inventory's device models), `hci:tcp:HOST:PORT`,
+        `hci:serial:/dev/ttyACM0[@BAUD]`, `hci:user:N`. A run never falls back to the simulator.
+        Exit status: 0 all succeeded, 1 some failed, 2 invalid input, 3 adapter or environment failure,
+        130 interrupted.
+        """
+    public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
+    public let options = [
+        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
+        OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter: sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N"),
+        OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight at once (default 16)"),
+        OptionSpec("slots", kind: .value("N"), help: "connection slots per adapter (default: the adapter's limit)"),
+        OptionSpec("report", kind: .value("PATH"), help: "report path (default reports/<workflow>-<time>.json)"),
+        OptionSpec("journal", kind: .value("PATH"), help: "journal path (default beside the report, .journal)"),
+        OptionSpec("resume", kind: .value("JOURNAL"), help: "resume a crashed or interrupted run from its journal"),
+        OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again"),
+        OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
+        OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed"),
+        OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
+        OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
+        OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
+        OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
+        OptionSpec("events", kind: .value("PATH"), help: "write every event as JSON lines"),
+        OptionSpec("junit", kind: .value("PATH"), help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("sim-state", kind: .value("PATH"), help: "simulator: keep the virtual devices' state in this file"),
+        OptionSpec("sim-dump", kind: .value("PATH"), help: "simulator: write the devices' final state (JSON) here"),
+        OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
+        OptionSpec("no-fsync", kind: .flag, help: "write the journal without fsync (survives a crash of provision, not of the machine)"),
+    ]
+
+    public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
+        let out = context.output
+        guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
+        guard let inventoryPath = arguments.value("inventory") else {
+            out.err("error: `--inventory FILE` is required for a run")
+            out.err("usage: \(usage)")
+            return ExitCode.invalidInput
+        }
+        // Numbers and choices first: usage errors are exit 2 before anything else happens.
+        var concurrency = 16
+        if let c = arguments.value("concurrency") {
+            guard let n = Int(c), n >= 1, n <= 10_000 else { return usageError(out, "`--concurrency` must be a whole number from 1 to 10000, not `\(c)`") }
+            concurrency = n
+        }
+        var slots: Int?
+        if let c = arguments.value("slots") {
+            guard let n = Int(c), n >= 1 else { return usageError(out, "`--slots` must be a positive whole number, not `\(c)`") }
+            slots = n
+        }
+        var threshold: FailureThreshold?
+        if let m = arguments.value("max-failures") {
+            guard let t = FailureThreshold(m) else { return usageError(out, "`--max-failures` must be a count (5) or a percentage (10%), not `\(m)`") }
+            threshold = t
+        }
+        var seed: UInt64 = 1
+        if let s = arguments.value("seed") {
+            guard let n = UInt64(s) else { return usageError(out, "`--seed` must be a non-negative whole number, not `\(s)`") }
+            seed = n
+        }
+        var grace: Duration = .seconds(30)
+        if let g = arguments.value("stop-grace") {
+            guard case .success(let d) = DurationText.parse(g) else { return usageError(out, "`--stop-grace` must be a duration with a unit (30s, 2m), not `\(g)`") }
+            grace = d
+        }
+        var latency = 1.0
+        if let l = arguments.value("sim-latency") {
+            guard let v = Double(l), v >= 0, v <= 100 else { return usageError(out, "`--sim-latency` must be a number from 0 to 100, not `\(l)`") }
+            latency = v
+        }
+        let specs = arguments.values("adapter")
+        if specs.isEmpty {
+            out.err("error: no adapter: give `--adapter sim` to run on the simulated fleet, or a radio such as `--adapter hci:tcp:127.0.0.1:9000`")
+            out.err("    hint: a run never falls back to the simulator by itself")
+            return ExitCode.invalidInput
+        }
+        for spec in specs where !AdapterFactory.isWellFormed(spec) {
+            return usageError(out, "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N)")
+        }
+
+        // Validate everything before anything touches a radio.
+        let result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
+                                        currentDirectory: context.currentDirectory)
+        for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
+        guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {
+            out.err("\(result.errors.count) error(s); nothing was sent to any device")
+            return ExitCode.invalidInput
+        }
+        let devices = result.selectedDevices
+        if devices.isEmpty {
+            out.err("error: no device selected (check --limit)")
+            return ExitCode.invalidInput
+        }
+
+        // Paths.
+        let stamp = Self.timestamp()
+        let resumePath = arguments.value("resume")
+        let journalPath = resumePath ?? arguments.value("journal")
+            ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
+        let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
+        for path in [journalPath, reportPath] + [arguments.value("junit"), arguments.value("events"), arguments.value("sim-dump")].compactMap({ $0 }) {
+            let dir = (path as NSString).deletingLastPathComponent
+            if !dir.isEmpty { try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        }
+
+        if arguments.flag("dry-run") {
+            out.out(ValidateCommand.summary(result))
+            out.out("plan: \(devices.count) device(s), concurrency \(concurrency), adapters \(specs.joined(separator: ", "))\(slots.map { ", \($0) slot(s) per adapter" } ?? "")")
+            out.out("      journal \(journalPath), report \(reportPath)\(resumePath != nil ? " (resuming)" : "")")
+            for d in devices.prefix(20) {
+                out.out("      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
+            }
+            if devices.count > 20 { out.out("      ... and \(devices.count - 20) more") }
+            out.out("dry run: no device was touched")
+            return ExitCode.success
+        }
+
+        // Adapters.
+        var centrals: [any Central] = []
+        for spec in specs {
+            do {
+                centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
+                                                              latencyScale: latency, statePath: arguments.value("sim-state")))
+            } catch let e as AdapterFactory.InputError {
+                out.err("error: \(e.message)")
+                for c in centrals { await c.close() }
+                return ExitCode.invalidInput
+            } catch {
+                out.err("error: adapter `\(spec)`: \(error)")
+                for c in centrals { await c.close() }
+                return ExitCode.environment
+            }
+        }
+
+        var options = RunOptions(journalPath: journalPath, reportPath: reportPath)
+        options.concurrency = concurrency
+        options.slotsPerAdapter = slots
+        options.junitPath = arguments.value("junit")
+        options.resume = resumePath != nil
+        options.retryFailed = arguments.flag("retry-failed")
+        options.maxFailures = threshold
+        options.seed = seed
+        options.stopGrace = grace
+        options.fsync = !arguments.flag("no-fsync")
+        options.toolVersion = ProvisionCLI.version
+        var reported: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": specs.joined(separator: ",")]
+        if let l = arguments.value("limit") { reported["limit"] = l }
+        if let m = arguments.value("max-failures") { reported["max_failures"] = m }
+        if let s = slots { reported["slots"] = "\(s)" }
+        if specs.contains("sim") { reported["sim_latency"] = "\(latency)" }
+        options.reportOptions = reported
+
+        let events = EventBus()
+        if let path = arguments.value("events") {
+            do { events.add(try JSONLinesEventSink(path: path)) } catch {
+                out.err("error: cannot write events to \(path): \(error)")
+                return ExitCode.environment
+            }
+        }
+        let monitor = RunMonitor()
+        if !arguments.flag("quiet") {
+            let interactive = isatty(STDERR_FILENO) == 1 && context.environment["TERM"] != "dumb"
+            events.add(ProgressDisplay(output: out, interactive: interactive, color: out.colorEnabled,
+                                       slots: { monitor.slotUsage() }))
+        }
+
+        let controller = RunController()
+        let signals = SignalWatcher(controller: controller, output: out)
+
+        let report: RunReport
+        do {
+            report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: centrals,
+                                          options: options, events: events, controller: controller, monitor: monitor)
+        } catch {
+            signals.cancel()
+            for c in centrals { await c.close() }
+            out.err("error: \(error)")
+            return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
+        }
+        signals.cancel()
+        if let dumpPath = arguments.value("sim-dump") {
+            for c in centrals { await AdapterFactory.writeSimulatorDump(c, to: dumpPath) }
+        }
+        for c in centrals { await c.close() }
+
+        Self.printSummary(report, output: out)
+        out.out("report: \(reportPath)")
+        out.out("journal: \(journalPath)")
+        if controller.stopRequests > 0 { return ExitCode.interrupted }
+        let failed = report.devices.contains { $0.outcome != .succeeded }
+        if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }),
+           report.run.adapters.allSatisfy({ $0.failure != nil }) {
+            return ExitCode.environment
+        }
+        return failed ? ExitCode.someDevicesFailed : ExitCode.success
+    }
+
+    static func printSummary(_ report: RunReport, output out: Output) {
+        let s = report.summary
+        let o = s.outcomes
+        var line = "\(report.run.workflow.name ?? "run"): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
+        if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
+        if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
+        line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
+        if report.run.simulated { line += " [simulated]" }
+        out.out(line)
+        if !s.errors.isEmpty {
+            out.out("failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        if let d = s.durationMs {
+            out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
+        }
+        if let stop = report.run.stopped { out.out("stopped: \(stop.message)") }
+    }
+
+    private func usageError(_ out: Output, _ message: String) -> Int32 {
+        out.err("error: \(message)")
+        out.err("usage: \(usage)")
+        return ExitCode.invalidInput
+    }
+
+    static func timestamp() -> String {
+        let f = Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day().time(includingFractionalSeconds: false)
+        return Date().formatted(f).replacingOccurrences(of: ":", with: "").replacingOccurrences(of: "-", with: "")
+    }
+
+    static func slug(_ s: String) -> String {
+        String(s.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" })
+    }
+
+    static func replacingExtension(_ path: String, with ext: String) -> String {
+        let ns = path as NSString
+        return ns.pathExtension.isEmpty ? path + "." + ext : ns.deletingPathExtension + "." + ext
+    }
+}
+
+/// Turns SIGINT (Ctrl-C) and SIGTERM into stop requests: the first stops new work, the second cuts.
+final class SignalWatcher {
+    private let sources: [any DispatchSourceSignal]
+
+    init(controller: RunController, output: Output) {
+        var sources: [any DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler {
+                let n = controller.requestStop()
+                if n == 1 {
+                    output.err("\nstopping: no new devices; in-flight devices are finishing (press Ctrl-C again to cut them)")
+                } else if n == 2 {
+                    output.err("\ncutting in-flight devices; they will be marked interrupted")
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    func cancel() {
+        for s in sources { s.cancel() }
+    }
+}

@@ -1,0 +1,76 @@
+import Workflow
+
+/// `provision validate WORKFLOW [--inventory FILE] [--limit SEL] [--format text|json]`.
+///
+/// Exit 0 when valid (a one-line summary on stdout); 2 with every problem on stderr (text) or stdout (json).
+public struct ValidateCommand: Command {
+    public init() {}
+
+    public let name = "validate"
+    public let summary = "check a workflow (and an inventory) without touching any device"
+    public let discussion = """
+        Every problem is reported, not only the first, as `path:line:column: error: message` with a hint.
+        With --inventory, every `${variable}` the workflow uses must resolve for every selected device.
+        Exit status: 0 valid, 2 invalid input or usage.
+        """
+    public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
+    public let options = [
+        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
+        OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
+        OptionSpec("format", kind: .value("text|json"), help: "output format (default text)"),
+    ]
+
+    public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
+        let out = context.output
+        let format = arguments.value("format") ?? "text"
+        guard format == "text" || format == "json" else {
+            out.err("error: `--format` must be `text` or `json`, not `\(format)`")
+            out.err("usage: \(usage)")
+            return ExitCode.invalidInput
+        }
+        guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
+        let result = Validator.validate(
+            workflowPath: workflowPath, inventoryPath: arguments.value("inventory"), limit: arguments.value("limit"),
+            currentDirectory: context.currentDirectory)
+        let summary = Self.summary(result)
+        if format == "json" {
+            var extra: [String: String] = ["workflow": workflowPath]
+            if let inventory = arguments.value("inventory") { extra["inventory"] = inventory }
+            if result.isValid { extra["summary"] = summary }
+            out.writeOut(Diagnostic.json(result.diagnostics, extra: extra))
+            return result.isValid ? ExitCode.success : ExitCode.invalidInput
+        }
+        for d in result.diagnostics {
+            out.err(Self.render(d, output: out))
+        }
+        if result.isValid {
+            out.out(summary)
+            return ExitCode.success
+        }
+        let errors = result.errors.count
+        out.err("\(errors) error\(errors == 1 ? "" : "s"); nothing was sent to any device")
+        return ExitCode.invalidInput
+    }
+
+    static func render(_ d: Diagnostic, output: Output) -> String {
+        let location = d.path.isEmpty ? "" : "\(d.path):\(d.line):\(d.column): "
+        var text = "\(location)\(output.styled(d.severity.rawValue)): \(d.message)"
+        if let hint = d.hint { text += "\n    hint: \(hint)" }
+        return text
+    }
+
+    /// `valid: sensor-v2-provisioning (workflows/sensor-v2.yaml): 16 steps, 48 of 48 devices selected`
+    static func summary(_ result: ValidationResult) -> String {
+        guard let workflow = result.workflow else { return "invalid" }
+        var text = "valid: \(workflow.name) (\(workflow.path)): \(workflow.steps.count) step\(workflow.steps.count == 1 ? "" : "s")"
+        if let inventory = result.inventory {
+            text += ", \(result.selectedDevices.count) of \(inventory.devices.count) devices selected (\(inventory.path))"
+        } else {
+            let vars = workflow.inventoryVariables.sorted()
+            if !vars.isEmpty {
+                text += "; needs inventory variables \(vars.map { "`\($0)`" }.joined(separator: ", ")) (not checked: no --inventory)"
+            }
+        }
+        return text
+    }
+}

@@ -1,0 +1,109 @@
+import BLE
+import YAML
+
+/// The devices a run goes through, with their per-device variables, read from YAML or CSV.
+public struct Inventory: Sendable, Equatable {
+    /// The file as given.
+    public var path: String
+    /// SHA-256 of the file's bytes, lower-case hex.
+    public var sha256: String
+    /// The directory relative file paths in variables are resolved against (the inventory's directory).
+    public var baseDirectory: String
+    public var devices: [InventoryDevice]
+    /// `defaults.vars`: already merged into every device's `vars`; kept for reports.
+    public var defaultVars: [String: String]
+    /// Variable names whose values never reach a report, a log or the journal.
+    public var secrets: Set<String>
+    /// `simulator.model`, resolved against the inventory's directory (nil when there is no simulator section).
+    public var simulatorModel: String?
+
+    public init(
+        path: String, sha256: String, baseDirectory: String, devices: [InventoryDevice], defaultVars: [String: String] = [:],
+        secrets: Set<String> = [], simulatorModel: String? = nil
+    ) {
+        self.path = path
+        self.sha256 = sha256
+        self.baseDirectory = baseDirectory
+        self.devices = devices
+        self.defaultVars = defaultVars
+        self.secrets = secrets
+        self.simulatorModel = simulatorModel
+    }
+
+    /// Whether the variable `name` is secret.
+    public func isSecret(_ name: String) -> Bool { secrets.contains(name) }
+
+    /// The value to show for a variable in a report or log: `***` for a secret.
+    public func displayValue(of name: String, _ value: String) -> String {
+        isSecret(name) ? Self.redacted : value
+    }
+
+    /// Replaces every occurrence of a secret value of `device` in `text` (for error messages that quote values).
+    public func redact(_ text: String, for device: InventoryDevice) -> String {
+        var out = text
+        for name in secrets {
+            guard let value = device.vars[name], value.count >= 2 else { continue }
+            out = out.replacingAll(value, with: Self.redacted)
+        }
+        return out
+    }
+
+    /// What a secret is shown as.
+    public static let redacted = "***"
+
+    /// All variable names any device defines.
+    public var variableNames: Set<String> {
+        var names = Set(defaultVars.keys)
+        for d in devices { names.formUnion(d.vars.keys) }
+        return names
+    }
+}
+
+/// One device of an inventory.
+public struct InventoryDevice: Sendable, Equatable {
+    /// Unique id (the serial number, e.g. `SN-0001`).
+    public var id: String
+    public var address: BluetoothAddress?
+    /// Advertised name (e.g. `SNS-0001`).
+    public var name: String?
+    /// Variables, with `defaults.vars` already merged in (the device's own values win).
+    public var vars: [String: String]
+    /// The per-device `simulator:` mapping, as written (interpreted by the simulator). YAML inventories only.
+    public var simulator: YAMLNode?
+    /// Where the device is written in the inventory file.
+    public var mark: SourceMark
+
+    public init(id: String, address: BluetoothAddress? = nil, name: String? = nil, vars: [String: String] = [:], simulator: YAMLNode? = nil, mark: SourceMark) {
+        self.id = id
+        self.address = address
+        self.name = name
+        self.vars = vars
+        self.simulator = simulator
+        self.mark = mark
+    }
+
+    /// Resolves a template name for this device: built-ins (`id`, `name`, `address`), then variables.
+    public func value(of name: String) -> String? {
+        switch name {
+        case "id": return id
+        case "name": return self.name
+        case "address": return address?.description
+        default: return vars[name]
+        }
+    }
+}
+
+extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        guard !target.isEmpty else { return self }
+        var out = ""
+        var rest = Substring(self)
+        while let range = rest.range(of: target) {
+            out += rest[rest.startIndex..<range.lowerBound]
+            out += replacement
+            rest = rest[range.upperBound...]
+        }
+        out += rest
+        return out
+    }
+}

@@ -1,0 +1,381 @@
+import BLE
+import YAML
+
+/// Typed access to YAML nodes that records a diagnostic (with position and hint) instead of throwing,
+/// so a whole file is checked in one pass and every problem is reported.
+struct NodeReader {
+    var sink: DiagnosticSink
+
+    init(path: String) {
+        sink = DiagnosticSink(path: path)
+    }
+
+    mutating func error(_ message: String, at mark: SourceMark, hint: String? = nil) {
+        sink.error(message, at: mark, hint: hint)
+    }
+
+    /// The pairs of a mapping; reports an error (naming `what`) when the node is something else.
+    mutating func mapping(_ node: YAMLNode, _ what: String) -> [YAMLNode.Pair]? {
+        if let pairs = node.mapping { return pairs }
+        error("\(what) must be a mapping (`key: value`), not \(describe(node))", at: node.mark)
+        return nil
+    }
+
+    mutating func sequence(_ node: YAMLNode, _ what: String) -> [YAMLNode]? {
+        if let items = node.sequence { return items }
+        error("\(what) must be a list, not \(describe(node))", at: node.mark,
+              hint: node.scalar != nil ? "write a list as `[a, b]` or as lines starting with `- `" : nil)
+        return nil
+    }
+
+    /// Reports keys that are not in `allowed`, with a "did you mean" hint.
+    mutating func checkKeys(_ pairs: [YAMLNode.Pair], allowed: [String], in context: String) {
+        for pair in pairs {
+            guard let key = pair.key.scalar else { continue }
+            if !allowed.contains(key) {
+                let hint = Suggestions.hint(for: key, in: allowed)
+                    ?? "\(context) accepts: \(allowed.map { "`\($0)`" }.joined(separator: ", "))"
+                error("unknown key `\(key)` in \(context)", at: pair.key.mark, hint: hint)
+            }
+        }
+    }
+
+    /// Reports required keys that are missing.
+    mutating func require(_ keys: [String], in node: YAMLNode, context: String) -> Bool {
+        var ok = true
+        for key in keys where node[key] == nil {
+            error("\(context) needs `\(key)`", at: node.mark)
+            ok = false
+        }
+        return ok
+    }
+
+    func describe(_ node: YAMLNode) -> String {
+        switch node.kind {
+        case .scalar(let text, _):
+            if node.isNull { return "nothing" }
+            return "the value `\(text.count > 40 ? String(text.prefix(40)) + "…" : text)`"
+        case .sequence: return "a list"
+        case .mapping: return "a mapping"
+        }
+    }
+
+    /// A scalar's text (numbers and booleans are accepted as their text).
+    mutating func string(_ node: YAMLNode, _ what: String) -> String? {
+        if node.isNull {
+            error("\(what) is empty", at: node.mark)
+            return nil
+        }
+        if let text = node.scalar { return text }
+        error("\(what) must be a single value, not \(describe(node))", at: node.mark)
+        return nil
+    }
+
+    /// A name (capture or subscription id): letters, digits, `_`, `-`, `.`.
+    mutating func identifier(_ node: YAMLNode, _ what: String) -> String? {
+        guard let text = string(node, what) else { return nil }
+        guard Template.isValidName(text) else {
+            error("`\(text)` is not a valid \(what)", at: node.mark,
+                  hint: "use letters, digits, `_`, `-` or `.`, starting with a letter")
+            return nil
+        }
+        return text
+    }
+
+    mutating func bool(_ node: YAMLNode, _ what: String) -> Bool? {
+        guard let text = string(node, what) else { return nil }
+        switch text {
+        case "true", "True", "TRUE": return true
+        case "false", "False", "FALSE": return false
+        default:
+            error("\(what) must be `true` or `false`, not `\(text)`", at: node.mark)
+            return nil
+        }
+    }
+
+    mutating func integer(_ node: YAMLNode, _ what: String, in range: ClosedRange<Int>) -> Int? {
+        guard let text = string(node, what) else { return nil }
+        guard let value = ValueSpec.parseInteger(text), let int = Int(exactly: value) else {
+            error("\(what) must be a whole number, not `\(text)`", at: node.mark)
+            return nil
+        }
+        guard range.contains(int) else {
+            error("\(what) must be between \(range.lowerBound) and \(range.upperBound), not \(int)", at: node.mark)
+            return nil
+        }
+        return int
+    }
+
+    mutating func number(_ node: YAMLNode, _ what: String) -> Double? {
+        guard let text = string(node, what) else { return nil }
+        if let i = ValueSpec.parseInteger(text) { return Double(i) }
+        guard let d = Double(text), d.isFinite else {
+            error("\(what) must be a number, not `\(text)`", at: node.mark)
+            return nil
+        }
+        return d
+    }
+
+    mutating func duration(_ node: YAMLNode, _ what: String, max: Duration = .seconds(3600)) -> Duration? {
+        guard let text = string(node, what) else { return nil }
+        switch DurationText.parse(text) {
+        case .success(let d):
+            if d > max {
+                error("\(what) \(text) is longer than the limit of \(DurationText.format(max))", at: node.mark)
+                return nil
+            }
+            return d
+        case .failure(.missingUnit):
+            error("duration `\(text)` has no unit", at: node.mark,
+                  hint: "write a unit: `\(text)ms`, `\(text)s` or `\(text)m`")
+        case .failure(.unknownUnit(let unit)):
+            error("unknown duration unit `\(unit)` in `\(text)`", at: node.mark, hint: "use ms, s, m or h")
+        case .failure(.negative):
+            error("duration `\(text)` is negative", at: node.mark)
+        case .failure(.malformed):
+            error("`\(text)` is not a duration", at: node.mark, hint: "write a number and a unit, like `250ms`, `10s` or `2m`")
+        }
+        return nil
+    }
+
+    mutating func uuid(_ node: YAMLNode, _ what: String) -> BluetoothUUID? {
+        guard let text = string(node, what) else { return nil }
+        if let uuid = BluetoothUUID(text) { return uuid }
+        error("`\(text)` is not a Bluetooth UUID", at: node.mark,
+              hint: "write 4 hex digits (`180A`, `0x180A`), 8 for 32-bit, or the 128-bit form `0000180a-0000-1000-8000-00805f9b34fb`")
+        return nil
+    }
+
+    mutating func uuidList(_ node: YAMLNode, _ what: String) -> [BluetoothUUID]? {
+        if node.scalar != nil, !node.isNull {
+            return uuid(node, what).map { [$0] }
+        }
+        guard let items = sequence(node, what) else { return nil }
+        var out: [BluetoothUUID] = []
+        var ok = true
+        for item in items {
+            if let u = uuid(item, "a service UUID") { out.append(u) } else { ok = false }
+        }
+        return ok ? out : nil
+    }
+
+    /// Parses a template; reference marks point into the file.
+    mutating func template(_ node: YAMLNode, _ what: String) -> Template? {
+        guard let text = node.scalar, !(node.isNull && text.isEmpty) else {
+            _ = string(node, what)
+            return nil
+        }
+        var start = node.mark
+        if case .scalar(_, let style) = node.kind, style == .singleQuoted || style == .doubleQuoted {
+            start.column += 1
+        }
+        do {
+            return try Template(parsing: text, at: start)
+        } catch {
+            self.error(error.message, at: error.mark, hint: "write `$${` for a literal `${`")
+            return nil
+        }
+    }
+
+    // MARK: - Value specs
+
+    static let valueKeys = ["hex", "utf8", "base64", "file"] + IntegerFormat.allCases.map(\.rawValue)
+
+    mutating func valueSpec(_ node: YAMLNode, _ what: String) -> ValueSpec? {
+        if let items = node.sequence {
+            if items.isEmpty {
+                error("\(what) is an empty list", at: node.mark, hint: "a list of values is joined; give at least one")
+                return nil
+            }
+            var parts: [ValueSpec] = []
+            var ok = true
+            for item in items {
+                if item.sequence != nil {
+                    error("a value list cannot contain another list", at: item.mark)
+                    ok = false
+                } else if let p = valueSpec(item, "a part of \(what)") {
+                    parts.append(p)
+                } else {
+                    ok = false
+                }
+            }
+            return ok ? .concat(parts) : nil
+        }
+        guard let pairs = node.mapping else {
+            if let text = node.scalar, !node.isNull {
+                let looksHex = [UInt8](hex: text) != nil
+                error("\(what) must say how it is encoded", at: node.mark,
+                      hint: looksHex ? "write `{ hex: \"\(text)\" }` (or `{ utf8: \"\(text)\" }` for text)" : "write `{ utf8: \"\(text)\" }` or `{ hex: \"...\" }`")
+            } else {
+                error("\(what) must be a mapping like `{ hex: \"0102\" }`, not \(describe(node))", at: node.mark)
+            }
+            return nil
+        }
+        guard pairs.count == 1, let pair = pairs.first, let key = pair.key.scalar else {
+            error("\(what) must have exactly one encoding key (\(Self.valueKeys.joined(separator: ", "))), found \(pairs.count)", at: node.mark)
+            return nil
+        }
+        let value = pair.value
+        switch key {
+        case "hex":
+            guard let t = template(value, "a hex value") else { return nil }
+            for part in t.parts {
+                if case .literal(let lit) = part, lit.contains(where: { !($0.isHexDigit || $0 == " " || $0 == ":") }) {
+                    error("`\(t.source)` is not valid hex", at: value.mark, hint: "hex is pairs of the digits 0-9 and a-f, like `0a0b`")
+                    return nil
+                }
+            }
+            if t.isLiteral, [UInt8](hex: t.source) == nil {
+                error("`\(t.source)` is not valid hex (odd number of digits)", at: value.mark,
+                      hint: "every byte takes two digits: write `0\(t.source)` or check for a missing digit")
+                return nil
+            }
+            return .hex(t)
+        case "utf8":
+            return template(value, "a utf8 value").map { .utf8($0) }
+        case "base64":
+            guard let t = template(value, "a base64 value") else { return nil }
+            if t.isLiteral, ValueSpec.base64(t).isValidLiteralBase64 == false {
+                error("`\(t.source)` is not valid base64", at: value.mark)
+                return nil
+            }
+            return .base64(t)
+        case "file":
+            return template(value, "a file path").map { .file($0) }
+        default:
+            if let format = IntegerFormat(rawValue: key) {
+                if let inner = value.mapping {
+                    checkKeys(inner, allowed: ["length_of"], in: "`\(key)`")
+                    guard let source = value["length_of"] else {
+                        error("`\(key)` takes a number or `{ length_of: FILE }`", at: value.mark)
+                        return nil
+                    }
+                    return template(source, "a file path").map { .integer(format, .lengthOf($0)) }
+                }
+                guard let t = template(value, "an integer") else { return nil }
+                if t.isLiteral {
+                    guard let v = ValueSpec.parseInteger(t.source) else {
+                        error("`\(t.source)` is not an integer", at: value.mark)
+                        return nil
+                    }
+                    if format.encode(v) == nil {
+                        error("\(v) does not fit in \(key) (\(format.range.lowerBound)...\(format.range.upperBound))", at: value.mark)
+                        return nil
+                    }
+                }
+                return .integer(format, .literal(t))
+            }
+            error("unknown value encoding `\(key)`", at: pair.key.mark,
+                  hint: Suggestions.hint(for: key, in: Self.valueKeys) ?? "use one of \(Self.valueKeys.joined(separator: ", "))")
+            return nil
+        }
+    }
+
+    // MARK: - Policies
+
+    mutating func retry(_ node: YAMLNode) -> RetryPolicy? {
+        if node.scalar != nil, !node.isNull {
+            guard let n = integer(node, "retry attempts", in: 1...100) else { return nil }
+            return RetryPolicy(attempts: n)
+        }
+        guard let pairs = mapping(node, "`retry`") else { return nil }
+        checkKeys(pairs, allowed: ["attempts", "backoff", "on"], in: "`retry`")
+        var policy = RetryPolicy(attempts: 3)
+        var ok = true
+        if let a = node["attempts"] {
+            if let n = integer(a, "`attempts`", in: 1...100) { policy.attempts = n } else { ok = false }
+        }
+        if let b = node["backoff"] {
+            if let items = b.sequence {
+                var delays: [Duration] = []
+                if items.isEmpty { error("`backoff` is an empty list", at: b.mark); ok = false }
+                for item in items {
+                    if let d = duration(item, "a backoff", max: .seconds(600)) { delays.append(d) } else { ok = false }
+                }
+                policy.backoff = .list(delays)
+            } else if let pairs = b.mapping {
+                checkKeys(pairs, allowed: ["initial", "factor", "max", "jitter"], in: "`backoff`")
+                var initial: Duration = .seconds(1)
+                var factor = 2.0
+                var maximum: Duration = .seconds(30)
+                var jitter = 0.0
+                if let n = b["initial"] { if let d = duration(n, "`initial`", max: .seconds(600)) { initial = d } else { ok = false } }
+                if let n = b["max"] { if let d = duration(n, "`max`", max: .seconds(600)) { maximum = d } else { ok = false } }
+                if let n = b["factor"] {
+                    if let f = number(n, "`factor`") {
+                        if f < 1 || f > 10 { error("`factor` must be between 1 and 10, not \(Matcher.number(f))", at: n.mark); ok = false } else { factor = f }
+                    } else { ok = false }
+                }
+                if let n = b["jitter"] {
+                    if let j = number(n, "`jitter`") {
+                        if j < 0 || j > 1 { error("`jitter` is a fraction between 0 and 1, not \(Matcher.number(j))", at: n.mark, hint: "0.2 spreads each wait by ±20%"); ok = false } else { jitter = j }
+                    } else { ok = false }
+                }
+                if initial > maximum {
+                    error("`initial` (\(DurationText.format(initial))) is longer than `max` (\(DurationText.format(maximum)))", at: b.mark)
+                    ok = false
+                }
+                policy.backoff = .exponential(initial: initial, factor: factor, max: maximum, jitter: jitter)
+            } else {
+                if b.scalar != nil, !b.isNull, case .success = DurationText.parse(b.scalar ?? "") {
+                    if let d = duration(b, "`backoff`", max: .seconds(600)) { policy.backoff = .list([d]) } else { ok = false }
+                } else {
+                    error("`backoff` must be a list of durations like `[1s, 2s, 5s]` or `{ initial: 1s, factor: 2, max: 30s, jitter: 0.2 }`", at: b.mark)
+                    ok = false
+                }
+            }
+        }
+        if let o = node["on"] {
+            let items = o.sequence ?? (o.scalar != nil && !o.isNull ? [o] : nil)
+            if let items {
+                var classes = Set<ErrorClass>()
+                let names = ErrorClass.allCases.map(\.rawValue)
+                for item in items {
+                    guard let text = string(item, "an error class") else { ok = false; continue }
+                    if let c = ErrorClass(rawValue: text) {
+                        classes.insert(c)
+                    } else {
+                        error("unknown error class `\(text)`", at: item.mark,
+                              hint: Suggestions.hint(for: text, in: names) ?? "error classes: \(names.joined(separator: ", "))")
+                        ok = false
+                    }
+                }
+                policy.on = classes
+            } else {
+                _ = sequence(o, "`on`")
+                ok = false
+            }
+        }
+        return ok ? policy : nil
+    }
+
+    mutating func reconnect(_ node: YAMLNode) -> ReconnectPolicy? {
+        guard let pairs = mapping(node, "`reconnect`") else { return nil }
+        checkKeys(pairs, allowed: ["attempts", "delay"], in: "`reconnect`")
+        var policy = ReconnectPolicy.standard
+        var ok = true
+        if let a = node["attempts"] {
+            if let text = a.scalar, ["unlimited", "infinite", "forever", "-1", ".inf"].contains(text) {
+                error("reconnect attempts must be bounded", at: a.mark,
+                      hint: "give a number from 0 to \(ReconnectPolicy.maxAttempts)")
+                ok = false
+            } else if let n = integer(a, "reconnect `attempts`", in: 0...ReconnectPolicy.maxAttempts) {
+                policy.attempts = n
+            } else {
+                ok = false
+            }
+        }
+        if let d = node["delay"] {
+            if let v = duration(d, "reconnect `delay`", max: ReconnectPolicy.maxDelay) { policy.delay = v } else { ok = false }
+        }
+        return ok ? policy : nil
+    }
+}
+
+extension ValueSpec {
+    /// For a literal base64 template: whether it decodes.
+    var isValidLiteralBase64: Bool? {
+        guard case .base64(let t) = self, t.isLiteral else { return nil }
+        return (try? bytes(variables: { _ in nil }, baseDirectory: "")) != nil
+    }
+}

@@ -1,0 +1,273 @@
+import BLE
+import YAML
+
+/// One step of a workflow: what to do, its name, and its own timeout and retry (if any).
+public struct Step: Sendable, Equatable {
+    /// What the step does, with the options of its kind.
+    public enum Kind: Sendable, Equatable {
+        case scan(Scan)
+        case connect(Connect)
+        case discover(Discover)
+        case read(Read)
+        case verify(Verify)
+        case write(Write)
+        case writeBlob(WriteBlob)
+        case subscribe(Subscribe)
+        case unsubscribe(Unsubscribe)
+        case await(Await)
+        case sleep(Sleep)
+        case disconnect(Disconnect)
+
+        /// The keyword as written in a workflow (`write_blob`, `await`, ...).
+        public var keyword: String {
+            switch self {
+            case .scan: return "scan"
+            case .connect: return "connect"
+            case .discover: return "discover"
+            case .read: return "read"
+            case .verify: return "verify"
+            case .write: return "write"
+            case .writeBlob: return "write_blob"
+            case .subscribe: return "subscribe"
+            case .unsubscribe: return "unsubscribe"
+            case .await: return "await"
+            case .sleep: return "sleep"
+            case .disconnect: return "disconnect"
+            }
+        }
+
+        /// Every step keyword.
+        public static let keywords = [
+            "scan", "connect", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
+            "await", "sleep", "disconnect",
+        ]
+    }
+
+    /// The step's name: given in the workflow, else derived (`read fw`, `write FFF1`).
+    public var name: String
+    /// True when `name` was written in the workflow.
+    public var hasExplicitName: Bool
+    public var kind: Kind
+    /// The step's own timeout, if it set one.
+    public var timeout: Duration?
+    /// The step's own retry policy, if it set one.
+    public var retry: RetryPolicy?
+    /// Where the step starts in the workflow file.
+    public var mark: SourceMark
+    /// Timeout after defaults: the step's own, else the workflow default.
+    public var effectiveTimeout: Duration
+    /// Retry after defaults: the step's own, else the workflow default.
+    public var effectiveRetry: RetryPolicy
+
+    public init(
+        name: String, hasExplicitName: Bool, kind: Kind, timeout: Duration?, retry: RetryPolicy?, mark: SourceMark,
+        effectiveTimeout: Duration, effectiveRetry: RetryPolicy
+    ) {
+        self.name = name
+        self.hasExplicitName = hasExplicitName
+        self.kind = kind
+        self.timeout = timeout
+        self.retry = retry
+        self.mark = mark
+        self.effectiveTimeout = effectiveTimeout
+        self.effectiveRetry = effectiveRetry
+    }
+
+    /// Every template the step uses (for validation and for rendering per device).
+    public var templates: [Template] {
+        switch kind {
+        case .scan(let s): return [s.address, s.name].compactMap { $0 }
+        case .connect, .discover, .subscribe, .unsubscribe, .sleep, .disconnect, .read: return []
+        case .verify(let v): return [v.value] + v.matcher.templates
+        case .write(let w): return w.value.templates
+        case .writeBlob(let w): return w.value.templates
+        case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? [])
+        }
+    }
+
+    /// Value specs the step writes or compares (for per-device validation).
+    public var valueSpecs: [ValueSpec] {
+        switch kind {
+        case .write(let w): return [w.value]
+        case .writeBlob(let w): return [w.value]
+        case .await(let a):
+            var specs: [ValueSpec] = []
+            if case .equalsValue(let v) = a.matcher { specs.append(v) }
+            if let t = a.trigger { specs.append(t.value) }
+            return specs
+        default: return []
+        }
+    }
+
+    /// The name this step captures into, if it is a `read` with an `id`.
+    public var capturedName: String? {
+        if case .read(let r) = kind { return r.id }
+        return nil
+    }
+}
+
+/// A service and a characteristic, by UUID.
+public struct CharacteristicRef: Sendable, Equatable, Hashable, CustomStringConvertible {
+    public var service: BluetoothUUID
+    public var characteristic: BluetoothUUID
+    public init(service: BluetoothUUID, characteristic: BluetoothUUID) {
+        self.service = service
+        self.characteristic = characteristic
+    }
+    public var description: String { "\(service)/\(characteristic)" }
+}
+
+extension Step {
+    /// `scan`: find the device's advertisement. With neither `address` nor `name` the device is found by
+    /// its inventory address, else its inventory name.
+    public struct Scan: Sendable, Equatable {
+        public var address: Template?
+        public var name: Template?
+        /// Service UUIDs the advertisement must list (all of them).
+        public var services: [BluetoothUUID]
+        public var manufacturer: ManufacturerFilter?
+        /// Weakest acceptable signal, in dBm.
+        public var minRSSI: Int?
+        public init(address: Template? = nil, name: Template? = nil, services: [BluetoothUUID] = [], manufacturer: ManufacturerFilter? = nil, minRSSI: Int? = nil) {
+            self.address = address
+            self.name = name
+            self.services = services
+            self.manufacturer = manufacturer
+            self.minRSSI = minRSSI
+        }
+    }
+
+    /// Manufacturer-specific data filter: company identifier and an optional data prefix.
+    public struct ManufacturerFilter: Sendable, Equatable {
+        public var company: UInt16
+        public var prefix: [UInt8]
+        public init(company: UInt16, prefix: [UInt8]) {
+            self.company = company
+            self.prefix = prefix
+        }
+    }
+
+    /// `connect`: open a connection, optionally request an ATT MTU, with a reconnect policy.
+    public struct Connect: Sendable, Equatable {
+        /// ATT MTU to request (23...517), or nil to keep the default.
+        public var mtu: Int?
+        /// The connection's reconnect policy after defaults.
+        public var reconnect: ReconnectPolicy
+        public init(mtu: Int? = nil, reconnect: ReconnectPolicy = .standard) {
+            self.mtu = mtu
+            self.reconnect = reconnect
+        }
+    }
+
+    /// `discover`: targeted discovery of the services the workflow uses (default), or of everything.
+    public struct Discover: Sendable, Equatable {
+        public var all: Bool
+        /// Services to discover when targeted; empty means "those the workflow uses".
+        public var services: [BluetoothUUID]
+        public init(all: Bool = false, services: [BluetoothUUID] = []) {
+            self.all = all
+            self.services = services
+        }
+    }
+
+    /// `read`: read a characteristic, decode it, and capture it under `id`.
+    public struct Read: Sendable, Equatable {
+        public var target: CharacteristicRef
+        public var id: String?
+        public var decoder: ValueDecoder
+        public init(target: CharacteristicRef, id: String?, decoder: ValueDecoder) {
+            self.target = target
+            self.id = id
+            self.decoder = decoder
+        }
+    }
+
+    /// `verify`: a rendered value must match.
+    public struct Verify: Sendable, Equatable {
+        public var value: Template
+        public var matcher: MatcherSpec
+        public init(value: Template, matcher: MatcherSpec) {
+            self.value = value
+            self.matcher = matcher
+        }
+    }
+
+    /// `write`: write a value, with response (a write request) by default. Long values use
+    /// Prepare/Execute Write (with response) — the engine decides from the MTU.
+    public struct Write: Sendable, Equatable {
+        public var target: CharacteristicRef
+        public var value: ValueSpec
+        public var withResponse: Bool
+        public init(target: CharacteristicRef, value: ValueSpec, withResponse: Bool = true) {
+            self.target = target
+            self.value = value
+            self.withResponse = withResponse
+        }
+    }
+
+    /// `write_blob`: stream a value without response in chunks of at most MTU-3 (or `chunkSize`).
+    public struct WriteBlob: Sendable, Equatable {
+        public var target: CharacteristicRef
+        public var value: ValueSpec
+        public var chunkSize: Int?
+        public init(target: CharacteristicRef, value: ValueSpec, chunkSize: Int? = nil) {
+            self.target = target
+            self.value = value
+            self.chunkSize = chunkSize
+        }
+    }
+
+    /// How a subscription is delivered.
+    public enum SubscriptionMode: String, Sendable, Equatable {
+        case notify, indicate
+    }
+
+    /// `subscribe`: enable notifications or indications and name the subscription `id`.
+    public struct Subscribe: Sendable, Equatable {
+        public var id: String
+        public var target: CharacteristicRef
+        public var mode: SubscriptionMode
+        /// Subscribe even when the characteristic does not declare notify/indicate (firmware quirk).
+        public var allowUndeclared: Bool
+        public init(id: String, target: CharacteristicRef, mode: SubscriptionMode = .notify, allowUndeclared: Bool = false) {
+            self.id = id
+            self.target = target
+            self.mode = mode
+            self.allowUndeclared = allowUndeclared
+        }
+    }
+
+    /// `unsubscribe`: end the subscription `id`.
+    public struct Unsubscribe: Sendable, Equatable {
+        public var id: String
+        public init(id: String) { self.id = id }
+    }
+
+    /// `await`: wait for a value on subscription `subscription` that matches. With a `trigger`, the
+    /// engine starts listening before it writes, so no notification is missed; on timeout it may
+    /// re-send the trigger after each wait in `resend`.
+    public struct Await: Sendable, Equatable {
+        public var subscription: String
+        public var matcher: MatcherSpec
+        public var trigger: Write?
+        /// Waits before re-sending the trigger after a timeout (`[1s, 2s, 5s]` = up to 3 re-sends).
+        public var resend: [Duration]
+        public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = []) {
+            self.subscription = subscription
+            self.matcher = matcher
+            self.trigger = trigger
+            self.resend = resend
+        }
+    }
+
+    /// `sleep`: wait a fixed time.
+    public struct Sleep: Sendable, Equatable {
+        public var duration: Duration
+        public init(duration: Duration) { self.duration = duration }
+    }
+
+    /// `disconnect`: close the connection (never triggers a reconnect).
+    public struct Disconnect: Sendable, Equatable {
+        public init() {}
+    }
+}

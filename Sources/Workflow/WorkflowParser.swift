@@ -1,0 +1,551 @@
+import BLE
+import YAML
+
+/// Turns a workflow file into a `Workflow`, collecting every problem as a `Diagnostic`.
+///
+/// Checks here need only the workflow itself: structure, types, keys, UUIDs, durations, value
+/// encodings, that captures and subscriptions are defined before use, and that steps needing a
+/// connection come after `connect`. References to inventory variables are checked by `Validator`.
+public struct WorkflowParser: Sendable {
+    public init() {}
+
+    /// Parses workflow text. `path` is used in diagnostics and stored in the model.
+    public func parse(bytes: [UInt8], path: String) -> (workflow: Workflow?, diagnostics: [Diagnostic]) {
+        var reader = NodeReader(path: path)
+        let root: YAMLNode?
+        do {
+            root = try YAMLParser().parse(bytes)
+        } catch {
+            reader.error(error.message, at: error.mark, hint: error.hint)
+            return (nil, reader.sink.diagnostics)
+        }
+        guard let root else {
+            reader.error("the workflow is empty", at: SourceMark(line: 1, column: 1),
+                         hint: "a workflow needs at least `name:` and `steps:`")
+            return (nil, reader.sink.diagnostics)
+        }
+        var state = State(reader: reader)
+        let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
+        let diagnostics = state.reader.sink.diagnostics
+        return (diagnostics.contains { $0.severity == .error } ? nil : workflow, diagnostics)
+    }
+
+    static let topKeys = ["name", "description", "defaults", "steps"]
+    static let commonKeys = ["name", "timeout", "retry"]
+    static let optionKeys: [String: [String]] = [
+        "scan": ["address", "name", "services", "manufacturer", "min_rssi"],
+        "connect": ["mtu", "reconnect"],
+        "discover": ["all", "services"],
+        "read": ["service", "characteristic", "id", "as"],
+        "verify": ["value", "equals", "matches", "in", "one_of"],
+        "write": ["service", "characteristic", "value", "with_response"],
+        "write_blob": ["service", "characteristic", "value", "file", "chunk_size"],
+        "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
+        "unsubscribe": ["id"],
+        "await": ["subscription", "notification", "indication", "equals", "matches", "trigger", "resend"],
+        "sleep": ["duration"],
+        "disconnect": [],
+    ]
+}
+
+/// Parsing state for one workflow: the reader and what earlier steps defined.
+private struct State {
+    var reader: NodeReader
+    /// Capture name → (step number, mark) for `read` ids seen so far.
+    var captures: [String: Int] = [:]
+    /// Subscription id → step number for `subscribe` seen so far.
+    var subscriptions: [String: Int] = [:]
+    var connected = false
+
+    init(reader: NodeReader) {
+        self.reader = reader
+    }
+
+    mutating func workflow(_ root: YAMLNode, path: String, sha256: String) -> Workflow? {
+        guard let pairs = reader.mapping(root, "a workflow") else { return nil }
+        reader.checkKeys(pairs, allowed: WorkflowParser.topKeys, in: "the workflow")
+        var name = ""
+        if let n = root["name"] {
+            name = reader.string(n, "`name`") ?? ""
+        } else {
+            reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
+        }
+        let description = root["description"].flatMap { reader.string($0, "`description`") }
+        var defaults = Workflow.Defaults()
+        if let d = root["defaults"], let dp = reader.mapping(d, "`defaults`") {
+            reader.checkKeys(dp, allowed: ["timeout", "retry", "reconnect"], in: "`defaults`")
+            if let t = d["timeout"], let v = reader.duration(t, "`timeout`") { defaults.timeout = v }
+            if let r = d["retry"], let v = reader.retry(r) { defaults.retry = v }
+            if let r = d["reconnect"], let v = reader.reconnect(r) { defaults.reconnect = v }
+        }
+        // First pass: collect every capture id, so a reference to a later capture gets a precise message.
+        var laterCaptures: [String: Int] = [:]
+        var steps: [Step] = []
+        if let s = root["steps"] {
+            if let items = reader.sequence(s, "`steps`") {
+                if items.isEmpty { reader.error("`steps` is empty", at: s.mark, hint: "a workflow needs at least one step") }
+                for (i, item) in items.enumerated() {
+                    if let options = item.mapping?.first(where: { $0.key.scalar == "read" })?.value,
+                       let id = options["id"]?.scalar, laterCaptures[id] == nil {
+                        laterCaptures[id] = i + 1
+                    }
+                }
+                for (i, item) in items.enumerated() {
+                    if let step = step(item, number: i + 1, defaults: defaults, laterCaptures: laterCaptures) {
+                        steps.append(step)
+                    }
+                }
+            }
+        } else {
+            reader.error("the workflow needs `steps`", at: root.mark, hint: "add `steps:` with a list of steps")
+        }
+        return Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
+    }
+
+    // MARK: - Steps
+
+    mutating func step(_ node: YAMLNode, number: Int, defaults: Workflow.Defaults, laterCaptures: [String: Int]) -> Step? {
+        // `- disconnect` / `- discover` / `- connect` / `- scan` as a bare word.
+        if let word = node.scalar, !node.isNull {
+            guard Step.Kind.keywords.contains(word) else {
+                reader.error("unknown step `\(word)`", at: node.mark,
+                             hint: Suggestions.hint(for: word, in: Step.Kind.keywords) ?? "steps: \(Step.Kind.keywords.joined(separator: ", "))")
+                return nil
+            }
+            let empty = YAMLNode(.mapping([]), mark: node.mark)
+            return buildStep(kind: word, options: empty, outer: nil, number: number, mark: node.mark, defaults: defaults, laterCaptures: laterCaptures)
+        }
+        guard let pairs = reader.mapping(node, "a step") else { return nil }
+        let kinds = pairs.filter { Step.Kind.keywords.contains($0.key.scalar ?? "") }
+        var ok = true
+        for pair in pairs {
+            guard let key = pair.key.scalar, !Step.Kind.keywords.contains(key), !WorkflowParser.commonKeys.contains(key) else { continue }
+            ok = false
+            if kinds.isEmpty, let guess = Suggestions.closest(to: key, in: Step.Kind.keywords) {
+                reader.error("unknown step `\(key)`", at: pair.key.mark, hint: "did you mean `\(guess)`?")
+            } else if kinds.isEmpty {
+                reader.error("unknown step `\(key)`", at: pair.key.mark,
+                             hint: Suggestions.hint(for: key, in: WorkflowParser.commonKeys) ?? "steps: \(Step.Kind.keywords.joined(separator: ", "))")
+            } else {
+                let kind = kinds[0].key.scalar ?? ""
+                let allowed = WorkflowParser.commonKeys + (WorkflowParser.optionKeys[kind] ?? [])
+                let hint = Suggestions.hint(for: key, in: allowed).map { "\($0) (options of `\(kind)` go inside its mapping)" }
+                reader.error("unknown key `\(key)` in a `\(kind)` step", at: pair.key.mark,
+                             hint: hint ?? "a step is one kind (like `\(kind):`) plus optional `name`, `timeout`, `retry`")
+            }
+        }
+        guard let first = kinds.first, let kindName = first.key.scalar else {
+            if ok { reader.error("a step needs a kind (\(Step.Kind.keywords.joined(separator: ", ")))", at: node.mark) }
+            return nil
+        }
+        if kinds.count > 1 {
+            reader.error("a step does one thing: found both `\(kindName)` and `\(kinds[1].key.scalar ?? "")`", at: kinds[1].key.mark,
+                         hint: "split them into two steps (each starting with `- `)")
+            return nil
+        }
+        guard ok else { return nil }
+        return buildStep(kind: kindName, options: first.value, outer: node, number: number, mark: node.mark, defaults: defaults, laterCaptures: laterCaptures)
+    }
+
+    mutating func buildStep(
+        kind kindName: String, options rawOptions: YAMLNode, outer: YAMLNode?, number: Int, mark: SourceMark,
+        defaults: Workflow.Defaults, laterCaptures: [String: Int]
+    ) -> Step? {
+        var options = rawOptions
+        // `sleep: 500ms` and `disconnect:` / `disconnect: {}` shorthands.
+        if kindName == "sleep", rawOptions.scalar != nil, !rawOptions.isNull {
+            options = YAMLNode(.mapping([YAMLNode.Pair(key: YAMLNode(.scalar("duration", .plain), mark: rawOptions.mark), value: rawOptions)]), mark: rawOptions.mark)
+        } else if rawOptions.isNull {
+            options = YAMLNode(.mapping([]), mark: rawOptions.mark)
+        }
+        guard let pairs = reader.mapping(options, "the options of `\(kindName)`") else { return nil }
+        let specific = WorkflowParser.optionKeys[kindName] ?? []
+        var allowed = specific + ["timeout", "retry"]
+        if kindName != "scan" { allowed.append("name") }
+        reader.checkKeys(pairs, allowed: allowed, in: "`\(kindName)`")
+
+        // Common options, outside (beside the kind) or inside its mapping; not both.
+        func common(_ key: String) -> YAMLNode? {
+            let inner = key == "name" && kindName == "scan" ? nil : options[key]
+            let outerValue = outer?[key]
+            if let inner, outerValue != nil {
+                reader.error("`\(key)` is given twice for this step", at: inner.mark, hint: "keep one of them")
+            }
+            return outerValue ?? inner
+        }
+        var explicitName: String?
+        if let n = common("name") { explicitName = reader.string(n, "the step `name`") }
+        var timeout: Duration?
+        if let t = common("timeout") { timeout = reader.duration(t, "`timeout`") }
+        var retry: RetryPolicy?
+        if let r = common("retry") { retry = reader.retry(r) }
+
+        let kind: Step.Kind?
+        var derivedName = kindName
+        switch kindName {
+        case "scan":
+            kind = scan(options)
+        case "connect":
+            kind = connect(options, defaults: defaults)
+            connected = true
+        case "discover":
+            needsConnection(kindName, mark)
+            var d = Step.Discover()
+            if let a = options["all"], let v = reader.bool(a, "`all`") { d.all = v }
+            if let s = options["services"], let v = reader.uuidList(s, "`services`") { d.services = v }
+            kind = .discover(d)
+        case "read":
+            needsConnection(kindName, mark)
+            let target = characteristic(options, kindName)
+            var id: String?
+            if let n = options["id"], let v = reader.identifier(n, "capture id") {
+                if Template.builtins.contains(v) {
+                    reader.error("`\(v)` is a built-in name and cannot be a capture id", at: n.mark, hint: "choose another id, like `\(v)_read`")
+                } else if let earlier = captures[v] {
+                    reader.error("`\(v)` is already captured by step \(earlier)", at: n.mark, hint: "give each `read` its own id")
+                } else {
+                    id = v
+                }
+            }
+            var decoder = ValueDecoder.hex
+            if let a = options["as"], let text = reader.string(a, "`as`") {
+                if let d = ValueDecoder(rawValue: text) {
+                    decoder = d
+                } else {
+                    let names = ValueDecoder.allCases.map(\.rawValue)
+                    reader.error("unknown decoder `\(text)`", at: a.mark,
+                                 hint: Suggestions.hint(for: text, in: names) ?? "use one of \(names.joined(separator: ", "))")
+                }
+            }
+            if let target {
+                derivedName = "read \(id ?? target.characteristic.description)"
+                kind = .read(Step.Read(target: target, id: id, decoder: decoder))
+            } else {
+                kind = nil
+            }
+        case "verify":
+            var value: Template?
+            if let v = options["value"] {
+                value = reader.template(v, "`value`")
+            } else {
+                reader.error("`verify` needs `value`", at: options.mark, hint: "for example `value: \"${fw}\"`")
+            }
+            let matcher = verifyMatcher(options)
+            if let value {
+                checkReferences(value, laterCaptures: laterCaptures)
+                derivedName = "verify \(value.source)"
+            }
+            if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+            if let value, let matcher { kind = .verify(Step.Verify(value: value, matcher: matcher)) } else { kind = nil }
+        case "write":
+            needsConnection(kindName, mark)
+            let w = write(options, context: "`write`", laterCaptures: laterCaptures)
+            if let w { derivedName = "write \(w.target.characteristic)" }
+            kind = w.map { .write($0) }
+        case "write_blob":
+            needsConnection(kindName, mark)
+            let target = characteristic(options, kindName)
+            var value: ValueSpec?
+            switch (options["value"], options["file"]) {
+            case (let v?, nil): value = reader.valueSpec(v, "`value`")
+            case (nil, let f?): value = reader.template(f, "`file`").map { .file($0) }
+            case (_?, let f?): reader.error("`write_blob` takes `value` or `file`, not both", at: f.mark)
+            case (nil, nil): reader.error("`write_blob` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
+            }
+            if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+            var chunk: Int?
+            if let c = options["chunk_size"] { chunk = reader.integer(c, "`chunk_size`", in: 1...512) }
+            if let target, let value {
+                derivedName = "write_blob \(target.characteristic)"
+                kind = .writeBlob(Step.WriteBlob(target: target, value: value, chunkSize: chunk))
+            } else {
+                kind = nil
+            }
+        case "subscribe":
+            needsConnection(kindName, mark)
+            let target = characteristic(options, kindName)
+            var id: String?
+            if let n = options["id"] {
+                if let v = reader.identifier(n, "subscription id") {
+                    if let earlier = subscriptions[v] {
+                        reader.error("subscription `\(v)` is already defined by step \(earlier)", at: n.mark, hint: "give each subscription its own id")
+                    } else {
+                        id = v
+                    }
+                }
+            } else {
+                reader.error("`subscribe` needs `id`", at: options.mark, hint: "name it, for example `id: acks`, so `await` can refer to it")
+            }
+            var mode = Step.SubscriptionMode.notify
+            if let m = options["mode"], let text = reader.string(m, "`mode`") {
+                if let v = Step.SubscriptionMode(rawValue: text) { mode = v } else {
+                    reader.error("`mode` must be `notify` or `indicate`, not `\(text)`", at: m.mark,
+                                 hint: Suggestions.hint(for: text, in: ["notify", "indicate"]))
+                }
+            }
+            var allow = false
+            if let a = options["allow_undeclared"], let v = reader.bool(a, "`allow_undeclared`") { allow = v }
+            if let id, let target {
+                subscriptions[id] = number
+                derivedName = "subscribe \(id)"
+                kind = .subscribe(Step.Subscribe(id: id, target: target, mode: mode, allowUndeclared: allow))
+            } else {
+                kind = nil
+            }
+        case "unsubscribe":
+            needsConnection(kindName, mark)
+            if let n = options["id"] {
+                if let id = reader.identifier(n, "subscription id"), checkSubscription(id, at: n.mark) {
+                    derivedName = "unsubscribe \(id)"
+                    kind = .unsubscribe(Step.Unsubscribe(id: id))
+                } else {
+                    kind = nil
+                }
+            } else {
+                reader.error("`unsubscribe` needs `id`", at: options.mark)
+                kind = nil
+            }
+        case "await":
+            needsConnection(kindName, mark)
+            kind = awaitStep(options, laterCaptures: laterCaptures).map {
+                derivedName = "await \($0.subscription)"
+                return Step.Kind.await($0)
+            }
+        case "sleep":
+            if let d = options["duration"] {
+                if let v = reader.duration(d, "`sleep`") {
+                    derivedName = "sleep \(DurationText.format(v))"
+                    kind = .sleep(Step.Sleep(duration: v))
+                } else {
+                    kind = nil
+                }
+            } else {
+                reader.error("`sleep` needs a duration", at: options.mark, hint: "write `sleep: 500ms`")
+                kind = nil
+            }
+        case "disconnect":
+            connected = false
+            kind = .disconnect(Step.Disconnect())
+        default:
+            kind = nil
+        }
+        if kindName == "read", case .read(let r)? = kind, let id = r.id { captures[id] = number }
+        guard let kind else { return nil }
+        let effectiveTimeout: Duration
+        if case .await = kind, timeout == nil {
+            effectiveTimeout = defaults.timeout
+        } else {
+            effectiveTimeout = timeout ?? defaults.timeout
+        }
+        return Step(
+            name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
+            mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
+    }
+
+    mutating func needsConnection(_ kind: String, _ mark: SourceMark) {
+        if !connected {
+            reader.error("`\(kind)` needs a connection, but no `connect` step comes before it", at: mark,
+                         hint: "add `- connect: {}` before this step")
+        }
+    }
+
+    mutating func checkSubscription(_ id: String, at mark: SourceMark) -> Bool {
+        if subscriptions[id] != nil { return true }
+        reader.error("no subscription `\(id)` before this step", at: mark,
+                     hint: Suggestions.hint(for: id, in: subscriptions.keys) ?? "add a `subscribe` step with `id: \(id)` before it")
+        return false
+    }
+
+    /// A reference to a capture must come after the step that captures it.
+    mutating func checkReferences(_ template: Template, laterCaptures: [String: Int]) {
+        for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) {
+            if let later = laterCaptures[name] {
+                reader.error("`${\(name)}` is captured by step \(later), which runs after this one", at: mark,
+                             hint: "move this step after step \(later)")
+            }
+        }
+    }
+
+    mutating func characteristic(_ options: YAMLNode, _ kind: String) -> CharacteristicRef? {
+        var service: BluetoothUUID?
+        var characteristic: BluetoothUUID?
+        if let s = options["service"] { service = reader.uuid(s, "`service`") } else {
+            reader.error("`\(kind)` needs `service`", at: options.mark, hint: "for example `service: 180A`")
+        }
+        if let c = options["characteristic"] { characteristic = reader.uuid(c, "`characteristic`") } else {
+            reader.error("`\(kind)` needs `characteristic`", at: options.mark, hint: "for example `characteristic: 2A26`")
+        }
+        guard let service, let characteristic else { return nil }
+        return CharacteristicRef(service: service, characteristic: characteristic)
+    }
+
+    mutating func scan(_ options: YAMLNode) -> Step.Kind? {
+        var s = Step.Scan()
+        var ok = true
+        if let a = options["address"] {
+            if let t = reader.template(a, "`address`") {
+                if t.isLiteral, BluetoothAddress(t.source) == nil {
+                    reader.error("`\(t.source)` is not a Bluetooth address", at: a.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
+                    ok = false
+                }
+                s.address = t
+            } else { ok = false }
+        }
+        if let n = options["name"] { if let t = reader.template(n, "`name`") { s.name = t } else { ok = false } }
+        if let v = options["services"] { if let u = reader.uuidList(v, "`services`") { s.services = u } else { ok = false } }
+        if let r = options["min_rssi"] { if let v = reader.integer(r, "`min_rssi`", in: -127...20) { s.minRSSI = v } else { ok = false } }
+        if let m = options["manufacturer"] {
+            if let pairs = reader.mapping(m, "`manufacturer`") {
+                reader.checkKeys(pairs, allowed: ["company", "data"], in: "`manufacturer`")
+                let company = m["company"].flatMap { reader.integer($0, "`company`", in: 0...0xFFFF) }
+                if m["company"] == nil { reader.error("`manufacturer` needs `company`", at: m.mark, hint: "the company identifier, like `0x004C`") }
+                var prefix: [UInt8] = []
+                if let d = m["data"], let text = reader.string(d, "`data`") {
+                    if let b = [UInt8](hex: text) { prefix = b } else {
+                        reader.error("`\(text)` is not valid hex", at: d.mark)
+                        ok = false
+                    }
+                }
+                if let company { s.manufacturer = Step.ManufacturerFilter(company: UInt16(company), prefix: prefix) } else { ok = false }
+            } else { ok = false }
+        }
+        for t in [s.address, s.name].compactMap({ $0 }) { checkReferences(t, laterCaptures: [:]) }
+        return ok ? .scan(s) : nil
+    }
+
+    mutating func connect(_ options: YAMLNode, defaults: Workflow.Defaults) -> Step.Kind? {
+        var c = Step.Connect(reconnect: defaults.reconnect)
+        var ok = true
+        if let m = options["mtu"] { if let v = reader.integer(m, "`mtu`", in: 23...517) { c.mtu = v } else { ok = false } }
+        if let r = options["reconnect"] { if let v = reader.reconnect(r) { c.reconnect = v } else { ok = false } }
+        return ok ? .connect(c) : nil
+    }
+
+    mutating func write(_ options: YAMLNode, context: String, laterCaptures: [String: Int]) -> Step.Write? {
+        let target = characteristic(options, context.replacingBackticks)
+        var value: ValueSpec?
+        if let v = options["value"] {
+            value = reader.valueSpec(v, "`value`")
+        } else {
+            reader.error("\(context) needs `value`", at: options.mark, hint: "for example `value: { hex: \"01\" }`")
+        }
+        if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+        var withResponse = true
+        if let w = options["with_response"], let v = reader.bool(w, "`with_response`") { withResponse = v }
+        guard let target, let value else { return nil }
+        return Step.Write(target: target, value: value, withResponse: withResponse)
+    }
+
+    static let verifyMatchers = ["equals", "matches", "in", "one_of"]
+
+    mutating func verifyMatcher(_ options: YAMLNode) -> MatcherSpec? {
+        let present = Self.verifyMatchers.filter { options[$0] != nil }
+        guard present.count == 1, let key = present.first, let node = options[key] else {
+            if present.isEmpty {
+                reader.error("`verify` needs one of `equals`, `matches`, `in`, `one_of`", at: options.mark)
+            } else if let second = options[present[1]] {
+                reader.error("`verify` takes one matcher; found `\(present[0])` and `\(present[1])`", at: second.mark,
+                             hint: "use a second `verify` step for a second check")
+            }
+            return nil
+        }
+        switch key {
+        case "equals":
+            return reader.template(node, "`equals`").map { .equalsText($0) }
+        case "matches":
+            guard let text = reader.string(node, "`matches`") else { return nil }
+            if let problem = Matcher.regexError(text) {
+                reader.error("`\(text)` is not a valid regular expression: \(problem)", at: node.mark)
+                return nil
+            }
+            return .matches(pattern: text, hex: false)
+        case "in":
+            guard let items = reader.sequence(node, "`in`") else { return nil }
+            guard items.count == 2 else {
+                reader.error("`in` takes two numbers `[min, max]`, found \(items.count)", at: node.mark)
+                return nil
+            }
+            guard let low = reader.number(items[0], "the minimum"), let high = reader.number(items[1], "the maximum") else { return nil }
+            guard low <= high else {
+                reader.error("the minimum \(Matcher.number(low)) is above the maximum \(Matcher.number(high))", at: node.mark, hint: "write `[min, max]`")
+                return nil
+            }
+            return .range(low, high)
+        default:
+            guard let items = reader.sequence(node, "`one_of`") else { return nil }
+            if items.isEmpty { reader.error("`one_of` is empty", at: node.mark); return nil }
+            var ts: [Template] = []
+            for item in items {
+                guard let t = reader.template(item, "an option") else { return nil }
+                ts.append(t)
+            }
+            return .oneOf(ts)
+        }
+    }
+
+    mutating func awaitStep(_ options: YAMLNode, laterCaptures: [String: Int]) -> Step.Await? {
+        let refs = ["subscription", "notification", "indication"].filter { options[$0] != nil }
+        var subscription: String?
+        if refs.count > 1, let second = options[refs[1]] {
+            reader.error("`await` names its subscription once; found `\(refs[0])` and `\(refs[1])`", at: second.mark)
+        } else if let key = refs.first, let n = options[key] {
+            if let id = reader.identifier(n, "subscription id"), checkSubscription(id, at: n.mark) { subscription = id }
+        } else {
+            reader.error("`await` needs `subscription` (the `id` of a `subscribe` step)", at: options.mark,
+                         hint: "for example `subscription: acks`")
+        }
+        var matcher: MatcherSpec?
+        switch (options["equals"], options["matches"]) {
+        case (let e?, nil):
+            matcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
+            if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+        case (nil, let m?):
+            if let pairs = reader.mapping(m, "`matches` (on an await)") {
+                if pairs.count == 1, let key = pairs[0].key.scalar, key == "hex" || key == "utf8" {
+                    if let text = reader.string(pairs[0].value, "`\(key)`") {
+                        if let problem = Matcher.regexError(text) {
+                            reader.error("`\(text)` is not a valid regular expression: \(problem)", at: pairs[0].value.mark)
+                        } else {
+                            matcher = .matches(pattern: text, hex: key == "hex")
+                        }
+                    }
+                } else {
+                    reader.error("`matches` on an await is `{ hex: REGEX }` or `{ utf8: REGEX }`", at: m.mark,
+                                 hint: pairs.first?.key.scalar.flatMap { Suggestions.hint(for: $0, in: ["hex", "utf8"]) })
+                }
+            }
+        case (_?, let m?):
+            reader.error("`await` takes `equals` or `matches`, not both", at: m.mark)
+        case (nil, nil):
+            reader.error("`await` needs `equals` or `matches`", at: options.mark, hint: "for example `equals: { hex: \"0100\" }`")
+        }
+        var trigger: Step.Write?
+        var ok = true
+        if let t = options["trigger"] {
+            if let pairs = reader.mapping(t, "`trigger`") {
+                reader.checkKeys(pairs, allowed: ["service", "characteristic", "value", "with_response"], in: "`trigger`")
+                trigger = write(t, context: "`trigger`", laterCaptures: laterCaptures)
+                if trigger == nil { ok = false }
+            } else { ok = false }
+        }
+        var resend: [Duration] = []
+        if let r = options["resend"] {
+            if trigger == nil && options["trigger"] == nil {
+                reader.error("`resend` needs a `trigger` to re-send", at: r.mark, hint: "add `trigger:` with the write that causes the notification")
+                ok = false
+            }
+            if let items = reader.sequence(r, "`resend`") {
+                if items.count > 10 { reader.error("`resend` allows at most 10 re-sends, found \(items.count)", at: r.mark); ok = false }
+                for item in items {
+                    if let d = reader.duration(item, "a resend wait", max: .seconds(600)) { resend.append(d) } else { ok = false }
+                }
+            } else { ok = false }
+        }
+        guard ok, let subscription, let matcher else { return nil }
+        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend)
+    }
+}
+
+extension String {
+    var replacingBackticks: String { filter { $0 != "`" } }
+}
