@@ -142,3 +142,16 @@ struct DeterminismAndPersistenceTests {
         }
     }
 }
+
+@Suite struct SimulatorDumpTests {
+    @Test func theDumpJSONHasEveryKeyAndRoundTrips() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("J-1")])
+        let dump = await central.dump()
+        let json = dump.json()
+        #expect(json.contains("\"blob\" : null"))
+        #expect(json.contains("\"config\" : null"))
+        #expect(json.contains("\"connect_attempts\" : 0"))
+        let decoded = try JSONDecoder().decode(SimulatorDump.self, from: Data(json.utf8))
+        #expect(decoded == dump)
+    }
+}
