@@ -155,3 +155,22 @@ struct DeterminismAndPersistenceTests {
         #expect(decoded == dump)
     }
 }
+
+@Suite struct StateJournalLineTests {
+    @Test func everyLineTheJournalWritesReadsBackByBothPaths() throws {
+        let events: [DeviceEvent] = [.connectAttempt, .connected, .control([0x01, 0xAB], busy: false), .control([0x02], busy: true),
+                                     .blob([1, 2, 3]), .fault("ack_loss")]
+        for e in events {
+            let line = StateJournal.line(id: "SN-\"q\"", e)
+            #expect(line.hasSuffix("\n"))
+            let bytes = Array(line.utf8.dropLast())
+            let decoded = try #require(StateJournal.decode(bytes))
+            #expect(decoded.0 == "SN-\"q\"")
+            #expect(decoded.1 == e)
+        }
+        // Plain JSON in another key order still reads (the decoder path).
+        let other = Array(#"{"event":"control","busy":true,"hex":"0102","id":"X"}"#.utf8)
+        #expect(StateJournal.decode(other)?.1 == .control([1, 2], busy: true))
+        #expect(StateJournal.decode(Array(#"{"id":"X","event":"teleport"}"#.utf8)) == nil)
+    }
+}
