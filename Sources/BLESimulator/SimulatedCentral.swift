@@ -69,7 +69,7 @@ public final class SimulatedCentral: Central {
         for spec in specs {
             let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
             let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
-            guard let modelName, let model = models[modelName] else {
+            guard let modelName, let model = models[modelName] ?? Self.model(byFile: modelName, in: models) else {
                 let known = models.keys.sorted().joined(separator: ", ")
                 let message = modelName.map { "device \(spec.id): no device model named `\($0)`" }
                     ?? "device \(spec.id): no device model given"
@@ -110,6 +110,14 @@ public final class SimulatedCentral: Central {
         for (id, event) in replay {
             byID[id]?.restore(event)
         }
+    }
+
+    /// A model named by its file instead of its name (`models/sensor-v2.yaml`), if exactly one matches.
+    private static func model(byFile path: String, in models: [String: DeviceModel]) -> DeviceModel? {
+        guard path.hasSuffix(".yaml") || path.hasSuffix(".yml") else { return nil }
+        let base = path.split(separator: "/").last.map(String.init) ?? path
+        let matches = models.values.filter { $0.file == path || $0.file.hasSuffix("/" + base) || $0.file == base }
+        return matches.count == 1 ? matches.first : nil
     }
 
     /// A fleet of one model.

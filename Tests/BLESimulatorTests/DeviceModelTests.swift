@@ -105,6 +105,11 @@ import Testing
                 == "inventory.yaml:1:1: device X-1: `300` is not a byte value 0-255")
     }
 
+    @Test func aDeviceMayNameItsModelByFile() throws {
+        let central = try Fixtures.central([try Fixtures.spec("M-1", "model: models/sensor-v2.yaml")])
+        #expect(central.devices.first?.model.name == "sensor-v2")
+    }
+
     @Test func overridesLayerOnTheModelsFaults() throws {
         let central = try Fixtures.central([
             try Fixtures.spec("O-1", "faults: { drop: 0.25, slow: 3, mtu_cap: 100 }\nbattery: \"12\""),
