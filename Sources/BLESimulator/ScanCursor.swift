@@ -21,6 +21,8 @@ final class ScanCursor: Sendable {
         var index = 0
         var round: UInt64 = 0
         var appeared: [VirtualDevice] = []
+        /// Ids in `appeared`: a consumer that stops pulling holds at most one entry per device.
+        var appearedIDs: Set<String> = []
         var seen: Set<String> = []
         var waiter: CheckedContinuation<Void, Never>?
         var woken = false
@@ -53,7 +55,11 @@ final class ScanCursor: Sendable {
             let now = ContinuousClock.now
             let step = state.withLock { s -> Step in
                 if s.closed { return .end }
-                if !s.appeared.isEmpty { return .emit(s.appeared.removeFirst(), round: s.round) }
+                if !s.appeared.isEmpty {
+                    let d = s.appeared.removeFirst()
+                    s.appearedIDs.remove(d.id)
+                    return .emit(d, round: s.round)
+                }
                 if s.index < candidates.count {
                     let d = candidates[s.index]
                     if scale > 0 {
@@ -95,6 +101,7 @@ final class ScanCursor: Sendable {
         if !filter.addresses.isEmpty, !filter.addresses.contains(where: { $0.sameDevice(as: d.address) }) { return }
         if !filter.names.isEmpty, !filter.names.contains(d.advertisedName) { return }
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard s.appearedIDs.insert(d.id).inserted else { return nil }
             s.appeared.append(d)
             return takeWaiter(&s)
         }

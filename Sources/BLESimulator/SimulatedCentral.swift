@@ -69,7 +69,7 @@ public final class SimulatedCentral: Central {
         for spec in specs {
             let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
             let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
-            guard let modelName, let model = models[modelName] else {
+            guard let modelName, let model = models[modelName] ?? Self.model(byFile: modelName, in: models) else {
                 let known = models.keys.sorted().joined(separator: ", ")
                 let message = modelName.map { "device \(spec.id): no device model named `\($0)`" }
                     ?? "device \(spec.id): no device model given"
@@ -112,6 +112,14 @@ public final class SimulatedCentral: Central {
         }
     }
 
+    /// A model named by its file instead of its name (`models/sensor-v2.yaml`), if exactly one matches.
+    private static func model(byFile path: String, in models: [String: DeviceModel]) -> DeviceModel? {
+        guard path.hasSuffix(".yaml") || path.hasSuffix(".yml") else { return nil }
+        let base = path.split(separator: "/").last.map(String.init) ?? path
+        let matches = models.values.filter { $0.file == path || $0.file.hasSuffix("/" + base) || $0.file == base }
+        return matches.count == 1 ? matches.first : nil
+    }
+
     /// A fleet of one model.
     public convenience init(model: DeviceModel, devices specs: [SimulatedDeviceSpec], inventoryFile: String = "inventory",
                             options: SimulatorOptions = SimulatorOptions()) throws(SimulatorError) {
@@ -147,6 +155,7 @@ public final class SimulatedCentral: Central {
         let closed = state.withLock { s -> Bool in
             if s.closed { return true }
             s.nextScan += 1
+            if s.nextScan % 64 == 0 { s.scans = s.scans.filter { $0.value.cursor != nil } }
             s.scans[s.nextScan] = WeakCursor(cursor: cursor)
             return false
         }
@@ -211,7 +220,7 @@ public final class SimulatedCentral: Central {
         let latency = rng.duration(in: device.model.latency.connect).scaled(factor)
         let hangs = device.faults.connectTimeout > 0 && rng.chance(device.faults.connectTimeout)
         let fails = device.faults.connectFail > 0 && rng.chance(device.faults.connectFail)
-        if device.faults.noAdvertise || hangs {
+        if device.faults.noAdvertise || !device.model.advertising.connectable || hangs {
             // The controller keeps initiating; nobody answers until the caller's deadline.
             if hangs { device.record(.fault("connect_timeout")) }
             try await Self.sleep(until: deadline)

@@ -34,6 +34,23 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
+
+        /// Every key is always present (`null` for no config or no blob), so readers see one schema.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(id, forKey: .id)
+            try c.encode(address, forKey: .address)
+            try c.encode(model, forKey: .model)
+            try c.encode(connections, forKey: .connections)
+            try c.encode(connectAttempts, forKey: .connectAttempts)
+            try c.encode(config, forKey: .config)
+            try c.encode(blob, forKey: .blob)
+            try c.encode(blobBytesDropped, forKey: .blobBytesDropped)
+            try c.encode(state, forKey: .state)
+            try c.encode(commits, forKey: .commits)
+            try c.encode(commands, forKey: .commands)
+            try c.encode(faults, forKey: .faults)
+        }
     }
 
     public struct Blob: Codable, Sendable, Equatable {

@@ -17,6 +17,11 @@ final class AdapterPool: Sendable {
 
         var id: String { central.id }
         var isFailed: Bool { failure.withLock { $0 != nil } }
+
+        /// Takes the adapter out of the run (its devices go to the others); the first reason is kept.
+        func markFailed(_ why: String) {
+            failure.withLock { if $0 == nil { $0 = why } }
+        }
     }
 
     let adapters: [Adapter]
@@ -36,7 +41,14 @@ final class AdapterPool: Sendable {
     /// Waits for the device's advertisement on every live adapter; the best-heard (RSSI) wins, preferring
     /// adapters not in `avoid` (where the device's links kept failing).
     func find(_ wanted: ScanHub.Wanted, timeout: Duration, avoid: Set<String>) async -> (Advertisement, Adapter)? {
-        let live = adapters.filter { !$0.isFailed }
+        var live: [Adapter] = []
+        for a in adapters where !a.isFailed {
+            if let why = await a.hub.failure {
+                a.markFailed("scan failed: \(why)")
+            } else {
+                live.append(a)
+            }
+        }
         guard !live.isEmpty else { return nil }
         if live.count == 1, let a = live.first {
             return await a.hub.wait(for: wanted, timeout: timeout).map { ($0, a) }

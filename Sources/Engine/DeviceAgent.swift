@@ -217,6 +217,13 @@ actor DeviceAgent {
         } catch {
             await s.disconnect()
             releaseSlot()
+            if case BLEError.adapterFailure(let why)? = error as? BLEError {
+                adapter.markFailed(why)
+                context.events.emit(RunEvent(.adapterFailed, device: device.id, message: why, adapter: adapter.id))
+                // Let the retry find the device on another adapter.
+                self.adapter = nil
+                advertisement = nil
+            }
             throw error
         }
         session = s

@@ -80,6 +80,16 @@ struct RawATTClient {
         }
     }
 
+    /// The sensor-v2 handles (what `discover` finds), for tests that must not spend operations on
+    /// discovery.
+    mutating func assumeSensorV2Layout() {
+        let layout: [(UInt16, UInt16)] = [(0x2A29, 3), (0x2A24, 5), (0x2A25, 7), (0x2A26, 9), (0x2A19, 12),
+                                          (0xFFF1, 16), (0xFFF2, 18), (0xFFF3, 20), (0xFFF4, 23)]
+        for (u, h) in layout { handles[BluetoothUUID(u)] = h }
+        cccds[BluetoothUUID(0x2A19)] = 13
+        cccds[BluetoothUUID(0xFFF3)] = 21
+    }
+
     func handle(_ uuid: UInt16) throws -> UInt16 {
         guard let h = handles[BluetoothUUID(uuid)] else { throw BLEError.attributeNotFound(String(uuid, radix: 16)) }
         return h
@@ -104,6 +114,16 @@ struct RawATTClient {
     mutating func control(_ value: [UInt8]) async throws -> [UInt8]? {
         _ = try await write(0xFFF1, value)
         return try await notification()?.value
+    }
+
+    /// Writes a control command, then reads the state: on the in-memory link an ack is sent before the
+    /// next response, so it is here by then if the device sent one (no waiting on a lost ack).
+    mutating func controlChecked(_ value: [UInt8]) async throws -> (ack: [UInt8]?, state: UInt8?) {
+        let w = try await write(0xFFF1, value)
+        guard w == .writeResponse else { throw BLEError.protocolError("write FFF1: \(w)") }
+        let state = try await read(0xFFF2).first
+        let ack = notifications.isEmpty ? nil : notifications.removeFirst().value
+        return (ack, state)
     }
 
     /// The whole sensor-v2 provisioning sequence of REFERENCE-DEVICE.md.

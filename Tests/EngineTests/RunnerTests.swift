@@ -218,4 +218,44 @@ import TestSupport
         }
         #expect(reportText.contains("***"))
     }
+
+    @Test func linkDropsMidWorkflowAreRecoveredByReconnectAndRetry() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        var faults: [Int: String] = [:]
+        for n in 1...10 { faults[n] = "{ faults: { drop: 0.08 } }" }
+        let loaded = try line.load(try line.write(count: 10, workflow: TestLine.workflow(retryAttempts: 4, reconnect: "{ attempts: 3, delay: 10ms }"), faults: faults))
+        let sim = try line.simulator(loaded, seed: 7)
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [sim], options: line.options())
+        let dump = await sim.dump()
+        let dropped = dump.devices.reduce(0) { $0 + ($1.faults["drop"] ?? 0) }
+        #expect(dropped >= 3, "the seed should drop several links")
+        // Most devices get through despite the drops; every one ends definitely, none committed twice.
+        #expect((report.summary.outcomes["succeeded"] ?? 0) >= 7)
+        for d in report.devices {
+            #expect(d.outcome == .succeeded || d.error?.kind == .disconnected || d.error?.kind == .timeout, "\(d.id): \(d.error?.message ?? "")")
+        }
+        #expect(dump.devices.allSatisfy { $0.commits <= 1 })
+        let reconnected = dump.devices.filter { $0.connections > 1 }
+        #expect(!reconnected.isEmpty, "some devices were reconnected")
+        for d in reconnected where report.devices.first(where: { $0.id == d.id })?.outcome == .succeeded {
+            #expect(d.state == "02")
+        }
+    }
+
+    @Test func junitHasOneTestCasePerDevice() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 3, faults: [2: "{ firmware: \"1.0.0\" }"]))
+        var options = line.options()
+        options.junitPath = line.directory + "/junit.xml"
+        _ = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                 adapters: [try line.simulator(loaded)], options: options)
+        let xml = try String(contentsOfFile: line.directory + "/junit.xml", encoding: .utf8)
+        #expect(xml.components(separatedBy: "<testcase ").count - 1 == 3)
+        #expect(xml.contains("tests=\"3\" failures=\"1\""))
+        #expect(xml.contains("<failure type=\"verify_failed\""))
+        #expect(xml.contains("name=\"SN-0002\""))
+    }
 }
