@@ -40,53 +40,77 @@ actor DeviceAgent {
         let clock = ContinuousClock()
         let start = clock.now
         let startedAt = WallClock.iso(WallClock.now())
-        var steps: [StepRecord] = []
         var failure: (DeviceFailure, String)?
         let workflow = context.workflow
+        let count = workflow.steps.count
+        // Per step: executions, first start, time spent, and whether it completed.
+        var attempts = [Int](repeating: 0, count: count)
+        var firstStart = [ContinuousClock.Instant?](repeating: nil, count: count)
+        var spent = [Duration](repeating: .zero, count: count)
+        var completed = [Bool](repeating: false, count: count)
+        var failedIndex: Int?
 
-        for (index, step) in workflow.steps.enumerated() {
+        var index = 0
+        while index < count {
+            let step = workflow.steps[index]
             let stepStart = clock.now
-            var attempt = 0
-            var lastFailure: DeviceFailure?
-            while true {
-                attempt += 1
-                do {
-                    try Task.checkCancellation()
-                    try await execute(step, index: index)
-                    lastFailure = nil
-                    break
-                } catch {
-                    var f = DeviceFailure.from(error)
-                    if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
-                    f = redacted(f)
-                    lastFailure = f
-                    let policy = step.effectiveRetry
-                    guard let cls = f.kind.errorClass, policy.shouldRetry(cls, afterAttempt: attempt), !Task.isCancelled else { break }
-                    let delay = policy.delay(beforeAttempt: attempt + 1, random: &random)
-                    context.events.emit(RunEvent(.stepRetry, device: device.id, step: step.name, attempt: attempt,
+            if firstStart[index] == nil { firstStart[index] = stepStart }
+            attempts[index] += 1
+            do {
+                try Task.checkCancellation()
+                try await execute(step, index: index)
+                spent[index] += clock.now - stepStart
+                completed[index] = true
+                context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempts[index],
+                                             outcome: "succeeded", durationMs: spent[index].milliseconds))
+                index += 1
+                continue
+            } catch {
+                spent[index] += clock.now - stepStart
+                var f = DeviceFailure.from(error)
+                if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
+                f = redacted(f)
+                let policy = step.effectiveRetry
+                if let cls = f.kind.errorClass, policy.shouldRetry(cls, afterAttempt: attempts[index]), !Task.isCancelled {
+                    let delay = policy.delay(beforeAttempt: attempts[index] + 1, random: &random)
+                    context.events.emit(RunEvent(.stepRetry, device: device.id, step: step.name, attempt: attempts[index],
                                                  delayMs: delay.milliseconds,
                                                  error: FailureRecord(kind: f.kind, step: step.name, message: f.message, causes: f.causes)))
                     await prepareRetry(after: f, step: step)
-                    do { try await Task.sleep(for: delay) } catch { break }
+                    do { try await Task.sleep(for: delay) } catch {
+                        failure = (DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]), step.name)
+                        failedIndex = index
+                        break
+                    }
+                    // `retry_from`: restart at an earlier step (e.g. begin blob again after a cut stream).
+                    var restart = step.retryFromIndex
+                    // A connection the session could not restore: connect again (and re-run what follows
+                    // the connect step, subscriptions included) — unless that would repeat an irreversible
+                    // step that already went out.
+                    if await sessionIsLost(), let c = workflow.steps[..<index].lastIndex(where: { if case .connect = $0.kind { return true } else { return false } }),
+                       !(c..<index).contains(where: { completed[$0] && workflow.steps[$0].irreversible }) {
+                        await closeSession()
+                        restart = min(restart ?? c, c)
+                    }
+                    if let from = restart { index = from }
+                    continue
                 }
-            }
-            let duration = clock.now - stepStart
-            let errorRecord = lastFailure.map { FailureRecord(kind: $0.kind, step: step.name, message: $0.message, causes: $0.causes) }
-            steps.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: lastFailure == nil ? "succeeded" : "failed",
-                                    attempts: attempt, startMs: (stepStart - start).milliseconds.rounded(toPlaces: 3),
-                                    durationMs: duration.milliseconds.rounded(toPlaces: 3), error: errorRecord))
-            context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempt,
-                                         outcome: lastFailure == nil ? "succeeded" : "failed",
-                                         durationMs: duration.milliseconds, error: errorRecord))
-            if let f = lastFailure {
                 failure = (f, step.name)
-                // The remaining steps did not run.
-                for later in workflow.steps[(index + 1)...] {
-                    steps.append(StepRecord(name: later.name, kind: later.kind.keyword, outcome: "skipped", attempts: 0,
-                                            startMs: (clock.now - start).milliseconds.rounded(toPlaces: 3), durationMs: 0))
-                }
+                failedIndex = index
+                context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempts[index],
+                                             outcome: "failed", durationMs: spent[index].milliseconds,
+                                             error: FailureRecord(kind: f.kind, step: step.name, message: f.message, causes: f.causes)))
                 break
             }
+        }
+        var steps: [StepRecord] = []
+        steps.reserveCapacity(count)
+        for (i, step) in workflow.steps.enumerated() {
+            let outcome = i == failedIndex ? "failed" : (completed[i] ? "succeeded" : "skipped")
+            let error = i == failedIndex ? failure.map { FailureRecord(kind: $0.0.kind, step: step.name, message: $0.0.message, causes: $0.0.causes) } : nil
+            steps.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: outcome, attempts: attempts[i],
+                                    startMs: ((firstStart[i] ?? clock.now) - start).milliseconds.rounded(toPlaces: 3),
+                                    durationMs: spent[i].milliseconds.rounded(toPlaces: 3), error: error))
         }
         let roundTrips = await finish()
         let duration = clock.now - start
@@ -242,6 +266,7 @@ actor DeviceAgent {
         }
         let matcher = try a.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         let busy = try a.busy?.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        let failsOn = try a.failsOn?.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         let waits = 1 + (a.trigger == nil ? 0 : a.resend.count)
         for i in 0..<waits {
             if i > 0 { try await Task.sleep(for: a.resend[i - 1]) }
@@ -251,11 +276,13 @@ actor DeviceAgent {
                 mailbox.discardBuffered()
                 try await write(trigger, on: s, step: step, index: index, timeout: timeout)
             }
-            switch try await mailbox.next(matching: matcher, busy: busy, timeout: timeout) {
+            switch try await mailbox.next(matching: matcher, busy: busy, failsOn: failsOn, timeout: timeout) {
             case .matched:
                 return
             case .busy(let value):
                 throw DeviceFailure(.busy, "device answered busy (\(value.hexString))")
+            case .failed(let value):
+                throw DeviceFailure(.verifyFailed, "device answered \(value.hexString), which `fails_on` rejects")
             case .timedOut(let lastSeen):
                 if i == waits - 1 {
                     let seen = lastSeen.map { "; last value seen: \($0.hexString)" } ?? "; nothing arrived"
@@ -263,6 +290,15 @@ actor DeviceAgent {
                                         + (waits > 1 ? " (sent \(waits) times)" : "") + seen)
                 }
             }
+        }
+    }
+
+    /// True when there is no session, or its reconnect policy gave up.
+    private func sessionIsLost() async -> Bool {
+        guard let s = session else { return false }
+        switch await s.state {
+        case .failed, .disconnected: return true
+        default: return false
         }
     }
 
@@ -333,6 +369,7 @@ final class Mailbox: Sendable {
     enum Result {
         case matched([UInt8])
         case busy([UInt8])
+        case failed([UInt8])
         case timedOut(lastSeen: [UInt8]?)
     }
 
@@ -386,7 +423,7 @@ final class Mailbox: Sendable {
     func discardBuffered() { state.m.withLock { $0.buffer.removeAll() } }
 
     /// Consumes values in order until one matches (or is a busy answer), or the timeout passes.
-    func next(matching matcher: Matcher, busy: Matcher?, timeout: Duration) async throws -> Result {
+    func next(matching matcher: Matcher, busy: Matcher?, failsOn: Matcher?, timeout: Duration) async throws -> Result {
         let deadline = ContinuousClock.now + timeout
         var last: [UInt8]?
         let timer = Task { [state] in
@@ -412,6 +449,7 @@ final class Mailbox: Sendable {
                 last = v
                 if matcher.matches(v) { return .matched(v) }
                 if let busy, busy.matches(v) { return .busy(v) }
+                if let failsOn, failsOn.matches(v) { return .failed(v) }
                 continue
             case .error(let e):
                 throw e

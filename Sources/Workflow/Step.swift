@@ -58,6 +58,10 @@ public struct Step: Sendable, Equatable {
     public var effectiveTimeout: Duration
     /// Retry after defaults: the step's own, else the workflow default.
     public var effectiveRetry: RetryPolicy
+    /// `retry_from`: the name of an earlier step where a retry of this step restarts (e.g. a blob
+    /// stream cut by a link loss restarts at "begin blob"), and its index in the workflow's steps.
+    public var retryFrom: String?
+    public var retryFromIndex: Int?
 
     public init(
         name: String, hasExplicitName: Bool, kind: Kind, timeout: Duration?, retry: RetryPolicy?, mark: SourceMark,
@@ -281,12 +285,17 @@ extension Step {
         /// A value that means "busy, try again" (e.g. `{ hex: "^0102" }`): the step fails at once with the
         /// transient error class `busy`, for the retry policy to handle.
         public var busy: MatcherSpec?
-        public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = [], busy: MatcherSpec? = nil) {
+        /// A value that means the command failed (e.g. `{ hex: "^0401" }`): the step fails at once with
+        /// the error class `mismatch` instead of waiting for its timeout.
+        public var failsOn: MatcherSpec?
+        public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = [], busy: MatcherSpec? = nil,
+                    failsOn: MatcherSpec? = nil) {
             self.subscription = subscription
             self.matcher = matcher
             self.trigger = trigger
             self.resend = resend
             self.busy = busy
+            self.failsOn = failsOn
         }
     }
 

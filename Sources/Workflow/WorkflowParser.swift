@@ -45,7 +45,7 @@ public struct WorkflowParser: Sendable {
     }
 
     static let topKeys = ["name", "description", "defaults", "steps"]
-    static let commonKeys = ["name", "timeout", "retry"]
+    static let commonKeys = ["name", "timeout", "retry", "retry_from"]
     static let optionKeys: [String: [String]] = [
         "scan": ["address", "name", "services", "manufacturer", "min_rssi"],
         "connect": ["mtu", "reconnect"],
@@ -56,7 +56,7 @@ public struct WorkflowParser: Sendable {
         "write_blob": ["service", "characteristic", "value", "file", "chunk_size"],
         "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
         "unsubscribe": ["id"],
-        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "trigger", "resend"],
+        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend"],
         "sleep": ["duration"],
         "disconnect": [],
     ]
@@ -70,6 +70,8 @@ private struct State {
     /// Subscription id → step number for `subscribe` seen so far.
     var subscriptions: [String: Int] = [:]
     var connected = false
+    /// `retry_from` names by step number, resolved once every step is known.
+    var pendingRetryFrom: [Int: (name: String, mark: SourceMark)] = [:]
 
     init(reader: NodeReader) {
         self.reader = reader
@@ -107,9 +109,24 @@ private struct State {
                         laterCaptures[id] = i + 1
                     }
                 }
+                var numbers: [Int] = []
                 for (i, item) in items.enumerated() {
                     if let step = step(item, number: i + 1, defaults: defaults, laterCaptures: laterCaptures) {
                         steps.append(step)
+                        numbers.append(i + 1)
+                    }
+                }
+                // `retry_from` names an earlier step: a retry of this step restarts there.
+                for (index, number) in numbers.enumerated() {
+                    guard let (name, mark) = pendingRetryFrom[number] else { continue }
+                    if let target = steps[..<index].lastIndex(where: { $0.name == name }) {
+                        steps[index].retryFromIndex = target
+                    } else {
+                        let earlier = steps[..<index].map(\.name)
+                        let later = steps[index...].contains { $0.name == name }
+                        reader.error(later ? "`retry_from` must name an earlier step; `\(name)` is this step or a later one"
+                                           : "`retry_from` names no step called `\(name)`", at: mark,
+                                     hint: Suggestions.hint(for: name, in: earlier) ?? "name the step to restart from with `name:`")
                     }
                 }
             }
@@ -177,7 +194,7 @@ private struct State {
         }
         guard let pairs = reader.mapping(options, "the options of `\(kindName)`") else { return nil }
         let specific = WorkflowParser.optionKeys[kindName] ?? []
-        var allowed = specific + ["timeout", "retry"]
+        var allowed = specific + ["timeout", "retry", "retry_from"]
         if kindName != "scan" { allowed.append("name") }
         reader.checkKeys(pairs, allowed: allowed, in: "`\(kindName)`")
 
@@ -196,6 +213,8 @@ private struct State {
         if let t = common("timeout") { timeout = reader.duration(t, "`timeout`") }
         var retry: RetryPolicy?
         if let r = common("retry") { retry = reader.retry(r) }
+        var retryFrom: (name: String, mark: SourceMark)?
+        if let r = common("retry_from"), let name = reader.string(r, "`retry_from`") { retryFrom = (name, r.mark) }
 
         let kind: Step.Kind?
         var derivedName = kindName
@@ -349,9 +368,12 @@ private struct State {
         }
         guard let kind else { return nil }
         let effectiveTimeout = timeout ?? defaults.timeout
-        return Step(
+        var step = Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
+        if let retryFrom { pendingRetryFrom[number] = retryFrom }
+        step.retryFrom = retryFrom?.name
+        return step
     }
 
     mutating func needsConnection(_ kind: String, _ mark: SourceMark) {
@@ -547,8 +569,13 @@ private struct State {
             busy = awaitPattern(b, "busy")
             if busy == nil { ok = false }
         }
+        var failsOn: MatcherSpec?
+        if let f = options["fails_on"] {
+            failsOn = awaitPattern(f, "fails_on")
+            if failsOn == nil { ok = false }
+        }
         guard ok, let subscription, let matcher else { return nil }
-        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy)
+        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy, failsOn: failsOn)
     }
 
     /// `{ hex: REGEX }` or `{ utf8: REGEX }`: a pattern on a notification (`matches`, `busy`).

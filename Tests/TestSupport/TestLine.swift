@@ -60,14 +60,18 @@ public struct TestLine {
               timeout: \(ackTimeout)
               resend: \(resend)
           - write_blob: { service: FFF0, characteristic: FFF4, file: "${blob}" }
+            retry_from: begin blob
           - name: end blob
             await:
               subscription: acks
               trigger: { service: FFF0, characteristic: FFF1, value: { hex: "04" } }
               equals: { hex: "0400" }
               busy: { hex: "^0402" }
+              fails_on: { hex: "^0401" }
               timeout: \(ackTimeout)
               resend: \(resend)
+            retry: { attempts: \(retryAttempts), backoff: [20ms], on: [timeout, disconnected, busy, mismatch] }
+            retry_from: begin blob
           - name: commit
             await:
               subscription: acks
