@@ -56,7 +56,6 @@ public actor Journal {
     private let fd: Int32
     private let fsyncEnabled: Bool
     private let io = DispatchQueue(label: "provision.journal")
-    private let encoder = EngineJSON.encoder(pretty: false)
     private var buffer = Data()
     private var waiters: [CheckedContinuation<Void, any Error>] = []
     private var flushing = false
@@ -77,12 +76,17 @@ public actor Journal {
 
     deinit { _ = Glibc.close(fd) }
 
-    /// Appends a line; with `durable`, waits until it is on disk.
-    public func append(_ line: JournalLine, durable: Bool) async throws {
+    /// Appends a line; with `durable`, waits until it is on disk. The line is encoded by the caller's
+    /// task (`RecordJSON`, off the actor), so devices finishing at once encode in parallel.
+    public nonisolated func append(_ line: JournalLine, durable: Bool) async throws {
+        var bytes = line.compactJSON()
+        bytes.append(0x0A)
+        try await append(encoded: bytes, durable: durable)
+    }
+
+    private func append(encoded bytes: [UInt8], durable: Bool) async throws {
         if let failure { throw failure }
-        var data = try encoder.encode(line)
-        data.append(0x0A)
-        buffer.append(data)
+        buffer.append(contentsOf: bytes)
         linesWritten += 1
         if durable {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in

@@ -271,7 +271,9 @@ enum EngineJSON {
 extension RunReport {
     /// Writes the report atomically: a temporary file beside it, fsync, rename, fsync of the directory.
     public func write(to path: String) throws {
-        var data = try EngineJSON.encoder(pretty: true).encode(self)
+        var json = RecordJSON(pretty: true, capacity: 4096 + devices.count * 2048)
+        write(to: &json)
+        var data = Data(json.bytes)
         data.append(0x0A)
         try AtomicFile.write(data, to: path)
     }

@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+@testable import Engine
+
+/// The hand-written writer for journal lines and the report must produce what `JSONEncoder` (with the
+/// engine's settings) produces: the same bytes, and values that decode back equal.
+@Suite struct RecordJSONTests {
+    static let awkward = "quote \" backslash \\ slash / tab \t newline \n cr \r bell \u{07} nul \u{00} us \u{1F} del \u{7F} é 💡 \u{2028} end"
+
+    static func failure(_ step: String?) -> FailureRecord {
+        FailureRecord(kind: .verifyFailed, step: step, message: "\"\(awkward)\" does not match", causes: ["first", awkward, ""])
+    }
+
+    static func steps() -> [StepRecord] {
+        [
+            StepRecord(name: "scan", kind: "scan", outcome: "succeeded", attempts: 1, startMs: 0, durationMs: 0.123),
+            StepRecord(name: "read fw", kind: "read", outcome: "succeeded", attempts: 2, startMs: 1.5, durationMs: 1234.567),
+            StepRecord(name: awkward, kind: "verify", outcome: "failed", attempts: 3, startMs: 48003.965, durationMs: 1e-7,
+                       error: failure(awkward)),
+            StepRecord(name: "later", kind: "disconnect", outcome: "skipped", attempts: 0, startMs: 123456789012.5, durationMs: 1e20),
+        ]
+    }
+
+    static func records() -> [DeviceRecord] {
+        let full = DeviceRecord(id: "SN-0001", address: "C0:5E:00:00:00:01", name: "SNS-1", outcome: .failed, attempts: 2,
+                                adapter: "sim0", rssi: -61, started: "2026-11-30T05:00:00.123Z", durationMs: 12.5,
+                                captured: ["fw": "2.1.0", "serial": "SN-0001", "B": "x", "_x": "y", "camelKey": awkward, "é": "z"],
+                                steps: steps(), error: failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
+                                skipReason: nil)
+        let bare = DeviceRecord(id: awkward, address: nil, name: nil, outcome: .skipped, skipReason: "not started: \(awkward)")
+        let negative = DeviceRecord(id: "n", address: nil, name: "", outcome: .succeeded, attempts: 1, rssi: -100, durationMs: -0.0,
+                                    captured: [:], steps: [], carriedOver: true, attRoundTrips: 0)
+        return [full, bare, negative]
+    }
+
+    static func header() -> JournalHeader {
+        JournalHeader(runId: "run-20261130T0500-abc", workflow: FileRef(name: "sensor-v2", path: "workflows/sensor-v2.yaml", sha256: "ab12"),
+                      inventory: FileRef(path: "inventory/line 1.yaml", sha256: "cd34"), adapters: ["sim0", "hci0"],
+                      options: ["concurrency": "256", "no-fsync": "true", "limit": awkward], started: "2026-11-30T05:00:00.000Z",
+                      toolVersion: "0.9.0", resumed: false)
+    }
+
+    static func lines() -> [JournalLine] {
+        var out: [JournalLine] = [
+            JournalLine(type: "header", at: "2026-11-30T05:00:00.000Z", header: header()),
+            JournalLine(type: "started", at: "t", device: "SN-0001", attempt: 1),
+            JournalLine(type: "intent", at: "t", device: awkward, step: "commit", stepIndex: 12),
+            JournalLine(type: "end", at: "t", stopped: StopInfo(reason: "interrupted", message: awkward, at: "t")),
+            JournalLine(type: "end", at: "t"),
+        ]
+        for r in records() { out.append(JournalLine(type: "outcome", at: "t", record: r)) }
+        var resumedHeader = header()
+        resumedHeader.resumed = true
+        resumedHeader.options = [:]
+        resumedHeader.adapters = []
+        out.append(JournalLine(type: "header", at: "t", header: resumedHeader))
+        return out
+    }
+
+    static func reports() -> [RunReport] {
+        let info = RunInfo(id: "run-1", workflow: FileRef(name: "sensor-v2", path: "w.yaml", sha256: "ab"),
+                           inventory: FileRef(path: "i.yaml", sha256: "cd"),
+                           adapters: [AdapterInfo(id: "sim0", simulated: true, slots: 256, failure: nil, peakLinks: 200),
+                                      AdapterInfo(id: "hci0", simulated: false, slots: 8, failure: awkward, peakLinks: nil)],
+                           simulated: true, station: "line-3", toolVersion: "dev", options: ["c": "256"],
+                           started: "2026-11-30T05:00:00.000Z", finished: "2026-11-30T05:00:05.000Z", journal: "/tmp/j.journal",
+                           resumed: false, stopped: StopInfo(reason: "failure_threshold", message: "m", at: "t"), peakConcurrency: 256)
+        let summary = Summary.compute(records(), wall: .milliseconds(5123))
+        var bareInfo = info
+        bareInfo.adapters = []
+        bareInfo.options = [:]
+        bareInfo.finished = nil
+        bareInfo.journal = nil
+        bareInfo.stopped = nil
+        bareInfo.peakConcurrency = nil
+        bareInfo.workflow.name = nil
+        let empty = Summary.compute([], wall: .zero)
+        return [RunReport(run: info, summary: summary, devices: records()), RunReport(run: bareInfo, summary: empty, devices: [])]
+    }
+
+    @Test func journalLinesAreTheBytesJSONEncoderWrites() throws {
+        let encoder = EngineJSON.encoder(pretty: false)
+        for line in Self.lines() {
+            let ours = line.compactJSON()
+            let theirs = [UInt8](try encoder.encode(line))
+            #expect(String(decoding: ours, as: UTF8.self) == String(decoding: theirs, as: UTF8.self))
+            #expect(try EngineJSON.decoder().decode(JournalLine.self, from: Data(ours)) == line)
+        }
+    }
+
+    @Test func deviceRecordsAreTheBytesJSONEncoderWrites() throws {
+        for pretty in [false, true] {
+            let encoder = EngineJSON.encoder(pretty: pretty)
+            for r in Self.records() {
+                var json = RecordJSON(pretty: pretty)
+                r.write(to: &json)
+                #expect(String(decoding: json.bytes, as: UTF8.self) == String(decoding: try encoder.encode(r), as: UTF8.self))
+                #expect(try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json.bytes)) == r)
+            }
+        }
+    }
+
+    @Test func reportsAreTheBytesJSONEncoderWritesAndReadBack() throws {
+        let dir = NSTemporaryDirectory() + "record-json-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (i, report) in Self.reports().enumerated() {
+            var theirs = try EngineJSON.encoder(pretty: true).encode(report)
+            theirs.append(0x0A)
+            let path = dir + "/report-\(i).json"
+            try report.write(to: path)
+            let ours = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(String(decoding: ours, as: UTF8.self) == String(decoding: theirs, as: UTF8.self))
+            #expect(try RunReport.read(from: path) == report)
+            // And as plain JSON objects (key sets and values), independent of formatting.
+            let a = try JSONSerialization.jsonObject(with: ours) as? NSDictionary
+            let b = try JSONSerialization.jsonObject(with: theirs) as? NSDictionary
+            #expect(a != nil && a == b)
+        }
+    }
+
+    @Test func stringsAreEscapedAsJSONRequires() throws {
+        var json = RecordJSON()
+        json.string(Self.awkward)
+        let text = String(decoding: json.bytes, as: UTF8.self)
+        #expect(text.contains("\\\"") && text.contains("\\\\") && text.contains("\\t") && text.contains("\\n"))
+        #expect(text.contains("\\u0007") && text.contains("\\u0000") && text.contains("\\u001f"))
+        #expect(text.contains(" / "))  // slashes are not escaped
+        let back = try JSONSerialization.jsonObject(with: Data(json.bytes), options: .fragmentsAllowed) as? String
+        #expect(back == Self.awkward)
+    }
+}
