@@ -5,9 +5,11 @@ import Synchronization
 /// advertisement, so 10,000 devices cost no timers.
 ///
 /// Round 0 reports every candidate device in the order of its first advertisement (at its offset when
-/// latency is on, all at once in zero-latency mode). With latency and duplicates allowed, later rounds
-/// repeat every `period`. A device that starts advertising during the scan (its link went down) is
-/// reported at once.
+/// latency is on, all at once in zero-latency mode). With duplicates allowed, later rounds repeat every
+/// `period` — in zero-latency mode too (all at once, every `reportPeriod`), as a real scanner keeps
+/// hearing a device that keeps advertising: a consumer that remembers advertisements for a limited time
+/// (the engine's ScanHub) must still find a device that has been advertising since the scan began. A
+/// device that starts advertising during the scan (its link went down) is reported at once.
 final class ScanCursor: Sendable {
     let candidates: [VirtualDevice]
     let filter: ScanFilter
@@ -62,14 +64,13 @@ final class ScanCursor: Sendable {
                 }
                 if s.index < candidates.count {
                     let d = candidates[s.index]
-                    if scale > 0 {
-                        let due = start + period * Int(clamping: s.round) + d.firstAdvertisement.scaled(scale * d.faults.slow)
-                        if due > now { return .wait(due) }
-                    }
+                    let offset = scale > 0 ? d.firstAdvertisement.scaled(scale * d.faults.slow) : .zero
+                    let due = start + period * Int(clamping: s.round) + offset
+                    if due > now { return .wait(due) }
                     s.index += 1
                     return .emit(d, round: s.round)
                 }
-                if scale > 0, filter.allowDuplicates, !candidates.isEmpty {
+                if filter.allowDuplicates, !candidates.isEmpty {
                     s.round += 1
                     s.index = 0
                     return .skip
