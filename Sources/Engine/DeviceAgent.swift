@@ -426,15 +426,14 @@ final class Mailbox: Sendable {
     func next(matching matcher: Matcher, busy: Matcher?, failsOn: Matcher?, timeout: Duration, regexes: RegexCache) async throws -> Result {
         let deadline = ContinuousClock.now + timeout
         var last: [UInt8]?
-        let timer = Task { [state] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
+        let timer = Timeouts.shared.schedule(after: timeout) { [state] in
             let w = state.m.withLock { s in
                 defer { s.waiter = nil }
                 return s.waiter
             }
             w?.resume()
         }
-        defer { timer.cancel() }
+        defer { Timeouts.shared.cancel(timer) }
         while true {
             try Task.checkCancellation()
             enum Next { case value([UInt8]), error(any Error), ended, wait }

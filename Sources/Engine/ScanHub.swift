@@ -115,11 +115,10 @@ actor ScanHub {
         if failure != nil { return nil }
         nextID += 1
         let id = nextID
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.expire(id)
+        let timer = Timeouts.shared.schedule(after: timeout) { [weak self] in
+            Task { await self?.expire(id) }
         }
-        defer { timer.cancel() }
+        defer { Timeouts.shared.cancel(timer) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Advertisement?, Never>) in
                 if Task.isCancelled {
