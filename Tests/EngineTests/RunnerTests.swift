@@ -93,6 +93,9 @@ import TestSupport
         let links = try #require(report.run.adapters.first?.peakLinks)
         #expect(links <= 5)
         #expect(links >= 2, "the run should actually use several slots at once")
+        // Measured on the device side too: the simulator never held more links than the slots.
+        #expect(sim.peakLinkCount <= 5)
+        #expect(sim.peakLinkCount >= 2)
     }
 
     @Test func stoppingTheLineSkipsTheRestAndSaysSo() async throws {
