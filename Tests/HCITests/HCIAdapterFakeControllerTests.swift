@@ -154,6 +154,17 @@ private func open(_ fake: FakeController, _ options: HCIAdapter.Options = HCIAda
 }
 
 extension HCIAdapterFakeControllerTests {
+    @Test func waitingForADisconnectEndsWhenTheWaitingTaskIsCancelled() async throws {
+        let adapter = try await open(FakeController())
+        let link = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .seconds(2)))
+        let waiting = Task { await link.waitForDisconnect() }
+        waiting.cancel()
+        #expect(await waiting.value == HCILink.waitCancelled)
+        await link.disconnect()
+        #expect(await link.waitForDisconnect() == .localHostTerminated)
+        await adapter.close()
+    }
+
     @Test func aConnectionThatWinsTheRaceWithItsCancelIsDropped() async throws {
         var script = FakeController.Script()
         script.connects = false
