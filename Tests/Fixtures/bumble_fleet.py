@@ -287,6 +287,8 @@ async def main():
                         help="also expose a second station controller on this port (0: pick), for "
                              "baseline_provision.py")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
+    parser.add_argument("--exit-on-stdin-eof", action="store_true",
+                        help="stop when stdin closes (the launching test process died)")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -329,6 +331,12 @@ async def main():
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if args.exit_on_stdin_eof:
+        def on_stdin():
+            if not os.read(sys.stdin.fileno(), 4096):
+                loop.remove_reader(sys.stdin.fileno())
+                stop.set()
+        loop.add_reader(sys.stdin.fileno(), on_stdin)
 
     print(json.dumps({
         "event": "ready",
