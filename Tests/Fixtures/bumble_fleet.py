@@ -12,7 +12,10 @@ Each peripheral writes its device-side state to STATE_DIR/<id>.json (atomically)
 on SIGTERM.
 
 Config file: {"devices": [{"id": "SN-0001", "name": "SNS-0001", "address": "F0:00:00:00:00:01",
-"firmware": "2.4.1", "battery": 87, "faults": ["silent" | "ack_loss"]}]}
+"firmware": "2.4.1", "battery": 87, "faults": ["silent" | "ack_loss" | "drop_on_commit"]}]}
+
+Faults: silent (never advertises), ack_loss (commands run, acks never sent), drop_on_commit (the
+device drops the link, reason 0x13, instead of executing a commit).
 
 Workarounds for limits of Bumble's virtual controller live here, not in the product:
 - LE Create Connection Cancel answers success but leaves the connection pending: the host-facing
@@ -108,6 +111,7 @@ class SensorV2:
         self.fff1_writes = []
         self.acks_sent = []
         self.acks_lost = []
+        self.drops = 0
         self.mtu = 23
         self.controller = Controller(f"ctl-{self.id}", link=link)
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
@@ -173,6 +177,11 @@ class SensorV2:
     def _on_control(self, connection, value):
         value = bytes(value)
         self.fff1_writes.append(value.hex())
+        if value[:1] == b"\x02" and "drop_on_commit" in self.faults:
+            self.drops += 1
+            self.save()
+            asyncio.get_running_loop().create_task(self._drop(connection))
+            return
         ack = self._execute(value)
         self.save()
         asyncio.get_running_loop().create_task(self._send_ack(connection, ack))
@@ -210,6 +219,13 @@ class SensorV2:
             return b"\x02\x00"
         return bytes([command, 0xFF])
 
+    async def _drop(self, connection):
+        await asyncio.sleep(0.005)  # after the write response
+        try:
+            await connection.disconnect(hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR)
+        except Exception as error:
+            logger.info("%s: drop failed: %s", self.id, error)
+
     async def _send_ack(self, connection, ack):
         # The ack follows the write response by 5–50 ms.
         await asyncio.sleep(random.uniform(0.005, 0.050))
@@ -245,13 +261,14 @@ class SensorV2:
             "fff1_writes": self.fff1_writes,
             "acks_sent": self.acks_sent,
             "acks_lost": self.acks_lost,
+            "drops": self.drops,
         }
 
     def save(self):
         write_json_atomically(self.state_path, self.snapshot())
 
 
-def default_devices(count, old_firmware=(), silent=(), ack_loss=()):
+def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_commit=()):
     devices = []
     for i in range(1, count + 1):
         faults = []
@@ -259,6 +276,8 @@ def default_devices(count, old_firmware=(), silent=(), ack_loss=()):
             faults.append("silent")
         if i in ack_loss:
             faults.append("ack_loss")
+        if i in drop_on_commit:
+            faults.append("drop_on_commit")
         devices.append({
             "id": f"SN-{i:04d}",
             "name": f"SNS-{i:04d}",
@@ -283,6 +302,7 @@ async def main():
     parser.add_argument("--silent", default="", help="indices (1-based) of devices that never advertise")
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
+    parser.add_argument("--drop-on-commit", default="", help="indices of devices that drop the link on commit")
     parser.add_argument("--baseline-port", type=int, default=None,
                         help="also expose a second station controller on this port (0: pick), for "
                              "baseline_provision.py")
@@ -299,7 +319,8 @@ async def main():
             devices = json.load(f)["devices"]
     else:
         devices = default_devices(args.devices, parse_indices(args.old_firmware),
-                                  parse_indices(args.silent), parse_indices(args.ack_loss))
+                                  parse_indices(args.silent), parse_indices(args.ack_loss),
+                                  parse_indices(args.drop_on_commit))
     os.makedirs(args.state_dir, exist_ok=True)
 
     link = LocalLink()

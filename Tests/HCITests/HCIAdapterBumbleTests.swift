@@ -259,6 +259,26 @@ struct HCIAdapterBumbleTests {
         }
     }
 
+    @Test func aPeripheralThatDropsTheLinkGivesRemoteUserTerminated() async throws {
+        try await BumbleFleet.with(["--devices", "1", "--drop-on-commit", "1"]) { fleet in
+            let adapter = try await HCIAdapter.open(spec: fleet.spec)
+            let address = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
+            let link = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+            let att = RawATT(link)
+            let fff1 = try #require(try await att.characteristics().first { $0.uuid == 0xFFF1 }?.handle)
+            #expect(try await att.request([0x12] + le16(fff1) + [0x02]) == [0x13])
+            #expect(await link.waitForDisconnect() == .remoteUserTerminated)
+            await #expect(throws: BLEError.self) { try await link.bearer.send([0x0A, 0x01, 0x00]) }
+            let state = try fleet.state(fleet.devices[0].id)
+            #expect(state["drops"] as? Int == 1)
+            #expect(state["commits"] as? Int == 0)
+            // The slot is free again and the device reconnects.
+            let again = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+            await again.disconnect()
+            await adapter.close()
+        }
+    }
+
     @Test func aDeadControllerEndsLinksAndScansWithTransportClosed() async throws {
         let fleet = try await BumbleFleet.start(arguments: ["--devices", "1"])
         defer { fleet.stop() }
