@@ -5,9 +5,11 @@ One virtual controller is exposed to the host under test over Bumble's tcp-serve
 peripheral runs Bumble's own host stack on its own virtual controller, all on one LocalLink.
 
     bumble_fleet.py --port 0 --devices 8 --state-dir /tmp/fleet
-    bumble_fleet.py --port 9000 --config fleet.json --state-dir /tmp/fleet
+    bumble_fleet.py --port 9000 --stations 2 --config fleet.json --state-dir /tmp/fleet
 
-On start it prints one JSON line to stdout: {"event": "ready", "port": P, "devices": [...]}.
+On start it prints one JSON line to stdout: {"event": "ready", "port": P, "ports": [P, ...],
+"devices": [...]}. Every station controller (--stations, default 1) hears every device: one per
+adapter of a multi-adapter station, or one for baseline_provision.py.
 Each peripheral writes its device-side state to STATE_DIR/<id>.json (atomically) on every change and
 on SIGTERM.
 
@@ -303,9 +305,9 @@ async def main():
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
     parser.add_argument("--drop-on-commit", default="", help="indices of devices that drop the link on commit")
-    parser.add_argument("--baseline-port", type=int, default=None,
-                        help="also expose a second station controller on this port (0: pick), for "
-                             "baseline_provision.py")
+    parser.add_argument("--stations", type=int, default=1,
+                        help="station controllers (one per adapter or per baseline host), on PORT, PORT+1, ... "
+                             "(all picked freely with --port 0)")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="stop when stdin closes (the launching test process died)")
@@ -341,12 +343,13 @@ async def main():
                           public_address=public_address)
         return transport, sock.getsockname()[1]
 
-    transport, port = await station("station", args.port, "00:AA:00:00:00:01")
-    transports = [transport]
-    baseline_port = None
-    if args.baseline_port is not None:
-        baseline_transport, baseline_port = await station("baseline", args.baseline_port, "00:AA:00:00:00:02")
-        transports.append(baseline_transport)
+    transports = []
+    ports = []
+    for i in range(max(1, args.stations)):
+        transport, port = await station(f"station{i + 1}", args.port + i if args.port else 0,
+                                        f"00:AA:00:00:00:{i + 1:02X}")
+        transports.append(transport)
+        ports.append(port)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -361,8 +364,8 @@ async def main():
 
     print(json.dumps({
         "event": "ready",
-        "port": port,
-        "baseline_port": baseline_port,
+        "port": ports[0],
+        "ports": ports,
         "devices": [{"id": s.id, "name": s.name, "address": s.address, "state_file": s.state_path,
                      "faults": sorted(s.faults), "firmware": s.firmware} for s in sensors],
     }), flush=True)

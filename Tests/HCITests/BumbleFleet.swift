@@ -16,10 +16,13 @@ final class BumbleFleet: Sendable {
     private struct Ready: Decodable {
         var event: String
         var port: Int
+        var ports: [Int]
         var devices: [Device]
     }
 
     let port: Int
+    /// One per station controller (`--stations`); `port` is the first.
+    let ports: [Int]
     let devices: [Device]
     let stateDirectory: URL
     private let process: Process
@@ -90,7 +93,7 @@ final class BumbleFleet: Sendable {
                 return first
             }
             guard let ready else { throw BLEError.timeout(operation: "Bumble fleet start", limit: timeout) }
-            return BumbleFleet(port: ready.port, devices: ready.devices, stateDirectory: stateDirectory, process: process,
+            return BumbleFleet(port: ready.port, ports: ready.ports, devices: ready.devices, stateDirectory: stateDirectory, process: process,
                                exited: exited, stdin: stdin)
         } catch {
             process.terminate()
@@ -98,10 +101,11 @@ final class BumbleFleet: Sendable {
         }
     }
 
-    private init(port: Int, devices: [Device], stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
+    private init(port: Int, ports: [Int], devices: [Device], stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
         self.exited = exited
         self.stdin = stdin
         self.port = port
+        self.ports = ports
         self.devices = devices
         self.stateDirectory = stateDirectory
         self.process = process

@@ -279,6 +279,30 @@ struct HCIAdapterBumbleTests {
         }
     }
 
+    @Test func twoAdaptersHearTheSameFleetAndHoldLinksSideBySide() async throws {
+        try await BumbleFleet.with(["--devices", "4", "--stations", "2"]) { fleet in
+            let a = try await HCIAdapter.open(spec: "hci:tcp:127.0.0.1:\(fleet.ports[0])")
+            let b = try await HCIAdapter.open(spec: "hci:tcp:127.0.0.1:\(fleet.ports[1])")
+            let heardByA = try await DeviceDiscovery.scan(on: a, for: .seconds(1))
+            let heardByB = try await DeviceDiscovery.scan(on: b, for: .seconds(1))
+            #expect(heardByA.count == 4 && heardByB.count == 4)
+            #expect(Set(heardByA.map(\.adapter)) == [a.id] && Set(heardByB.map(\.adapter)) == [b.id])
+            let first = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
+            let second = try #require(BluetoothAddress(fleet.devices[1].address, kind: .random))
+            async let linkA = a.connect(to: first, options: ConnectOptions(timeout: .seconds(5)))
+            async let linkB = b.connect(to: second, options: ConnectOptions(timeout: .seconds(5)))
+            let (la, lb) = try await (linkA, linkB)
+            #expect(la.adapterID == a.id && lb.adapterID == b.id)
+            #expect(try await RawATT(la).request([0x02, 0xF7, 0x00]).first == 0x03)
+            #expect(try await RawATT(lb).request([0x02, 0xF7, 0x00]).first == 0x03)
+            // Closing one adapter leaves the other's link up.
+            await a.close()
+            #expect(await la.waitForDisconnect() == .localHostTerminated)
+            #expect((lb as? HCILink)?.disconnectReason == nil)
+            await b.close()
+        }
+    }
+
     @Test func aDeadControllerEndsLinksAndScansWithTransportClosed() async throws {
         let fleet = try await BumbleFleet.start(arguments: ["--devices", "1"])
         defer { fleet.stop() }
