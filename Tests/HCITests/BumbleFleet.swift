@@ -16,14 +16,18 @@ final class BumbleFleet: Sendable {
     private struct Ready: Decodable {
         var event: String
         var port: Int
+        var ports: [Int]
         var devices: [Device]
     }
 
     let port: Int
+    /// One per station controller (`--stations`); `port` is the first.
+    let ports: [Int]
     let devices: [Device]
     let stateDirectory: URL
     private let process: Process
     private let exited: DispatchSemaphore
+    private let stdin: Pipe
 
     static let packageRoot: URL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -49,7 +53,10 @@ final class BumbleFleet: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [packageRoot.appendingPathComponent("Tests/Fixtures/bumble_fleet.py").path,
-                             "--port", "0", "--state-dir", stateDirectory.path] + arguments
+                             "--port", "0", "--state-dir", stateDirectory.path, "--exit-on-stdin-eof"] + arguments
+        // The fleet stops when this pipe closes, which the kernel does if the test process dies.
+        let stdin = Pipe()
+        process.standardInput = stdin
         let stdout = Pipe()
         process.standardOutput = stdout
         let (lines, continuation) = AsyncStream<Data>.makeStream()
@@ -86,16 +93,19 @@ final class BumbleFleet: Sendable {
                 return first
             }
             guard let ready else { throw BLEError.timeout(operation: "Bumble fleet start", limit: timeout) }
-            return BumbleFleet(port: ready.port, devices: ready.devices, stateDirectory: stateDirectory, process: process, exited: exited)
+            return BumbleFleet(port: ready.port, ports: ready.ports, devices: ready.devices, stateDirectory: stateDirectory, process: process,
+                               exited: exited, stdin: stdin)
         } catch {
             process.terminate()
             throw error
         }
     }
 
-    private init(port: Int, devices: [Device], stateDirectory: URL, process: Process, exited: DispatchSemaphore) {
+    private init(port: Int, ports: [Int], devices: [Device], stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
         self.exited = exited
+        self.stdin = stdin
         self.port = port
+        self.ports = ports
         self.devices = devices
         self.stateDirectory = stateDirectory
         self.process = process
