@@ -9,8 +9,9 @@ public final class HCILink: Link {
         var nextWaiter: UInt64 = 0
     }
 
-    /// What `waitForDisconnect()` returns to a task cancelled while the link is still up.
-    public static let waitCancelled = DisconnectReason(code: 0x00, text: "stopped waiting (task cancelled); the link may still be up")
+    /// What `waitForDisconnect()` returns to a task cancelled while the link is still up (the shared
+    /// `DisconnectReason.waitCancelled`).
+    public static let waitCancelled = DisconnectReason.waitCancelled
 
     public let peer: BluetoothAddress
     public let adapterID: String

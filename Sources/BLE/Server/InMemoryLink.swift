@@ -138,8 +138,3 @@ public final class InMemoryLink: Link {
         public var isConnected: Bool { shared.closed.value == nil }
     }
 }
-
-extension DisconnectReason {
-    /// Returned by `Link.waitForDisconnect()` when the waiting task was cancelled before the link went down.
-    public static let waitCancelled = DisconnectReason(code: 0x00, text: "wait cancelled (link still up)")
-}
