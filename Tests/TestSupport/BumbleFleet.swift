@@ -1,17 +1,15 @@
 import BLE
 import Foundation
-import HCI
-import Testing
 
 /// A Bumble fleet (Tests/Fixtures/bumble_fleet.py) launched for one test and torn down after it.
-final class BumbleFleet: Sendable {
-    struct Device: Sendable, Decodable {
-        var id: String
-        var name: String
-        var address: String
-        var state_file: String
-        var faults: [String]
-        var firmware: String
+public final class BumbleFleet: Sendable {
+    public struct Device: Sendable, Decodable {
+        public var id: String
+        public var name: String
+        public var address: String
+        public var state_file: String
+        public var faults: [String]
+        public var firmware: String
     }
     private struct Ready: Decodable {
         var event: String
@@ -20,32 +18,32 @@ final class BumbleFleet: Sendable {
         var devices: [Device]
     }
 
-    let port: Int
+    public let port: Int
     /// One per station controller (`--stations`); `port` is the first.
-    let ports: [Int]
-    let devices: [Device]
-    let stateDirectory: URL
+    public let ports: [Int]
+    public let devices: [Device]
+    public let stateDirectory: URL
     private let process: Process
     private let exited: DispatchSemaphore
     private let stdin: Pipe
 
-    static let packageRoot: URL = URL(fileURLWithPath: #filePath)
+    public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The Python with Bumble: `PROVISION_PYTHON`, else `<package root>/.venv/bin/python3`.
-    static let python: String? = {
+    public static let python: String? = {
         if let p = ProcessInfo.processInfo.environment["PROVISION_PYTHON"], !p.isEmpty,
            FileManager.default.isExecutableFile(atPath: p) { return p }
         let venv = packageRoot.appendingPathComponent(".venv/bin/python3").path
         return FileManager.default.isExecutableFile(atPath: venv) ? venv : nil
     }()
 
-    static let available = python != nil
+    public static let available = python != nil
 
-    var spec: String { "hci:tcp:127.0.0.1:\(port)" }
+    public var spec: String { "hci:tcp:127.0.0.1:\(port)" }
 
     /// Starts the fleet and waits (with a deadline) for its ready line.
-    static func start(arguments: [String] = ["--devices", "4"], timeout: Duration = .seconds(30)) async throws -> BumbleFleet {
+    public static func start(arguments: [String] = ["--devices", "4"], timeout: Duration = .seconds(30)) async throws -> BumbleFleet {
         guard let python else { throw BLEError.adapterFailure("no Python with Bumble (set PROVISION_PYTHON)") }
         let stateDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("bumble-fleet-\(UUID().uuidString)")
@@ -112,14 +110,14 @@ final class BumbleFleet: Sendable {
     }
 
     /// The device-side state a peripheral last wrote.
-    func state(_ id: String) throws -> [String: Any] {
+    public func state(_ id: String) throws -> [String: Any] {
         let url = stateDirectory.appendingPathComponent("\(id).json")
         let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url))
         return object as? [String: Any] ?? [:]
     }
 
     /// Stops the fleet: SIGTERM, then SIGKILL if it lingers.
-    func stop() {
+    public func stop() {
         guard process.isRunning else { return }
         process.terminate()
         if exited.wait(timeout: .now() + 5) == .timedOut {
@@ -130,7 +128,7 @@ final class BumbleFleet: Sendable {
     deinit { stop() }
 
     /// Runs `body` with a fresh fleet and always stops it.
-    static func with<T>(_ arguments: [String] = ["--devices", "4"],
+    public static func with<T>(_ arguments: [String] = ["--devices", "4"],
                         _ body: (BumbleFleet) async throws -> T) async throws -> T {
         let fleet = try await start(arguments: arguments)
         defer { fleet.stop() }
