@@ -172,12 +172,15 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         let central = FakeCentral([device])
         let session = Session(central: central, peer: device.address,
                               options: options(reconnect: .limited(maxAttempts: 1, delays: []), attTimeout: .milliseconds(100)))
+        let (states, t) = recordStates(session)
+        defer { t.cancel() }
         try await session.connect()
         let acks = try await session.notifications(service: fff0, characteristic: fff3, timeout: limit)
         await device.setAnswers(false)
         await device.drop()
-        await #expect(throws: BLEError.self) { _ = try await next(acks) }
+        let error = await #expect(throws: BLEError.self) { _ = try await next(acks) }
         guard case .failed = await session.state else {
+            Issue.record("stream ended with \(String(describing: error)); states \(states.items)")
             Issue.record("expected failed, got \(await session.state)")
             return
         }

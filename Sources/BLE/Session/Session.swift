@@ -180,18 +180,19 @@ public actor Session {
         guard gen == generation, !manualDisconnect else { return }
         let client = gatt
         dropLink(reason)
+        // Decide before any suspension: the attempt in progress (if any) sees its own failure.
+        if !establishing && reconnectTask == nil {
+            switch options.reconnect {
+            case .limited(let attempts, _) where attempts > 0:
+                reconnectTask = Task { await self.reconnectLoop(after: reason) }
+            default:
+                publish(.disconnected)
+                failReadyWaiters(.disconnected(reason))
+                failSubscriptions(.disconnected(reason))
+            }
+        }
         // Every pending operation ends now.
         if let client { await client.att.fail(.disconnected(reason)) }
-        guard !establishing else { return }   // the attempt in progress sees its own failure
-        guard reconnectTask == nil else { return }
-        switch options.reconnect {
-        case .limited(let attempts, _) where attempts > 0:
-            reconnectTask = Task { await self.reconnectLoop(after: reason) }
-        default:
-            publish(.disconnected)
-            failReadyWaiters(.disconnected(reason))
-            failSubscriptions(.disconnected(reason))
-        }
     }
 
     private func reconnectLoop(after reason: DisconnectReason) async {
