@@ -103,3 +103,34 @@ final class ScriptedBearer: ATTBearer {
 
     var closedReason: DisconnectReason? { closed.withLock { $0 } }
 }
+
+/// A scripted peer: answers each request the client sends with whatever `reply` returns (nothing, one
+/// PDU, or several), in order. Runs until the bearer closes or the task is cancelled.
+func answer(_ bearer: ScriptedBearer, _ reply: @escaping @Sendable (_ request: [UInt8]) -> [[UInt8]]) -> Task<Void, Never> {
+    Task {
+        var handled = 0
+        while !Task.isCancelled {
+            let seen = handled
+            guard let items = try? await bearer.sent.wait(within: .seconds(30), "next request", until: { $0.count > seen }) else { return }
+            while handled < items.count {
+                let pdu = items[handled]
+                handled += 1
+                guard let op = pdu.first, ATTOpcode(op).isRequest else { continue }
+                for r in reply(pdu) { bearer.inject(r) }
+            }
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64) so randomized tests replay exactly.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
