@@ -47,6 +47,7 @@ public actor ATTClient {
 
     private let valueHandler: @Sendable (ATTValueEvent) -> Void
     private let counter: RoundTripCounter?
+    private let disconnectReason: (@Sendable () async -> DisconnectReason)?
     private let log: @Sendable (String) -> Void
     private var mtuExchanged = false
 
@@ -72,8 +73,11 @@ public actor ATTClient {
     ///     It must not block.
     ///   - log: diagnostics for dropped PDUs.
     ///   - counter: also counts this client's requests (a session sums them over its links).
+    ///   - disconnectReason: asked, when `incoming` ends, why the link went down (e.g. `Link.waitForDisconnect`),
+    ///     so that pending operations fail with the real reason; `.bearerClosed` when nil.
     public init(bearer: any ATTBearer, transactionTimeout: Duration = .seconds(30),
                 counter: RoundTripCounter? = nil,
+                disconnectReason: (@Sendable () async -> DisconnectReason)? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 valueHandler: @escaping @Sendable (ATTValueEvent) -> Void) {
         self.bearer = bearer
@@ -81,6 +85,7 @@ public actor ATTClient {
         self.log = log
         self.valueHandler = valueHandler
         self.counter = counter
+        self.disconnectReason = disconnectReason
     }
 
     /// Starts reading the bearer. Idempotent.
@@ -93,7 +98,9 @@ public actor ATTClient {
         for await pdu in bearer.incoming {
             await receive(pdu)
         }
-        fail(.disconnected(.bearerClosed))
+        guard closedError == nil else { return }
+        let reason = await disconnectReason?() ?? .bearerClosed
+        fail(.disconnected(reason))
     }
 
     // MARK: - Operations

@@ -124,7 +124,8 @@ public actor Session {
         let gen = generation
         router.reset(generation: gen)
         let router = self.router
-        let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter, log: log) { event in
+        let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter,
+                            disconnectReason: { await newLink.waitForDisconnect() }, log: log) { event in
             router.deliver(event, generation: gen)
         }
         await att.start()
