@@ -115,6 +115,7 @@ public actor ATTClient {
             throw BLEError.protocolError("\(pdu.opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
         }
         try await acquireSlot()
+        if let e = closedError { throw e }
         if Task.isCancelled {
             releaseSlot()
             throw BLEError.cancelled
@@ -130,7 +131,10 @@ public actor ATTClient {
             if current?.id == id { current = nil; releaseSlot() }
             throw (error as? BLEError) ?? .disconnected(.bearerClosed)
         }
-        // The transaction may have ended while sending (response, failure).
+        // The transaction may have ended while sending (response, failure), or the bearer failed.
+        if let e = closedError, current?.id == id, current?.result == nil {
+            current?.result = .failure(e)
+        }
         if current?.id == id, current?.result == nil {
             let limit = transactionTimeout
             current?.timer = Task { [weak self] in
