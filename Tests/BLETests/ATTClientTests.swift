@@ -153,7 +153,7 @@ private func read(_ client: ATTClient, _ handle: UInt16) -> Task<ATTPDU, any Err
         #expect(try await first.value == 247)
         #expect(try await client.exchangeMTU(preferred: 512) == 247)
         #expect(bearer.sent.items.count == 1)
-        #expect(await client.mtu == 247)
+        #expect(client.mtu == 247)
     }
 
     @Test func aDeviceThatNeverAnswersTimesOutAndTheBearerIsClosed() async throws {

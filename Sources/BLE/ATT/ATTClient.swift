@@ -32,8 +32,9 @@ public actor ATTClient {
     public nonisolated let bearer: any ATTBearer
     /// The ATT transaction timeout.
     public nonisolated let transactionTimeout: Duration
-    /// The current ATT_MTU (23 until exchanged).
-    public private(set) var mtu: Int = ATTClient.defaultMTU
+    /// The current ATT_MTU (23 until exchanged). Readable without a hop: it changes once, in `exchangeMTU`.
+    public nonisolated var mtu: Int { mtuStore.load(ordering: .relaxed) }
+    private let mtuStore = Atomic<Int>(ATTClient.defaultMTU)
     /// Requests sent (ATT round trips), including those that failed.
     public private(set) var requestsSent = 0
     /// Responses dropped because no request was waiting for them.
@@ -57,7 +58,8 @@ public actor ATTClient {
         var continuation: CheckedContinuation<ATTPDU, any Error>?
         var result: Result<ATTPDU, any Error>?
         var abandoned = false
-        var timer: Task<Void, Never>?
+        /// When the request went out (the transaction timer runs from here).
+        var sentAt: ContinuousClock.Instant?
     }
 
     /// Holder of the request slot (a transaction in flight, or a task about to send).
@@ -67,6 +69,7 @@ public actor ATTClient {
     private var waiterHead = 0
     private var nextID: UInt64 = 0
     private var reader: Task<Void, Never>?
+    private var watchdog: Task<Void, Never>?
 
     /// - Parameters:
     ///   - valueHandler: called on the client's executor for every notification and indication, in order.
@@ -88,10 +91,32 @@ public actor ATTClient {
         self.disconnectReason = disconnectReason
     }
 
-    /// Starts reading the bearer. Idempotent.
+    /// Starts reading the bearer and the transaction timer. Idempotent.
     public func start() {
         guard reader == nil else { return }
         reader = Task { await self.readLoop() }
+        let limit = transactionTimeout
+        // One timer task per bearer (not one per request): it sleeps until the pending request's deadline,
+        // or for a whole timeout when nothing is pending.
+        watchdog = Task { [weak self] in
+            var next = limit
+            while true {
+                do { try await Task.sleep(for: next) } catch { return }
+                guard let self, let after = await self.checkTransactionTimer() else { return }
+                next = after
+            }
+        }
+    }
+
+    /// Expires the pending transaction if its time is up; returns how long to sleep next (nil: stop).
+    private func checkTransactionTimer() async -> Duration? {
+        guard closedError == nil else { return nil }
+        guard let t = current, t.result == nil, let sentAt = t.sentAt else { return transactionTimeout }
+        let deadline = sentAt + transactionTimeout
+        let now = ContinuousClock.now
+        if now < deadline { return deadline - now }
+        await transactionExpired(t.id)
+        return nil
     }
 
     private func readLoop() async {
@@ -136,11 +161,7 @@ public actor ATTClient {
             current?.result = .failure(e)
         }
         if current?.id == id, current?.result == nil {
-            let limit = transactionTimeout
-            current?.timer = Task { [weak self] in
-                do { try await Task.sleep(for: limit) } catch { return }
-                await self?.transactionExpired(id)
-            }
+            current?.sentAt = .now
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ATTPDU, any Error>) in
@@ -194,7 +215,7 @@ public actor ATTClient {
         guard case .exchangeMTUResponse(let r) = response else {
             throw BLEError.protocolError("unexpected \(response.opcode.name) to Exchange MTU")
         }
-        mtu = max(Self.defaultMTU, min(ours, Int(r.mtu)))
+        mtuStore.store(max(Self.defaultMTU, min(ours, Int(r.mtu))), ordering: .relaxed)
         return mtu
     }
 
@@ -203,8 +224,8 @@ public actor ATTClient {
     public func fail(_ error: BLEError) {
         guard closedError == nil else { return }
         closedError = error
+        watchdog?.cancel()
         if var t = current {
-            t.timer?.cancel()
             if let c = t.continuation {
                 current = nil
                 c.resume(throwing: error)
@@ -275,7 +296,6 @@ public actor ATTClient {
     }
 
     private func finishTransaction() {
-        current?.timer?.cancel()
         current = nil
         releaseSlot()
     }
@@ -312,7 +332,6 @@ public actor ATTClient {
         } else if t.abandoned {
             finishTransaction()
         } else {
-            t.timer?.cancel()
             t.result = result
             current = t
         }

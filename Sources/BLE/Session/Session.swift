@@ -245,7 +245,7 @@ public actor Session {
                 try await client.write(handle: r.characteristic.valueHandle, value: value)
             } else {
                 try self.require(.writeWithoutResponse, "write-without-response", of: r)
-                let limit = await client.att.mtu - 3
+                let limit = client.att.mtu - 3
                 guard value.count <= limit else {
                     throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
                 }
