@@ -113,6 +113,48 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         #expect(try await session.read(service: fff0, characteristic: BluetoothUUID(0xFFF2), timeout: limit) == [0])
     }
 
+    @Test func targetedDiscoveryFallsBackToFullDiscoveryWhenFindByTypeValueIsNotSupported() async throws {
+        let device = TestPeripheral(supportsFindByTypeValue: false)
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        #expect(try await session.read(service: dis, characteristic: fw, timeout: limit) == Array("2.4.1".utf8))
+        #expect(device.received.items.contains { $0.first == 0x10 })   // Read By Group Type went out
+    }
+
+    @Test func aDroppedStreamUnsubscribes() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        do {
+            let s = try await session.notifications(service: fff0, characteristic: fff3, timeout: limit)
+            _ = s
+        }
+        let h = try #require(device.valueHandle(fff0, fff3))
+        try await device.events.wait { TestPeripheral.cccdWrites($0, valueHandle: h).map(\.value) == [1, 0] }
+    }
+
+    @Test func cancellingTheIteratingTaskLeavesTheSubscription() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        let s = try await session.notifications(service: fff0, characteristic: fff3, timeout: limit)
+        let consumer = Task { for try await _ in s {} }
+        consumer.cancel()
+        _ = await consumer.result
+        let h = try #require(device.valueHandle(fff0, fff3))
+        try await device.events.wait { TestPeripheral.cccdWrites($0, valueHandle: h).map(\.value) == [1, 0] }
+    }
+
+    @Test func withReconnectDisabledALinkLossEndsStreamsWithTheReason() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options(reconnect: .disabled))
+        try await session.connect()
+        let s = try await session.notifications(service: fff0, characteristic: fff3, timeout: limit)
+        await device.drop(.remoteUserTerminated)
+        await #expect(throws: BLEError.disconnected(.remoteUserTerminated)) { _ = try await next(s) }
+        #expect(await session.state == .disconnected)
+    }
+
     @Test func autoReconnectRestoresAnActiveNotificationStream() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
@@ -171,7 +213,7 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         let device = TestPeripheral()
         let central = FakeCentral([device])
         let session = Session(central: central, peer: device.address,
-                              options: options(reconnect: .limited(maxAttempts: 1, delays: []), attTimeout: .milliseconds(100)))
+                              options: options(reconnect: .limited(maxAttempts: 1, delays: []), attTimeout: .milliseconds(500)))
         let (states, t) = recordStates(session)
         defer { t.cancel() }
         try await session.connect()
@@ -327,11 +369,11 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
     @Test func aDeviceThatNeverAnswersTimesOutAndTheLinkIsDropped() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address,
-                              options: options(reconnect: .disabled, attTimeout: .milliseconds(150)))
+                              options: options(reconnect: .disabled, attTimeout: .milliseconds(500)))
         try await session.connect()
         await device.setAnswers(false)
         let start = ContinuousClock.now
-        await #expect(throws: BLEError.timeout(operation: "ATT Find By Type Value Request", limit: .milliseconds(150))) {
+        await #expect(throws: BLEError.timeout(operation: "ATT Find By Type Value Request", limit: .milliseconds(500))) {
             _ = try await session.read(service: dis, characteristic: fw, timeout: limit)
         }
         #expect(ContinuousClock.now - start < .seconds(2))

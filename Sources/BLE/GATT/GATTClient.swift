@@ -177,7 +177,12 @@ public actor GATTClient {
         case .all:
             _ = try await discoverAllPrimaryServices()
         case .targeted:
-            if let s = try await discoverPrimaryServices(uuid: uuid).first { servicesByUUID[uuid] = s }
+            do {
+                if let s = try await discoverPrimaryServices(uuid: uuid).first { servicesByUUID[uuid] = s }
+            } catch BLEError.att(let e) where e.code == .requestNotSupported {
+                // Find By Type Value is optional for a server: fall back to discovering them all.
+                _ = try await discoverAllPrimaryServices()
+            }
         }
         guard let s = servicesByUUID[uuid] else { throw BLEError.attributeNotFound("service \(uuid)") }
         return s

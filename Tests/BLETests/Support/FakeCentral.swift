@@ -16,6 +16,7 @@ actor TestPeripheral {
     nonisolated let received = Recorder<[UInt8]>()
     private let database: GATTDatabase
     private let maxMTU: Int
+    private let supportsFindByTypeValue: Bool
     private var server: ATTServer?
     private var peer: InMemoryLink.Peer?
     private(set) var linkCount = 0
@@ -25,10 +26,12 @@ actor TestPeripheral {
     var holdCredits = false
     private var heldCredits = 0
 
-    init(address: BluetoothAddress = BluetoothAddress(value: 0xC0FFEE000001), database: GATTDatabase = TestPeripheral.sensorV2(), maxMTU: Int = 247) {
+    init(address: BluetoothAddress = BluetoothAddress(value: 0xC0FFEE000001), database: GATTDatabase = TestPeripheral.sensorV2(),
+         maxMTU: Int = 247, supportsFindByTypeValue: Bool = true) {
         self.address = address
         self.database = database
         self.maxMTU = maxMTU
+        self.supportsFindByTypeValue = supportsFindByTypeValue
     }
 
     func setAnswers(_ value: Bool) { answers = value }
@@ -37,7 +40,7 @@ actor TestPeripheral {
     func attach(_ device: InMemoryLink.Peer) {
         linkCount += 1
         let n = linkCount
-        server = ATTServer(database: database, maxMTU: maxMTU)
+        server = ATTServer(database: database, maxMTU: maxMTU, supportsFindByTypeValue: supportsFindByTypeValue)
         peer = device
         Task {
             for await pdu in device.incoming {
@@ -86,7 +89,12 @@ actor TestPeripheral {
     /// CCCD writes the device received for a characteristic: (link, configuration).
     nonisolated func cccdWrites(_ service: BluetoothUUID, _ characteristic: BluetoothUUID) -> [(link: Int, value: UInt16)] {
         guard let h = valueHandle(service, characteristic) else { return [] }
-        return events.items.compactMap { e in
+        return Self.cccdWrites(events.items, valueHandle: h)
+    }
+
+    /// CCCD writes in `items` for a value handle (usable inside a `Recorder.wait` condition).
+    static func cccdWrites(_ items: [DeviceEvent], valueHandle h: UInt16) -> [(link: Int, value: UInt16)] {
+        items.compactMap { e in
             if case .subscriptionChanged(let v, let c) = e.event, v == h { return (e.link, c) }
             return nil
         }
