@@ -341,68 +341,27 @@ public actor ATTClient {
 
     private func receive(_ bytes: [UInt8]) async {
         guard closedError == nil else { return }
-        guard let first = bytes.first else {
-            drop("empty PDU")
-            return
+        let pending = current.flatMap { $0.result == nil ? $0.request : nil }
+        switch ATTInbound.classify(bytes, pending: pending, mtu: mtu) {
+        case .response(let pdu):
+            complete(.success(pdu))
+        case .failPending(let error):
+            complete(.failure(error))
+        case .stray(let why):
+            strayResponses += 1
+            log("dropped \(why)")
+        case .value(let event):
+            valueHandler(event)
+        case .drop(let why):
+            drop(why)
+        case .answerNotSupported(let opcode):
+            // A request to a server we do not run (3.4.1.1).
+            drop("unsupported \(opcode.name) from the peer; answering Request Not Supported")
+            let reply = ATTPDU.errorResponse(ATTErrorResponse(requestOpcode: opcode, handle: 0, code: .requestNotSupported))
+            try? await bearer.send(reply.bytes)
         }
-        let opcode = ATTOpcode(first)
-        let pending = current.flatMap { $0.result == nil ? $0 : nil }
-
-        if opcode.isResponse {
-            guard let t = pending else {
-                strayResponses += 1
-                log("dropped \(opcode.name) with no request outstanding")
-                return
-            }
-            guard bytes.count <= mtu else {
-                complete(.failure(BLEError.protocolError("\(opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")))
-                return
-            }
-            let pdu: ATTPDU
-            do {
-                pdu = try ATTPDU(decoding: bytes)
-            } catch {
-                complete(.failure(BLEError.protocolError("malformed \(opcode.name): \(error)")))
-                return
-            }
-            if case .errorResponse(let e) = pdu {
-                if e.requestOpcode == t.request {
-                    complete(.failure(BLEError.att(e.error)))
-                } else {
-                    complete(.failure(BLEError.protocolError("Error Response for \(e.requestOpcode.name) while \(t.request.name) was pending")))
-                }
-            } else if Optional(opcode) == t.request.responseOpcode {
-                complete(.success(pdu))
-            } else {
-                complete(.failure(BLEError.protocolError("\(opcode.name) in answer to \(t.request.name)")))
-            }
-            return
-        }
-
-        switch opcode {
-        case .handleValueNotification, .handleValueIndication:
-            let isIndication = opcode == .handleValueIndication
-            if bytes.count > mtu {
-                drop("\(opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
-            } else if bytes.count < 3 {
-                drop("truncated \(opcode.name) (\(bytes.count) bytes)")
-            } else {
-                let handle = UInt16(bytes[1]) | UInt16(bytes[2]) << 8
-                valueHandler(ATTValueEvent(handle: handle, value: Array(bytes[3...]), isIndication: isIndication))
-            }
-            if isIndication {
-                // Confirm every indication, even a dropped one, so that the server's queue moves on.
-                try? await bearer.send([ATTOpcode.handleValueConfirmation.rawValue])
-            }
-        default:
-            if opcode.isCommand || opcode == .handleValueConfirmation {
-                drop("unexpected \(opcode.name)")
-            } else {
-                // A request to a server we do not run (3.4.1.1: answer Request Not Supported).
-                drop("unsupported \(opcode.name) from peer; answering Request Not Supported")
-                let reply = ATTPDU.errorResponse(ATTErrorResponse(requestOpcode: opcode, handle: 0, code: .requestNotSupported))
-                try? await bearer.send(reply.bytes)
-            }
+        if ATTInbound.needsConfirmation(bytes) {
+            try? await bearer.send([ATTOpcode.handleValueConfirmation.rawValue])
         }
     }
 
