@@ -121,6 +121,20 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         #expect(device.received.items.contains { $0.first == 0x10 })   // Read By Group Type went out
     }
 
+    @Test func aReadAndNotificationsOfTheSameCharacteristicAreKeptApart() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        let battery = BluetoothUUID(0x180F), level = BluetoothUUID(0x2A19)
+        let s = try await session.notifications(service: battery, characteristic: level, timeout: limit)
+        async let value = session.read(service: battery, characteristic: level, timeout: limit)
+        for v in [UInt8(55), 54, 53] { #expect(await device.notify(service: battery, characteristic: level, [v])) }
+        #expect(try await value == [87])
+        #expect(try await next(s) == [55])
+        #expect(try await next(s) == [54])
+        #expect(try await next(s) == [53])
+    }
+
     @Test func aDroppedStreamUnsubscribes() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address, options: options())

@@ -50,7 +50,7 @@ public actor Session {
         self.central = central
         self.peer = peer
         self.options = options
-        self.log = { _ in }
+        self.log = options.log ?? { _ in }
     }
 
     /// Connection states: each call returns a new stream that starts with the current state.
@@ -125,7 +125,8 @@ public actor Session {
         router.reset(generation: gen)
         let router = self.router
         let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter,
-                            disconnectReason: { await newLink.waitForDisconnect() }, log: log) { event in
+                            disconnectReason: { await newLink.waitForDisconnect() },
+                            log: { [log, peer] in log("\(peer): \($0)") }) { event in
             router.deliver(event, generation: gen)
         }
         await att.start()
