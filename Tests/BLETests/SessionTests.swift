@@ -135,6 +135,24 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         #expect(try await next(s) == [53])
     }
 
+    @Test func discoveringAheadOfUseLeavesReadsWithOneRoundTrip() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        try await session.discover(services: [dis, fff0], timeout: limit)
+        let before = await session.roundTrips
+        _ = try await session.read(service: dis, characteristic: fw, timeout: limit)
+        _ = try await session.read(service: fff0, characteristic: BluetoothUUID(0xFFF2), timeout: limit)
+        #expect(await session.roundTrips == before + 2)
+        await #expect(throws: BLEError.attributeNotFound("service FFE0")) {
+            try await session.discover(services: [BluetoothUUID(0xFFE0)], timeout: limit)
+        }
+        try await session.discover(services: [], timeout: limit)
+        let afterAll = await session.roundTrips
+        _ = try await session.read(service: BluetoothUUID(0x180F), characteristic: BluetoothUUID(0x2A19), timeout: limit)
+        #expect(await session.roundTrips == afterAll + 1)
+    }
+
     @Test func aDroppedStreamUnsubscribes() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address, options: options())

@@ -225,6 +225,24 @@ public actor Session {
 
     // MARK: - Operations
 
+    /// Discovers services and their characteristics ahead of use, caching them for this link: the named
+    /// services (per the discovery mode), or every primary service when `services` is empty. Later
+    /// operations on them need no discovery round trips. A named service that is missing throws
+    /// `attributeNotFound`.
+    public func discover(services: [BluetoothUUID], timeout: Duration) async throws {
+        let what = services.isEmpty ? "all services" : services.map(\.description).joined(separator: ",")
+        try await withDeadline(timeout, operation: "discover \(what)") {
+            let client = try await self.readyClient()
+            var found: [GATTService] = []
+            if services.isEmpty {
+                found = try await client.discoverAllPrimaryServices()
+            } else {
+                for uuid in services { found.append(try await client.service(uuid)) }
+            }
+            for service in found { _ = try await client.discoverCharacteristics(of: service) }
+        }
+    }
+
     /// Reads a characteristic's value (long values with Read Blob).
     public func read(service: BluetoothUUID, characteristic: BluetoothUUID, timeout: Duration) async throws -> [UInt8] {
         try await withDeadline(timeout, operation: "read \(characteristic)") {
