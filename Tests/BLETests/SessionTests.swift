@@ -425,3 +425,12 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         #expect(await it.next() == .ready)
     }
 }
+
+@Suite struct ReconnectPolicyTests {
+    @Test func theLastDelayRepeats() {
+        let p = ReconnectPolicy.limited(maxAttempts: 5, delays: [.milliseconds(10), .milliseconds(20)])
+        #expect((1...5).map { p.delay(before: $0) } == [.milliseconds(10), .milliseconds(20), .milliseconds(20), .milliseconds(20), .milliseconds(20)])
+        #expect(ReconnectPolicy.limited(maxAttempts: 2, delays: []).delay(before: 2) == .zero)
+        #expect(ReconnectPolicy.disabled.delay(before: 1) == .zero)
+    }
+}

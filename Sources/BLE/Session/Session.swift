@@ -77,7 +77,7 @@ public actor Session {
         manualDisconnect = false
         publish(.connecting)
         do {
-            try await establish(reconnecting: false)
+            try await establish()
         } catch {
             let e = Self.bleError(error)
             if !manualDisconnect { publish(.failed(e)) }
@@ -106,7 +106,7 @@ public actor Session {
     }
 
     /// Connects a link and brings it to `ready`: MTU, then restores every active subscription.
-    private func establish(reconnecting: Bool) async throws {
+    private func establish() async throws {
         establishing = true
         defer { establishing = false }
         let newLink: any Link
@@ -210,7 +210,7 @@ public actor Session {
             }
             if manualDisconnect { return }
             do {
-                try await establish(reconnecting: true)
+                try await establish()
                 return
             } catch {
                 if manualDisconnect { return }
