@@ -153,6 +153,43 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         #expect(await session.roundTrips == afterAll + 1)
     }
 
+    @Test func connectHasADeadline() async throws {
+        let device = TestPeripheral()
+        let central = FakeCentral([device])
+        central.hangConnections(true)
+        var opts = options()
+        opts.connect.timeout = .milliseconds(100)
+        let session = Session(central: central, peer: device.address, options: opts)
+        let start = ContinuousClock.now
+        await #expect(throws: BLEError.timeout(operation: "connect \(device.address)", limit: .milliseconds(100))) {
+            try await session.connect()
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+        guard case .failed = await session.state else {
+            Issue.record("expected failed")
+            return
+        }
+    }
+
+    @Test func anOperationWaitingForAReconnectEndsAtItsOwnDeadline() async throws {
+        let device = TestPeripheral()
+        let central = FakeCentral([device])
+        let session = Session(central: central, peer: device.address,
+                              options: options(reconnect: .limited(maxAttempts: 1, delays: [.seconds(30)])))
+        let (states, t) = recordStates(session)
+        defer { t.cancel() }
+        try await session.connect()
+        await device.drop()
+        try await states.wait(within: limit, "reconnecting") { $0.contains(.reconnecting(attempt: 1)) }
+        await #expect(throws: BLEError.timeout(operation: "read 2A26", limit: .milliseconds(100))) {
+            _ = try await session.read(service: dis, characteristic: fw, timeout: .milliseconds(100))
+        }
+        // A manual disconnect ends the reconnect at once.
+        await session.disconnect()
+        #expect(await session.state == .disconnected)
+        #expect(central.connectAttempts == 1)
+    }
+
     @Test func aDroppedStreamUnsubscribes() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address, options: options())

@@ -132,7 +132,7 @@ final class FakeCentral: Central {
     let connectionSlots = 1000
     let isSimulated = true
     private let peripherals: [BluetoothAddress: TestPeripheral]
-    private let state = Mutex<(refuse: Bool, attempts: Int, links: [InMemoryLink])>((false, 0, []))
+    private let state = Mutex<(refuse: Bool, hang: Bool, attempts: Int, links: [InMemoryLink])>((false, false, 0, []))
     let credits: Int
 
     init(_ peripherals: [TestPeripheral], credits: Int = 8) {
@@ -144,6 +144,8 @@ final class FakeCentral: Central {
 
     /// From now on, connection attempts fail (or succeed again).
     func refuseConnections(_ refuse: Bool) { state.withLock { $0.refuse = refuse } }
+    /// From now on, connection attempts never complete (until cancelled), like a device that stopped advertising.
+    func hangConnections(_ hang: Bool) { state.withLock { $0.hang = hang } }
     var connectAttempts: Int { state.withLock { $0.attempts } }
 
     func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> {
@@ -151,11 +153,16 @@ final class FakeCentral: Central {
     }
 
     func connect(to peer: BluetoothAddress, options: ConnectOptions) async throws -> any Link {
-        let refuse = state.withLock { s -> Bool in
+        let (refuse, hang) = state.withLock { s -> (Bool, Bool) in
             s.attempts += 1
-            return s.refuse
+            return (s.refuse, s.hang)
         }
         if refuse { throw BLEError.connectFailed("refused by the test") }
+        if hang {
+            // Pending until the caller's deadline cancels it (not a settle-sleep: it never completes).
+            try? await Task.sleep(for: .seconds(3600))
+            throw BLEError.cancelled
+        }
         guard let p = peripherals[peer] else { throw BLEError.connectFailed("no device \(peer)") }
         let link = InMemoryLink(peer: peer, adapterID: id, credits: credits)
         await p.attach(link.device)
