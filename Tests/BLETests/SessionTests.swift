@@ -164,7 +164,7 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         await #expect(throws: BLEError.timeout(operation: "connect \(device.address)", limit: .milliseconds(100))) {
             try await session.connect()
         }
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         guard case .failed = await session.state else {
             Issue.record("expected failed")
             return
@@ -282,7 +282,7 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         let device = TestPeripheral()
         let central = FakeCentral([device])
         let session = Session(central: central, peer: device.address,
-                              options: options(reconnect: .limited(maxAttempts: 1, delays: []), attTimeout: .milliseconds(500)))
+                              options: options(reconnect: .limited(maxAttempts: 1, delays: []), attTimeout: .seconds(1)))
         let (states, t) = recordStates(session)
         defer { t.cancel() }
         try await session.connect()
@@ -328,7 +328,7 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         let start = ContinuousClock.now
         await device.drop(.remoteUserTerminated)
         await #expect(throws: BLEError.disconnected(.remoteUserTerminated)) { _ = try await read.value }
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         #expect(await session.state == .disconnected)
     }
 
@@ -438,14 +438,14 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
     @Test func aDeviceThatNeverAnswersTimesOutAndTheLinkIsDropped() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address,
-                              options: options(reconnect: .disabled, attTimeout: .milliseconds(500)))
+                              options: options(reconnect: .disabled, attTimeout: .seconds(1)))
         try await session.connect()
         await device.setAnswers(false)
         let start = ContinuousClock.now
-        await #expect(throws: BLEError.timeout(operation: "ATT Find By Type Value Request", limit: .milliseconds(500))) {
+        await #expect(throws: BLEError.timeout(operation: "ATT Find By Type Value Request", limit: .seconds(1))) {
             _ = try await session.read(service: dis, characteristic: fw, timeout: limit)
         }
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         let states = session.connectionStates()
         _ = try await withDeadline(limit, operation: "disconnected") {
             for await s in states where s == .disconnected { return true }
