@@ -171,6 +171,25 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         }
     }
 
+    @Test func aDeviceThatConnectsButNeverAnswersFailsConnectAtTheConnectDeadline() async throws {
+        let device = TestPeripheral()
+        await device.setAnswers(false)
+        var opts = options()
+        opts.connect.timeout = .milliseconds(200)
+        let central = FakeCentral([device])
+        let session = Session(central: central, peer: device.address, options: opts)
+        await #expect(throws: BLEError.timeout(operation: "connect \(device.address)", limit: .milliseconds(200))) {
+            try await session.connect()
+        }
+        guard case .failed = await session.state else {
+            Issue.record("expected failed")
+            return
+        }
+        // The half-made link was dropped.
+        #expect(central.links.count == 1)
+        #expect(central.links.first?.disconnectReason != nil)
+    }
+
     @Test func anOperationWaitingForAReconnectEndsAtItsOwnDeadline() async throws {
         let device = TestPeripheral()
         let central = FakeCentral([device])

@@ -77,7 +77,7 @@ public actor Session {
         manualDisconnect = false
         publish(.connecting)
         do {
-            try await establish()
+            try await establishWithinDeadline()
         } catch {
             let e = Self.bleError(error)
             if !manualDisconnect { publish(.failed(e)) }
@@ -103,6 +103,14 @@ public actor Session {
         for key in subscriptions.keys { router.finish(key, error: nil) }
         for (_, s) in subscriptions { for (_, w) in s.waiters { w.resume(throwing: BLEError.disconnected(reason)) } }
         subscriptions = [:]
+    }
+
+    /// `establish()` within `options.connect.timeout`: the link, the MTU exchange and the restore together
+    /// (a device that connects but never answers fails the attempt at the connect deadline).
+    private func establishWithinDeadline() async throws {
+        try await withDeadline(options.connect.timeout, operation: "connect \(peer)") {
+            try await self.establish()
+        }
     }
 
     /// Connects a link and brings it to `ready`: MTU, then restores every active subscription.
@@ -210,7 +218,7 @@ public actor Session {
             }
             if manualDisconnect { return }
             do {
-                try await establish()
+                try await establishWithinDeadline()
                 return
             } catch {
                 if manualDisconnect { return }

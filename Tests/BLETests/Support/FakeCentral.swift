@@ -147,6 +147,8 @@ final class FakeCentral: Central {
     /// From now on, connection attempts never complete (until cancelled), like a device that stopped advertising.
     func hangConnections(_ hang: Bool) { state.withLock { $0.hang = hang } }
     var connectAttempts: Int { state.withLock { $0.attempts } }
+    /// Every link handed out, in order.
+    var links: [InMemoryLink] { state.withLock { $0.links } }
 
     func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> {
         AsyncThrowingStream { $0.finish() }
