@@ -161,8 +161,8 @@ final class FakeCentral: Central {
         }
         if refuse { throw BLEError.connectFailed("refused by the test") }
         if hang {
-            // Pending until the caller's deadline cancels it (not a settle-sleep: it never completes).
-            try? await Task.sleep(for: .seconds(3600))
+            // Pending until the caller's deadline cancels it: a value that is never set.
+            _ = await OneShot<Bool>().wait()
             throw BLEError.cancelled
         }
         guard let p = peripherals[peer] else { throw BLEError.connectFailed("no device \(peer)") }
