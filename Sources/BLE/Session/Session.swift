@@ -219,7 +219,11 @@ public actor Session {
             if manualDisconnect { return }
             do {
                 try await establishWithinDeadline()
-                return
+                // The new link can be lost between `ready` and this loop resuming; `linkLost` then left
+                // the reconnect to this loop (it was still running), so go on with the next attempt.
+                if link != nil || manualDisconnect { return }
+                lastError = .disconnected(lastReason ?? .bearerClosed)
+                log("link to \(peer) lost right after reconnect attempt \(attempt)")
             } catch {
                 if manualDisconnect { return }
                 lastError = Self.bleError(error)
