@@ -87,3 +87,42 @@ struct BumbleRunTests {
         }
     }
 }
+
+/// Two adapters on one line: one is cut mid-run; its devices fail over to the other and the run goes on.
+@Suite(.serialized, .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"))
+struct BumbleFailoverTests {
+    @Test func anAdapterCutMidRunFailsOverToTheOtherAndIsReported() async throws {
+        try await BumbleFleet.with(["--devices", "12", "--stations", "2"]) { fleet in
+            let line = try TestLine()
+            defer { line.remove() }
+            let inventory = try BumbleRunTests.inventory(for: fleet, in: line)
+            let workflow = line.directory + "/workflow.yaml"
+            try Data(TestLine.workflow(ackTimeout: "400ms", resend: "[100ms]", retryAttempts: 3).utf8).write(to: URL(fileURLWithPath: workflow))
+            let proxy = try TCPProxy(targetPort: fleet.ports[0])
+            let cut = "hci:tcp:127.0.0.1:\(proxy.port)"
+            let other = "hci:tcp:127.0.0.1:\(fleet.ports[1])"
+            let child = try ChildProcess(["run", workflow, "--inventory", inventory, "--adapter", cut, "--adapter", other, "--quiet",
+                                          "--concurrency", "4", "--report", "r.json", "--events", "-"], directory: line.directory)
+            var finished = 0
+            for await l in child.lines where l.contains("\"device_finished\"") {
+                finished += 1
+                if finished == 3 { proxy.close() }
+            }
+            let status = await child.wait()
+            #expect(status == 0 || status == 1)
+            let report = try RunReport.read(from: line.directory + "/r.json")
+            let cutAdapter = try #require(report.run.adapters.first { $0.id == cut })
+            #expect(cutAdapter.failure != nil, "the cut adapter is reported as failed")
+            #expect(report.run.adapters.first { $0.id == other }?.failure == nil)
+            // The run went on: every device ended, and those that started after the cut went to the other adapter.
+            #expect(report.devices.allSatisfy { $0.outcome == .succeeded || $0.outcome == .failed })
+            #expect((report.summary.outcomes["succeeded"] ?? 0) >= 8, "\(report.summary.outcomes) \(report.summary.errors)")
+            #expect(report.devices.filter { $0.adapter == other && $0.outcome == .succeeded }.count >= 5)
+            for (i, device) in fleet.devices.enumerated() where report.devices.first(where: { $0.id == device.id })?.outcome == .succeeded {
+                let state = try fleet.state(device.id)
+                #expect(state["commits"] as? Int == 1, "\(device.id)")
+                #expect(state["config"] as? String == String(format: "c0ffee%02x", i + 1))
+            }
+        }
+    }
+}
