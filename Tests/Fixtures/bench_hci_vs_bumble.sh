@@ -3,7 +3,7 @@
 # same sensor-v2 sequence written on Bumble's own Python host stack (Tests/Fixtures/baseline_provision.py),
 # each through its own station controller of one fleet, at concurrency 1, 4 and 16.
 #
-#   make release venv && bench/hci-vs-bumble.sh [DEVICES]
+#   make release venv && Tests/Fixtures/bench_hci_vs_bumble.sh [DEVICES]
 #
 # Prints one line per measurement and a Markdown table for docs/benchmarks.md.
 set -euo pipefail
