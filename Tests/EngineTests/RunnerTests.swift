@@ -181,6 +181,12 @@ import TestSupport
         try await journal.append(JournalLine(type: "header", at: "t", header: header), durable: true)
         try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0002", attempt: 1), durable: false)
         try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0002", step: "commit", stepIndex: 10), durable: true)
+        // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
+        try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0003", attempt: 1), durable: false)
+        try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0003", step: "commit", stepIndex: 10), durable: true)
+        let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
+                               error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
+        try await journal.append(JournalLine(type: "outcome", at: "t", record: cut), durable: true)
         options.resume = true
         let sim = try line.simulator(loaded)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
@@ -189,9 +195,12 @@ import TestSupport
         #expect(d2.outcome == .failed)
         #expect(d2.error?.kind == .needsReview)
         #expect(d2.error?.step == "commit")
+        let d3 = try #require(report.devices.first { $0.id == "SN-0003" })
+        #expect(d3.error?.kind == .needsReview)
         let dump = await sim.dump()
         #expect(dump.device("SN-0002")?.connections == 0, "a device that may be committed is not touched again")
-        #expect(report.summary.outcomes["succeeded"] == 2)
+        #expect(dump.device("SN-0003")?.connections == 0)
+        #expect(report.summary.outcomes["succeeded"] == 1)
     }
 
     @Test func secretsNeverReachTheReportOrTheJournal() async throws {
