@@ -36,7 +36,7 @@ let package = Package(
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -5,6 +5,7 @@ import Testing
 import Workflow
 @testable import Engine
 import TestSupport
+import YAML
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {
@@ -269,5 +270,34 @@ import TestSupport
         #expect(xml.contains("tests=\"3\" failures=\"1\""))
         #expect(xml.contains("<failure type=\"verify_failed\""))
         #expect(xml.contains("name=\"SN-0002\""))
+    }
+
+    @Test func aDeviceWhoseLinksKeepFailingOnOneAdapterIsRetriedOnAnotherThatHearsIt() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 8, workflow: TestLine.workflow(retryAttempts: 3)))
+        let model = try DeviceModel.load(path: line.directory + "/models/sensor-v2.yaml")
+        // Two radios hearing the same line: on "weak" every connection fails (a bad antenna); "good" works.
+        func central(_ id: String, faults: String?) throws -> SimulatedCentral {
+            let specs = try loaded.inventory.devices.map { d -> SimulatedDeviceSpec in
+                let overrides = try faults.map { try #require(try YAMLParser().parse("faults: \($0)")) }
+                return SimulatedDeviceSpec(id: d.id, name: d.name, address: d.address, variables: d.vars, overrides: overrides)
+            }
+            return try SimulatedCentral(models: [model.name: model], devices: specs, defaultModel: model.name,
+                                        options: SimulatorOptions(id: id, seed: 3, latencyScale: 0))
+        }
+        let weak = try central("weak", faults: "{ connect_fail: 1.0 }")
+        let good = try central("good", faults: nil)
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [weak, good], options: line.options())
+        #expect(report.summary.outcomes["succeeded"] == 8, "\(report.summary.errors)")
+        #expect(report.devices.allSatisfy { $0.adapter == "good" })
+        // Some devices were sent to the weak radio first and moved after its connect failed.
+        let moved = report.devices.filter { ($0.steps.first { $0.kind == "connect" }?.attempts ?? 0) > 1 }
+        #expect(!moved.isEmpty, "the seed sends some devices to the weak radio first")
+        let weakDump = await weak.dump()
+        #expect(weakDump.devices.reduce(0) { $0 + $1.connectAttempts } == moved.count)
+        let goodDump = await good.dump()
+        #expect(goodDump.devices.allSatisfy { $0.commits == 1 })
     }
 }
