@@ -35,8 +35,8 @@ let package = Package(
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "TestSupport"]),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -32,6 +32,7 @@ public final class SimulatedCentral: Central {
     private struct State {
         var closed = false
         var activeLinks = 0
+        var peakLinks = 0
         var links: [ObjectIdentifier: InMemoryLink] = [:]
         var scans: [UInt64: WeakCursor] = [:]
         var nextScan: UInt64 = 0
@@ -135,6 +136,9 @@ public final class SimulatedCentral: Central {
 
     /// How many links are up.
     public var activeLinkCount: Int { state.withLock { $0.activeLinks } }
+
+    /// The most links held at once since the adapter was created (measured on the device side).
+    public var peakLinkCount: Int { state.withLock { $0.peakLinks } }
 
     // MARK: - Scan
 
@@ -240,6 +244,7 @@ public final class SimulatedCentral: Central {
         let slot = state.withLock { s -> Bool in
             guard !s.closed, s.activeLinks < connectionSlots else { return false }
             s.activeLinks += 1
+            s.peakLinks = max(s.peakLinks, s.activeLinks)
             return true
         }
         guard slot else { throw BLEError.connectFailed("no free connection slot on \(id) (\(connectionSlots) in use)") }
@@ -250,6 +255,9 @@ public final class SimulatedCentral: Central {
         device.record(.connected)
         let link = InMemoryLink(peer: device.address, adapterID: id, credits: options.credits)
         state.withLock { $0.links[ObjectIdentifier(link)] = link }
+        // Free the slot and the peripheral as the link closes, before `disconnect()` returns to the
+        // central (a controller frees them before Disconnection Complete).
+        link.onClose { [weak self] _ in self?.linkClosed(device, link) }
         let connection = DeviceConnection(device: device, link: link, rng: rng, latencyScale: options.latencyScale)
         Task {
             var connection = connection
@@ -259,12 +267,16 @@ public final class SimulatedCentral: Central {
         return link
     }
 
+    private func linkClosed(_ device: VirtualDevice, _ link: InMemoryLink) {
+        device.endConnection()
+        state.withLock { s in
+            if s.links.removeValue(forKey: ObjectIdentifier(link)) != nil { s.activeLinks -= 1 }
+        }
+    }
+
     private func connectionEnded(_ device: VirtualDevice, _ link: InMemoryLink) {
         link.device.drop(.remoteUserTerminated)
-        device.endConnection()
         let scans = state.withLock { s -> [ScanCursor] in
-            s.activeLinks -= 1
-            s.links[ObjectIdentifier(link)] = nil
             s.scans = s.scans.filter { $0.value.cursor != nil }
             return s.scans.values.compactMap(\.cursor)
         }

@@ -85,7 +85,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         let s = d.snapshot
         var blob: Blob?
         if let expected = s.blobExpected {
-            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: SHA256.hex(s.blob))
+            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: SHA256.hexDigest(s.blob))
         }
         return Device(
             id: d.id, address: d.address.description, model: d.model.name, connections: s.connections,

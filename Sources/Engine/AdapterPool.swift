@@ -63,13 +63,18 @@ final class AdapterPool: Sendable {
             return nil
         }
         guard let first else { return nil }
-        var best = first
-        for a in live {
-            guard let ad = await a.hub.cached(wanted) else { continue }
-            let better = (avoid.contains(best.1.id) && !avoid.contains(a.id))
-                || (avoid.contains(best.1.id) == avoid.contains(a.id) && ad.rssi > best.0.rssi)
-            if better { best = (ad, a) }
+        // Of every adapter that hears it: not one to avoid, then a free slot, then the best RSSI, then
+        // the least busy (Bumble's virtual radio reports the same RSSI everywhere).
+        var candidates: [(Advertisement, Adapter)] = [first]
+        for a in live where a !== first.1 {
+            if let ad = await a.hub.cached(wanted) { candidates.append((ad, a)) }
         }
+        func score(_ c: (Advertisement, Adapter)) -> (Int, Int, Int, Int) {
+            let usage = c.1.slots.usage.current
+            return (avoid.contains(c.1.id) ? 0 : 1, usage < c.1.slots.capacity ? 1 : 0, c.0.rssi, -usage)
+        }
+        var best = first
+        for c in candidates.dropFirst() where score(c) > score(best) { best = c }
         return best
     }
 }

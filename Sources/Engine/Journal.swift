@@ -202,7 +202,9 @@ public struct JournalState: Sendable {
             case "outcome":
                 if let r = line.record {
                     state.outcomes[r.id] = r
-                    state.pendingIntents[r.id] = nil
+                    // An interrupted device may have been cut after its irreversible write went out:
+                    // its intent stands.
+                    if r.outcome != .interrupted { state.pendingIntents[r.id] = nil }
                 }
             default:
                 break

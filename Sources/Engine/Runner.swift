@@ -199,6 +199,16 @@ public enum Runner {
                     try await journal.append(JournalLine(type: "outcome", at: WallClock.iso(WallClock.now()), record: r), durable: false)
                     continue
                 }
+                if let r = prev.outcomes[d.id], r.outcome == .failed, options.retryFailed,
+                   let sent = workflow.steps.indices.first(where: { workflow.steps[$0].irreversible && $0 < r.steps.count && r.steps[$0].attempts > 0 }) {
+                    // It failed after an irreversible step went out: running it again could repeat that step.
+                    var carried = r
+                    carried.carriedOver = true
+                    carried.error = FailureRecord(kind: .needsReview, step: workflow.steps[sent].name,
+                                                  message: "failed after the irreversible step `\(workflow.steps[sent].name)` was sent; not run again automatically (\(r.error?.message ?? "see the earlier report"))")
+                    records[d.id] = carried
+                    continue
+                }
                 if let r = prev.outcomes[d.id], r.outcome == .succeeded || (r.outcome == .failed && !options.retryFailed) {
                     var carried = r
                     carried.carriedOver = true

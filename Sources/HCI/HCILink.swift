@@ -5,8 +5,13 @@ import Synchronization
 public final class HCILink: Link {
     private struct State {
         var reason: DisconnectReason?
-        var waiters: [CheckedContinuation<DisconnectReason, Never>] = []
+        var waiters: [UInt64: CheckedContinuation<DisconnectReason, Never>] = [:]
+        var nextWaiter: UInt64 = 0
     }
+
+    /// What `waitForDisconnect()` returns to a task cancelled while the link is still up (the shared
+    /// `DisconnectReason.waitCancelled`).
+    public static let waitCancelled = DisconnectReason.waitCancelled
 
     public let peer: BluetoothAddress
     public let adapterID: String
@@ -32,14 +37,26 @@ public final class HCILink: Link {
     /// Why the link went down, or nil while it is up.
     public var disconnectReason: DisconnectReason? { state.withLock { $0.reason } }
 
+    /// Waits until the link goes down and says why. A cancelled task stops waiting at once and gets
+    /// `HCILink.waitCancelled` (code 0x00) if the link is still up.
     public func waitForDisconnect() async -> DisconnectReason {
-        await withCheckedContinuation { (c: CheckedContinuation<DisconnectReason, Never>) in
-            let ready = state.withLock { s -> DisconnectReason? in
-                if let r = s.reason { return r }
-                s.waiters.append(c)
-                return nil
+        let id = state.withLock { s -> UInt64 in
+            s.nextWaiter += 1
+            return s.nextWaiter
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<DisconnectReason, Never>) in
+                let ready = state.withLock { s -> DisconnectReason? in
+                    if let r = s.reason { return r }
+                    if Task.isCancelled { return Self.waitCancelled }
+                    s.waiters[id] = c
+                    return nil
+                }
+                if let ready { c.resume(returning: ready) }
             }
-            if let ready { c.resume(returning: ready) }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(returning: Self.waitCancelled)
         }
     }
 
@@ -52,8 +69,8 @@ public final class HCILink: Link {
         let waiters = state.withLock { s -> [CheckedContinuation<DisconnectReason, Never>]? in
             if s.reason != nil { return nil }
             s.reason = reason
-            defer { s.waiters = [] }
-            return s.waiters
+            defer { s.waiters = [:] }
+            return Array(s.waiters.values)
         }
         guard let waiters else { return }
         attBearer.finish()

@@ -17,13 +17,14 @@ enum AdapterFactory {
         return (try? AdapterSpec(parsing: spec)) != nil
     }
 
+    /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil) async throws -> any Central {
         if spec == "sim" {
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath)
         }
         do {
-            return try await HCIAdapter.open(spec: spec)
+            return try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: slots ?? 8))
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
         }

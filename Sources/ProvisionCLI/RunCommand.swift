@@ -138,7 +138,7 @@ public struct RunCommand: Command {
         for spec in specs {
             do {
                 centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: arguments.value("sim-state")))
+                                                              latencyScale: latency, statePath: arguments.value("sim-state"), slots: slots))
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }

@@ -95,7 +95,7 @@ struct DeterminismAndPersistenceTests {
         #expect(try await resumed.controlChecked([0x02]).ack == [0x02, 0x00])
         await resumed.link.disconnect()
         let p2 = try #require(second.dump(device: "P-2"))
-        #expect(p2.blob?.sha256 == SHA256.hex([1, 2, 3, 4]))
+        #expect(p2.blob?.sha256 == SHA256.hexDigest([1, 2, 3, 4]))
         #expect(p2.connections == 2)
         #expect(p2.commits == 1)
     }

@@ -5,10 +5,10 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct SensorV2ProvisioningTests {
     @Test func sha256MatchesTheStandardVectors() {
-        #expect(SHA256.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(SHA256.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hexDigest(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256.hexDigest([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         let long = Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)
-        #expect(SHA256.hex(long) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(SHA256.hexDigest(long) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
     }
 
     @Test func aWholeProvisioningSequenceByRawPDUsLeavesTheDeviceProvisioned() async throws {
@@ -42,7 +42,7 @@ struct SensorV2ProvisioningTests {
 
         let d = try #require(await central.dump().device("SN-0001"))
         #expect(d.config == "0a0b0c")
-        #expect(d.blob == SimulatorDump.Blob(expected: 1500, received: 1500, ended: true, sha256: SHA256.hex(Fixtures.blob)))
+        #expect(d.blob == SimulatorDump.Blob(expected: 1500, received: 1500, ended: true, sha256: SHA256.hexDigest(Fixtures.blob)))
         #expect(d.state == "02")
         #expect(d.commits == 2)
         #expect(d.connections == 1)
@@ -113,7 +113,7 @@ struct SensorV2ProvisioningTests {
         await second.link.disconnect()
         let d = try #require(central.dump(device: "SN-0004"))
         #expect(d.connections == 2)
-        #expect(d.blob == SimulatorDump.Blob(expected: 2, received: 2, ended: true, sha256: SHA256.hex([7, 8])))
+        #expect(d.blob == SimulatorDump.Blob(expected: 2, received: 2, ended: true, sha256: SHA256.hexDigest([7, 8])))
         #expect(d.commands.map(\.status) == ["00", "00", "01", "00", "00"])
     }
 

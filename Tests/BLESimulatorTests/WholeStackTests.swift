@@ -35,7 +35,7 @@ struct WholeStackTests {
         let d = try #require(central.dump(device: "WS-1"))
         #expect(d.config == "0a0b0c")
         #expect(d.blob == SimulatorDump.Blob(expected: Fixtures.blob.count, received: Fixtures.blob.count, ended: true,
-                                             sha256: SHA256.hex(Fixtures.blob)))
+                                             sha256: SHA256.hexDigest(Fixtures.blob)))
         #expect(d.state == "02")
         #expect(d.commits == 1)
         #expect(d.connections == 1)

@@ -5,6 +5,7 @@ import Testing
 import Workflow
 @testable import Engine
 import TestSupport
+import YAML
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {
@@ -93,6 +94,9 @@ import TestSupport
         let links = try #require(report.run.adapters.first?.peakLinks)
         #expect(links <= 5)
         #expect(links >= 2, "the run should actually use several slots at once")
+        // Measured on the device side too: the simulator never held more links than the slots.
+        #expect(sim.peakLinkCount <= 5)
+        #expect(sim.peakLinkCount >= 2)
     }
 
     @Test func stoppingTheLineSkipsTheRestAndSaysSo() async throws {
@@ -178,6 +182,12 @@ import TestSupport
         try await journal.append(JournalLine(type: "header", at: "t", header: header), durable: true)
         try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0002", attempt: 1), durable: false)
         try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0002", step: "commit", stepIndex: 10), durable: true)
+        // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
+        try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0003", attempt: 1), durable: false)
+        try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0003", step: "commit", stepIndex: 10), durable: true)
+        let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
+                               error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
+        try await journal.append(JournalLine(type: "outcome", at: "t", record: cut), durable: true)
         options.resume = true
         let sim = try line.simulator(loaded)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
@@ -186,9 +196,12 @@ import TestSupport
         #expect(d2.outcome == .failed)
         #expect(d2.error?.kind == .needsReview)
         #expect(d2.error?.step == "commit")
+        let d3 = try #require(report.devices.first { $0.id == "SN-0003" })
+        #expect(d3.error?.kind == .needsReview)
         let dump = await sim.dump()
         #expect(dump.device("SN-0002")?.connections == 0, "a device that may be committed is not touched again")
-        #expect(report.summary.outcomes["succeeded"] == 2)
+        #expect(dump.device("SN-0003")?.connections == 0)
+        #expect(report.summary.outcomes["succeeded"] == 1)
     }
 
     @Test func secretsNeverReachTheReportOrTheJournal() async throws {
@@ -257,5 +270,34 @@ import TestSupport
         #expect(xml.contains("tests=\"3\" failures=\"1\""))
         #expect(xml.contains("<failure type=\"verify_failed\""))
         #expect(xml.contains("name=\"SN-0002\""))
+    }
+
+    @Test func aDeviceWhoseLinksKeepFailingOnOneAdapterIsRetriedOnAnotherThatHearsIt() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 8, workflow: TestLine.workflow(retryAttempts: 3)))
+        let model = try DeviceModel.load(path: line.directory + "/models/sensor-v2.yaml")
+        // Two radios hearing the same line: on "weak" every connection fails (a bad antenna); "good" works.
+        func central(_ id: String, faults: String?) throws -> SimulatedCentral {
+            let specs = try loaded.inventory.devices.map { d -> SimulatedDeviceSpec in
+                let overrides = try faults.map { try #require(try YAMLParser().parse("faults: \($0)")) }
+                return SimulatedDeviceSpec(id: d.id, name: d.name, address: d.address, variables: d.vars, overrides: overrides)
+            }
+            return try SimulatedCentral(models: [model.name: model], devices: specs, defaultModel: model.name,
+                                        options: SimulatorOptions(id: id, seed: 3, latencyScale: 0))
+        }
+        let weak = try central("weak", faults: "{ connect_fail: 1.0 }")
+        let good = try central("good", faults: nil)
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [weak, good], options: line.options())
+        #expect(report.summary.outcomes["succeeded"] == 8, "\(report.summary.errors)")
+        #expect(report.devices.allSatisfy { $0.adapter == "good" })
+        // Some devices were sent to the weak radio first and moved after its connect failed.
+        let moved = report.devices.filter { ($0.steps.first { $0.kind == "connect" }?.attempts ?? 0) > 1 }
+        #expect(!moved.isEmpty, "the seed sends some devices to the weak radio first")
+        let weakDump = await weak.dump()
+        #expect(weakDump.devices.reduce(0) { $0 + $1.connectAttempts } == moved.count)
+        let goodDump = await good.dump()
+        #expect(goodDump.devices.allSatisfy { $0.commits == 1 })
     }
 }

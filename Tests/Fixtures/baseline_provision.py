@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Throughput baseline: the sensor-v2 provisioning sequence on Bumble's own host stack.
 
-Drives a fleet started with `bumble_fleet.py --baseline-port P` through its second station
-controller, with asyncio concurrency N, and prints one JSON line with devices per minute.
+Drives a fleet started with `bumble_fleet.py --stations 2` through its second station controller
+(the same kind of virtual controller, over the same TCP transport, that the Swift host gets), with
+asyncio concurrency N, and prints one JSON line with devices per minute.
 
-    bumble_fleet.py --port 0 --baseline-port 9100 --devices 16 --state-dir /tmp/fleet &
-    baseline_provision.py --transport tcp-client:127.0.0.1:9100 --devices 16 --concurrency 4
+    bumble_fleet.py --port 9000 --stations 2 --devices 16 --state-dir /tmp/fleet &
+    baseline_provision.py --transport tcp-client:127.0.0.1:9001 --devices 16 --concurrency 4
 
 The sequence is the one in REFERENCE-DEVICE.md: connect, exchange MTU, discover, read 2A25 (verify
 the id) and 2A26 (verify 2.x), subscribe FFF3, 01 <config> / ack, 03 <len> / ack, blob on FFF4

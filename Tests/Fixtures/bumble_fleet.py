@@ -5,14 +5,19 @@ One virtual controller is exposed to the host under test over Bumble's tcp-serve
 peripheral runs Bumble's own host stack on its own virtual controller, all on one LocalLink.
 
     bumble_fleet.py --port 0 --devices 8 --state-dir /tmp/fleet
-    bumble_fleet.py --port 9000 --config fleet.json --state-dir /tmp/fleet
+    bumble_fleet.py --port 9000 --stations 2 --config fleet.json --state-dir /tmp/fleet
 
-On start it prints one JSON line to stdout: {"event": "ready", "port": P, "devices": [...]}.
+On start it prints one JSON line to stdout: {"event": "ready", "port": P, "ports": [P, ...],
+"devices": [...]}. Every station controller (--stations, default 1) hears every device: one per
+adapter of a multi-adapter station, or one for baseline_provision.py.
 Each peripheral writes its device-side state to STATE_DIR/<id>.json (atomically) on every change and
 on SIGTERM.
 
 Config file: {"devices": [{"id": "SN-0001", "name": "SNS-0001", "address": "F0:00:00:00:00:01",
-"firmware": "2.4.1", "battery": 87, "faults": ["silent" | "ack_loss"]}]}
+"firmware": "2.4.1", "battery": 87, "faults": ["silent" | "ack_loss" | "drop_on_commit"]}]}
+
+Faults: silent (never advertises), ack_loss (commands run, acks never sent), drop_on_commit (the
+device drops the link, reason 0x13, instead of executing a commit).
 
 Workarounds for limits of Bumble's virtual controller live here, not in the product:
 - LE Create Connection Cancel answers success but leaves the connection pending: the host-facing
@@ -108,6 +113,7 @@ class SensorV2:
         self.fff1_writes = []
         self.acks_sent = []
         self.acks_lost = []
+        self.drops = 0
         self.mtu = 23
         self.controller = Controller(f"ctl-{self.id}", link=link)
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
@@ -173,6 +179,11 @@ class SensorV2:
     def _on_control(self, connection, value):
         value = bytes(value)
         self.fff1_writes.append(value.hex())
+        if value[:1] == b"\x02" and "drop_on_commit" in self.faults:
+            self.drops += 1
+            self.save()
+            asyncio.get_running_loop().create_task(self._drop(connection))
+            return
         ack = self._execute(value)
         self.save()
         asyncio.get_running_loop().create_task(self._send_ack(connection, ack))
@@ -210,6 +221,13 @@ class SensorV2:
             return b"\x02\x00"
         return bytes([command, 0xFF])
 
+    async def _drop(self, connection):
+        await asyncio.sleep(0.005)  # after the write response
+        try:
+            await connection.disconnect(hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR)
+        except Exception as error:
+            logger.info("%s: drop failed: %s", self.id, error)
+
     async def _send_ack(self, connection, ack):
         # The ack follows the write response by 5–50 ms.
         await asyncio.sleep(random.uniform(0.005, 0.050))
@@ -245,13 +263,14 @@ class SensorV2:
             "fff1_writes": self.fff1_writes,
             "acks_sent": self.acks_sent,
             "acks_lost": self.acks_lost,
+            "drops": self.drops,
         }
 
     def save(self):
         write_json_atomically(self.state_path, self.snapshot())
 
 
-def default_devices(count, old_firmware=(), silent=(), ack_loss=()):
+def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_commit=()):
     devices = []
     for i in range(1, count + 1):
         faults = []
@@ -259,6 +278,8 @@ def default_devices(count, old_firmware=(), silent=(), ack_loss=()):
             faults.append("silent")
         if i in ack_loss:
             faults.append("ack_loss")
+        if i in drop_on_commit:
+            faults.append("drop_on_commit")
         devices.append({
             "id": f"SN-{i:04d}",
             "name": f"SNS-{i:04d}",
@@ -283,10 +304,13 @@ async def main():
     parser.add_argument("--silent", default="", help="indices (1-based) of devices that never advertise")
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
-    parser.add_argument("--baseline-port", type=int, default=None,
-                        help="also expose a second station controller on this port (0: pick), for "
-                             "baseline_provision.py")
+    parser.add_argument("--drop-on-commit", default="", help="indices of devices that drop the link on commit")
+    parser.add_argument("--stations", type=int, default=1,
+                        help="station controllers (one per adapter or per baseline host), on PORT, PORT+1, ... "
+                             "(all picked freely with --port 0)")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
+    parser.add_argument("--exit-on-stdin-eof", action="store_true",
+                        help="stop when stdin closes (the launching test process died)")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -297,7 +321,8 @@ async def main():
             devices = json.load(f)["devices"]
     else:
         devices = default_devices(args.devices, parse_indices(args.old_firmware),
-                                  parse_indices(args.silent), parse_indices(args.ack_loss))
+                                  parse_indices(args.silent), parse_indices(args.ack_loss),
+                                  parse_indices(args.drop_on_commit))
     os.makedirs(args.state_dir, exist_ok=True)
 
     link = LocalLink()
@@ -318,22 +343,29 @@ async def main():
                           public_address=public_address)
         return transport, sock.getsockname()[1]
 
-    transport, port = await station("station", args.port, "00:AA:00:00:00:01")
-    transports = [transport]
-    baseline_port = None
-    if args.baseline_port is not None:
-        baseline_transport, baseline_port = await station("baseline", args.baseline_port, "00:AA:00:00:00:02")
-        transports.append(baseline_transport)
+    transports = []
+    ports = []
+    for i in range(max(1, args.stations)):
+        transport, port = await station(f"station{i + 1}", args.port + i if args.port else 0,
+                                        f"00:AA:00:00:00:{i + 1:02X}")
+        transports.append(transport)
+        ports.append(port)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if args.exit_on_stdin_eof:
+        def on_stdin():
+            if not os.read(sys.stdin.fileno(), 4096):
+                loop.remove_reader(sys.stdin.fileno())
+                stop.set()
+        loop.add_reader(sys.stdin.fileno(), on_stdin)
 
     print(json.dumps({
         "event": "ready",
-        "port": port,
-        "baseline_port": baseline_port,
+        "port": ports[0],
+        "ports": ports,
         "devices": [{"id": s.id, "name": s.name, "address": s.address, "state_file": s.state_path,
                      "faults": sorted(s.faults), "firmware": s.firmware} for s in sensors],
     }), flush=True)

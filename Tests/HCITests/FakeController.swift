@@ -16,6 +16,8 @@ final class FakeController: HCITransport {
         var connects = true
         /// When a cancel arrives, the connection has just been made (the race of Vol 4 Part E 7.8.13).
         var connectsWhenCancelled = false
+        /// Answer with LE Enhanced Connection Complete instead of LE Connection Complete.
+        var enhanced = false
     }
 
     let reads: AsyncThrowingStream<[UInt8], any Error>
@@ -82,7 +84,8 @@ final class FakeController: HCITransport {
             inject(event: .commandStatus(CommandStatusEvent(status: .success, opcode: command.opcode)))
             if script.connects, let c = try? LECreateConnectionCommand(parameters: command.parameters) {
                 state.withLock { $0.script.nextHandle += 1 }
-                inject(event: .leConnectionComplete(LEConnectionCompleteEvent(status: .success, handle: script.nextHandle, peer: c.peer)))
+                inject(event: .leConnectionComplete(LEConnectionCompleteEvent(status: .success, handle: script.nextHandle + 1,
+                                                                              peer: c.peer, enhanced: script.enhanced)))
             }
         case .leCreateConnectionCancel where script.connectsWhenCancelled:
             state.withLock { $0.script.nextHandle += 1 }

@@ -1,3 +1,4 @@
+import TestSupport
 import BLE
 import Foundation
 import HCI
@@ -256,6 +257,50 @@ struct HCIAdapterBumbleTests {
             }
             for link in links { await link.disconnect() }
             await adapter.close()
+        }
+    }
+
+    @Test func aPeripheralThatDropsTheLinkGivesRemoteUserTerminated() async throws {
+        try await BumbleFleet.with(["--devices", "1", "--drop-on-commit", "1"]) { fleet in
+            let adapter = try await HCIAdapter.open(spec: fleet.spec)
+            let address = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
+            let link = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+            let att = RawATT(link)
+            let fff1 = try #require(try await att.characteristics().first { $0.uuid == 0xFFF1 }?.handle)
+            #expect(try await att.request([0x12] + le16(fff1) + [0x02]) == [0x13])
+            #expect(await link.waitForDisconnect() == .remoteUserTerminated)
+            await #expect(throws: BLEError.self) { try await link.bearer.send([0x0A, 0x01, 0x00]) }
+            let state = try fleet.state(fleet.devices[0].id)
+            #expect(state["drops"] as? Int == 1)
+            #expect(state["commits"] as? Int == 0)
+            // The slot is free again and the device reconnects.
+            let again = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+            await again.disconnect()
+            await adapter.close()
+        }
+    }
+
+    @Test func twoAdaptersHearTheSameFleetAndHoldLinksSideBySide() async throws {
+        try await BumbleFleet.with(["--devices", "4", "--stations", "2"]) { fleet in
+            let a = try await HCIAdapter.open(spec: "hci:tcp:127.0.0.1:\(fleet.ports[0])")
+            let b = try await HCIAdapter.open(spec: "hci:tcp:127.0.0.1:\(fleet.ports[1])")
+            let heardByA = try await DeviceDiscovery.scan(on: a, for: .seconds(1))
+            let heardByB = try await DeviceDiscovery.scan(on: b, for: .seconds(1))
+            #expect(heardByA.count == 4 && heardByB.count == 4)
+            #expect(Set(heardByA.map(\.adapter)) == [a.id] && Set(heardByB.map(\.adapter)) == [b.id])
+            let first = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
+            let second = try #require(BluetoothAddress(fleet.devices[1].address, kind: .random))
+            async let linkA = a.connect(to: first, options: ConnectOptions(timeout: .seconds(5)))
+            async let linkB = b.connect(to: second, options: ConnectOptions(timeout: .seconds(5)))
+            let (la, lb) = try await (linkA, linkB)
+            #expect(la.adapterID == a.id && lb.adapterID == b.id)
+            #expect(try await RawATT(la).request([0x02, 0xF7, 0x00]).first == 0x03)
+            #expect(try await RawATT(lb).request([0x02, 0xF7, 0x00]).first == 0x03)
+            // Closing one adapter leaves the other's link up.
+            await a.close()
+            #expect(await la.waitForDisconnect() == .localHostTerminated)
+            #expect((lb as? HCILink)?.disconnectReason == nil)
+            await b.close()
         }
     }
 

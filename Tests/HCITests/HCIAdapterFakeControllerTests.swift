@@ -154,6 +154,28 @@ private func open(_ fake: FakeController, _ options: HCIAdapter.Options = HCIAda
 }
 
 extension HCIAdapterFakeControllerTests {
+    @Test func enhancedConnectionCompleteEstablishesTheLinkToo() async throws {
+        var script = FakeController.Script()
+        script.enhanced = true
+        let fake = FakeController(script)
+        let adapter = try await open(fake)
+        let link = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .seconds(2)))
+        #expect(link.peer == peer)
+        #expect((link as? HCILink)?.handle == 0x41)
+        await adapter.close()
+    }
+
+    @Test func waitingForADisconnectEndsWhenTheWaitingTaskIsCancelled() async throws {
+        let adapter = try await open(FakeController())
+        let link = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .seconds(2)))
+        let waiting = Task { await link.waitForDisconnect() }
+        waiting.cancel()
+        #expect(await waiting.value == HCILink.waitCancelled)
+        await link.disconnect()
+        #expect(await link.waitForDisconnect() == .localHostTerminated)
+        await adapter.close()
+    }
+
     @Test func aConnectionThatWinsTheRaceWithItsCancelIsDropped() async throws {
         var script = FakeController.Script()
         script.connects = false

@@ -1,3 +1,4 @@
+import TestSupport
 import BLE
 import Foundation
 import HCI

@@ -32,8 +32,9 @@ public actor ATTClient {
     public nonisolated let bearer: any ATTBearer
     /// The ATT transaction timeout.
     public nonisolated let transactionTimeout: Duration
-    /// The current ATT_MTU (23 until exchanged).
-    public private(set) var mtu: Int = ATTClient.defaultMTU
+    /// The current ATT_MTU (23 until exchanged). Readable without a hop: it changes once, in `exchangeMTU`.
+    public nonisolated var mtu: Int { mtuStore.load(ordering: .relaxed) }
+    private let mtuStore = Atomic<Int>(ATTClient.defaultMTU)
     /// Requests sent (ATT round trips), including those that failed.
     public private(set) var requestsSent = 0
     /// Responses dropped because no request was waiting for them.
@@ -47,6 +48,7 @@ public actor ATTClient {
 
     private let valueHandler: @Sendable (ATTValueEvent) -> Void
     private let counter: RoundTripCounter?
+    private let disconnectReason: (@Sendable () async -> DisconnectReason)?
     private let log: @Sendable (String) -> Void
     private var mtuExchanged = false
 
@@ -56,7 +58,8 @@ public actor ATTClient {
         var continuation: CheckedContinuation<ATTPDU, any Error>?
         var result: Result<ATTPDU, any Error>?
         var abandoned = false
-        var timer: Task<Void, Never>?
+        /// When the request went out (the transaction timer runs from here).
+        var sentAt: ContinuousClock.Instant?
     }
 
     /// Holder of the request slot (a transaction in flight, or a task about to send).
@@ -66,14 +69,18 @@ public actor ATTClient {
     private var waiterHead = 0
     private var nextID: UInt64 = 0
     private var reader: Task<Void, Never>?
+    private var watchdog: Task<Void, Never>?
 
     /// - Parameters:
     ///   - valueHandler: called on the client's executor for every notification and indication, in order.
     ///     It must not block.
     ///   - log: diagnostics for dropped PDUs.
     ///   - counter: also counts this client's requests (a session sums them over its links).
+    ///   - disconnectReason: asked, when `incoming` ends, why the link went down (e.g. `Link.waitForDisconnect`),
+    ///     so that pending operations fail with the real reason; `.bearerClosed` when nil.
     public init(bearer: any ATTBearer, transactionTimeout: Duration = .seconds(30),
                 counter: RoundTripCounter? = nil,
+                disconnectReason: (@Sendable () async -> DisconnectReason)? = nil,
                 log: @escaping @Sendable (String) -> Void = { _ in },
                 valueHandler: @escaping @Sendable (ATTValueEvent) -> Void) {
         self.bearer = bearer
@@ -81,19 +88,44 @@ public actor ATTClient {
         self.log = log
         self.valueHandler = valueHandler
         self.counter = counter
+        self.disconnectReason = disconnectReason
     }
 
-    /// Starts reading the bearer. Idempotent.
+    /// Starts reading the bearer and the transaction timer. Idempotent.
     public func start() {
         guard reader == nil else { return }
         reader = Task { await self.readLoop() }
+        let limit = transactionTimeout
+        // One timer task per bearer (not one per request): it sleeps until the pending request's deadline,
+        // or for a whole timeout when nothing is pending.
+        watchdog = Task { [weak self] in
+            var next = limit
+            while true {
+                do { try await Task.sleep(for: next) } catch { return }
+                guard let self, let after = await self.checkTransactionTimer() else { return }
+                next = after
+            }
+        }
+    }
+
+    /// Expires the pending transaction if its time is up; returns how long to sleep next (nil: stop).
+    private func checkTransactionTimer() async -> Duration? {
+        guard closedError == nil else { return nil }
+        guard let t = current, t.result == nil, let sentAt = t.sentAt else { return transactionTimeout }
+        let deadline = sentAt + transactionTimeout
+        let now = ContinuousClock.now
+        if now < deadline { return deadline - now }
+        await transactionExpired(t.id)
+        return nil
     }
 
     private func readLoop() async {
         for await pdu in bearer.incoming {
             await receive(pdu)
         }
-        fail(.disconnected(.bearerClosed))
+        guard closedError == nil else { return }
+        let reason = await disconnectReason?() ?? .bearerClosed
+        fail(.disconnected(reason))
     }
 
     // MARK: - Operations
@@ -108,6 +140,7 @@ public actor ATTClient {
             throw BLEError.protocolError("\(pdu.opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
         }
         try await acquireSlot()
+        if let e = closedError { throw e }
         if Task.isCancelled {
             releaseSlot()
             throw BLEError.cancelled
@@ -123,13 +156,12 @@ public actor ATTClient {
             if current?.id == id { current = nil; releaseSlot() }
             throw (error as? BLEError) ?? .disconnected(.bearerClosed)
         }
-        // The transaction may have ended while sending (response, failure).
+        // The transaction may have ended while sending (response, failure), or the bearer failed.
+        if let e = closedError, current?.id == id, current?.result == nil {
+            current?.result = .failure(e)
+        }
         if current?.id == id, current?.result == nil {
-            let limit = transactionTimeout
-            current?.timer = Task { [weak self] in
-                do { try await Task.sleep(for: limit) } catch { return }
-                await self?.transactionExpired(id)
-            }
+            current?.sentAt = .now
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ATTPDU, any Error>) in
@@ -183,7 +215,7 @@ public actor ATTClient {
         guard case .exchangeMTUResponse(let r) = response else {
             throw BLEError.protocolError("unexpected \(response.opcode.name) to Exchange MTU")
         }
-        mtu = max(Self.defaultMTU, min(ours, Int(r.mtu)))
+        mtuStore.store(max(Self.defaultMTU, min(ours, Int(r.mtu))), ordering: .relaxed)
         return mtu
     }
 
@@ -192,8 +224,8 @@ public actor ATTClient {
     public func fail(_ error: BLEError) {
         guard closedError == nil else { return }
         closedError = error
+        watchdog?.cancel()
         if var t = current {
-            t.timer?.cancel()
             if let c = t.continuation {
                 current = nil
                 c.resume(throwing: error)
@@ -264,7 +296,6 @@ public actor ATTClient {
     }
 
     private func finishTransaction() {
-        current?.timer?.cancel()
         current = nil
         releaseSlot()
     }
@@ -301,7 +332,6 @@ public actor ATTClient {
         } else if t.abandoned {
             finishTransaction()
         } else {
-            t.timer?.cancel()
             t.result = result
             current = t
         }
@@ -311,68 +341,27 @@ public actor ATTClient {
 
     private func receive(_ bytes: [UInt8]) async {
         guard closedError == nil else { return }
-        guard let first = bytes.first else {
-            drop("empty PDU")
-            return
+        let pending = current.flatMap { $0.result == nil ? $0.request : nil }
+        switch ATTInbound.classify(bytes, pending: pending, mtu: mtu) {
+        case .response(let pdu):
+            complete(.success(pdu))
+        case .failPending(let error):
+            complete(.failure(error))
+        case .stray(let why):
+            strayResponses += 1
+            log("dropped \(why)")
+        case .value(let event):
+            valueHandler(event)
+        case .drop(let why):
+            drop(why)
+        case .answerNotSupported(let opcode):
+            // A request to a server we do not run (3.4.1.1).
+            drop("unsupported \(opcode.name) from the peer; answering Request Not Supported")
+            let reply = ATTPDU.errorResponse(ATTErrorResponse(requestOpcode: opcode, handle: 0, code: .requestNotSupported))
+            try? await bearer.send(reply.bytes)
         }
-        let opcode = ATTOpcode(first)
-        let pending = current.flatMap { $0.result == nil ? $0 : nil }
-
-        if opcode.isResponse {
-            guard let t = pending else {
-                strayResponses += 1
-                log("dropped \(opcode.name) with no request outstanding")
-                return
-            }
-            guard bytes.count <= mtu else {
-                complete(.failure(BLEError.protocolError("\(opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")))
-                return
-            }
-            let pdu: ATTPDU
-            do {
-                pdu = try ATTPDU(decoding: bytes)
-            } catch {
-                complete(.failure(BLEError.protocolError("malformed \(opcode.name): \(error)")))
-                return
-            }
-            if case .errorResponse(let e) = pdu {
-                if e.requestOpcode == t.request {
-                    complete(.failure(BLEError.att(e.error)))
-                } else {
-                    complete(.failure(BLEError.protocolError("Error Response for \(e.requestOpcode.name) while \(t.request.name) was pending")))
-                }
-            } else if Optional(opcode) == t.request.responseOpcode {
-                complete(.success(pdu))
-            } else {
-                complete(.failure(BLEError.protocolError("\(opcode.name) in answer to \(t.request.name)")))
-            }
-            return
-        }
-
-        switch opcode {
-        case .handleValueNotification, .handleValueIndication:
-            let isIndication = opcode == .handleValueIndication
-            if bytes.count > mtu {
-                drop("\(opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
-            } else if bytes.count < 3 {
-                drop("truncated \(opcode.name) (\(bytes.count) bytes)")
-            } else {
-                let handle = UInt16(bytes[1]) | UInt16(bytes[2]) << 8
-                valueHandler(ATTValueEvent(handle: handle, value: Array(bytes[3...]), isIndication: isIndication))
-            }
-            if isIndication {
-                // Confirm every indication, even a dropped one, so that the server's queue moves on.
-                try? await bearer.send([ATTOpcode.handleValueConfirmation.rawValue])
-            }
-        default:
-            if opcode.isCommand || opcode == .handleValueConfirmation {
-                drop("unexpected \(opcode.name)")
-            } else {
-                // A request to a server we do not run (3.4.1.1: answer Request Not Supported).
-                drop("unsupported \(opcode.name) from peer; answering Request Not Supported")
-                let reply = ATTPDU.errorResponse(ATTErrorResponse(requestOpcode: opcode, handle: 0, code: .requestNotSupported))
-                try? await bearer.send(reply.bytes)
-            }
+        if ATTInbound.needsConfirmation(bytes) {
+            try? await bearer.send([ATTOpcode.handleValueConfirmation.rawValue])
         }
     }
 

@@ -96,7 +96,8 @@ public protocol Link: AnyObject, Sendable {
     var adapterID: String { get }
     /// The ATT bearer on the fixed ATT channel of this link.
     var bearer: any ATTBearer { get }
-    /// Waits until the link goes down, and says why. Returns at once if it already has.
+    /// Waits until the link goes down, and says why. Returns at once if it already has; returns
+    /// `DisconnectReason.waitCancelled` if the waiting task is cancelled first.
     func waitForDisconnect() async -> DisconnectReason
     /// Drops the link (a local, intended disconnect). Idempotent.
     func disconnect() async
@@ -138,6 +139,9 @@ public struct DisconnectReason: Sendable, Hashable, CustomStringConvertible {
     public static let failedToEstablish = DisconnectReason(code: 0x3E, text: "connection failed to be established")
     /// The ATT transaction timer expired (Vol 3 Part F 3.3.3); the host drops the link.
     public static let attTimeout = DisconnectReason(code: 0x16, text: "ATT transaction timeout")
+    /// Returned by `Link.waitForDisconnect()` when the waiting task was cancelled before the link went
+    /// down: the link may still be up.
+    public static let waitCancelled = DisconnectReason(code: 0x00, text: "stopped waiting (task cancelled); the link may still be up")
     /// The adapter's transport went away (socket closed, dongle unplugged).
     public static let transportClosed = DisconnectReason(code: 0x1F, text: "adapter transport closed")
 }

@@ -177,7 +177,12 @@ public actor GATTClient {
         case .all:
             _ = try await discoverAllPrimaryServices()
         case .targeted:
-            if let s = try await discoverPrimaryServices(uuid: uuid).first { servicesByUUID[uuid] = s }
+            do {
+                if let s = try await discoverPrimaryServices(uuid: uuid).first { servicesByUUID[uuid] = s }
+            } catch BLEError.att(let e) where e.code == .requestNotSupported {
+                // Find By Type Value is optional for a server: fall back to discovering them all.
+                _ = try await discoverAllPrimaryServices()
+            }
         }
         guard let s = servicesByUUID[uuid] else { throw BLEError.attributeNotFound("service \(uuid)") }
         return s
@@ -204,7 +209,7 @@ public actor GATTClient {
         let response = try await att.request(.readRequest(ATTReadRequest(handle: handle)))
         guard case .readResponse(var value) = response else { throw unexpected(response, "Read") }
         var chunk = value.count
-        var mtu = await att.mtu
+        var mtu = att.mtu
         while chunk == mtu - 1 {
             guard value.count <= Self.maximumValueLength else {
                 throw BLEError.protocolError("value of handle 0x\(hex(handle)) longer than \(Self.maximumValueLength) bytes")
@@ -218,7 +223,7 @@ public actor GATTClient {
             guard case .readBlobResponse(let part) = blob else { throw unexpected(blob, "Read Blob") }
             value += part
             chunk = part.count
-            mtu = await att.mtu
+            mtu = att.mtu
         }
         guard value.count <= Self.maximumValueLength else {
             throw BLEError.protocolError("value of handle 0x\(hex(handle)) longer than \(Self.maximumValueLength) bytes")
@@ -229,7 +234,7 @@ public actor GATTClient {
     /// Write Characteristic Value (4.9.3); values longer than MTU-3 use Write Long Characteristic Values
     /// (4.9.4: Prepare Write in MTU-5 parts, each echo checked, then Execute Write).
     public func write(handle: UInt16, value: [UInt8]) async throws {
-        let mtu = await att.mtu
+        let mtu = att.mtu
         if value.count <= mtu - 3 {
             let response = try await att.request(.writeRequest(ATTHandleValue(handle: handle, value: value)))
             guard case .writeResponse = response else { throw unexpected(response, "Write") }
@@ -269,7 +274,7 @@ public actor GATTClient {
 
     /// Streams `data` with Write Without Response in MTU-3 chunks, in order, waiting for credits.
     public func writeBlob(handle: UInt16, data: [UInt8]) async throws {
-        let chunk = await att.mtu - 3
+        let chunk = att.mtu - 3
         var offset = 0
         while offset < data.count {
             if Task.isCancelled { throw BLEError.cancelled }

@@ -42,12 +42,20 @@ public final class InMemoryLink: Link {
     /// Whether the link is down, and why.
     public var disconnectReason: DisconnectReason? { closed.value }
 
+    /// Runs `body` once when the link goes down, synchronously with the close (at once if it is down
+    /// already): the owner of the device side frees its resources before `disconnect()` returns, as a
+    /// controller frees a connection slot before it reports Disconnection Complete.
+    public func onClose(_ body: @escaping @Sendable (DisconnectReason) -> Void) {
+        device.shared.onClose(body)
+    }
+
     /// State both ends share.
     final class Shared: Sendable {
         let closed: OneShot<DisconnectReason>
         let gate: CreditGate
         let toDevice: AsyncStream<[UInt8]>.Continuation
         let toCentral: AsyncStream<[UInt8]>.Continuation
+        private let closeHandlers = Mutex<[@Sendable (DisconnectReason) -> Void]>([])
 
         init(closed: OneShot<DisconnectReason>, gate: CreditGate, toDevice: AsyncStream<[UInt8]>.Continuation,
              toCentral: AsyncStream<[UInt8]>.Continuation) {
@@ -62,6 +70,20 @@ public final class InMemoryLink: Link {
             gate.close(.disconnected(reason))
             toDevice.finish()
             toCentral.finish()
+            let handlers = closeHandlers.withLock { h in
+                defer { h = [] }
+                return h
+            }
+            for h in handlers { h(reason) }
+        }
+
+        func onClose(_ body: @escaping @Sendable (DisconnectReason) -> Void) {
+            let runNow: DisconnectReason? = closeHandlers.withLock { h in
+                if let reason = closed.value { return reason }
+                h.append(body)
+                return nil
+            }
+            if let runNow { body(runNow) }
         }
     }
 
@@ -115,9 +137,4 @@ public final class InMemoryLink: Link {
 
         public var isConnected: Bool { shared.closed.value == nil }
     }
-}
-
-extension DisconnectReason {
-    /// Returned by `Link.waitForDisconnect()` when the waiting task was cancelled before the link went down.
-    public static let waitCancelled = DisconnectReason(code: 0x00, text: "wait cancelled (link still up)")
 }

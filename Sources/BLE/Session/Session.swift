@@ -50,7 +50,7 @@ public actor Session {
         self.central = central
         self.peer = peer
         self.options = options
-        self.log = { _ in }
+        self.log = options.log ?? { _ in }
     }
 
     /// Connection states: each call returns a new stream that starts with the current state.
@@ -77,7 +77,7 @@ public actor Session {
         manualDisconnect = false
         publish(.connecting)
         do {
-            try await establish(reconnecting: false)
+            try await establishWithinDeadline()
         } catch {
             let e = Self.bleError(error)
             if !manualDisconnect { publish(.failed(e)) }
@@ -105,8 +105,16 @@ public actor Session {
         subscriptions = [:]
     }
 
+    /// `establish()` within `options.connect.timeout`: the link, the MTU exchange and the restore together
+    /// (a device that connects but never answers fails the attempt at the connect deadline).
+    private func establishWithinDeadline() async throws {
+        try await withDeadline(options.connect.timeout, operation: "connect \(peer)") {
+            try await self.establish()
+        }
+    }
+
     /// Connects a link and brings it to `ready`: MTU, then restores every active subscription.
-    private func establish(reconnecting: Bool) async throws {
+    private func establish() async throws {
         establishing = true
         defer { establishing = false }
         let newLink: any Link
@@ -124,7 +132,9 @@ public actor Session {
         let gen = generation
         router.reset(generation: gen)
         let router = self.router
-        let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter, log: log) { event in
+        let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter,
+                            disconnectReason: { await newLink.waitForDisconnect() },
+                            log: { [log, peer] in log("\(peer): \($0)") }) { event in
             router.deliver(event, generation: gen)
         }
         await att.start()
@@ -180,18 +190,19 @@ public actor Session {
         guard gen == generation, !manualDisconnect else { return }
         let client = gatt
         dropLink(reason)
+        // Decide before any suspension: the attempt in progress (if any) sees its own failure.
+        if !establishing && reconnectTask == nil {
+            switch options.reconnect {
+            case .limited(let attempts, _) where attempts > 0:
+                reconnectTask = Task { await self.reconnectLoop(after: reason) }
+            default:
+                publish(.disconnected)
+                failReadyWaiters(.disconnected(reason))
+                failSubscriptions(.disconnected(reason))
+            }
+        }
         // Every pending operation ends now.
         if let client { await client.att.fail(.disconnected(reason)) }
-        guard !establishing else { return }   // the attempt in progress sees its own failure
-        guard reconnectTask == nil else { return }
-        switch options.reconnect {
-        case .limited(let attempts, _) where attempts > 0:
-            reconnectTask = Task { await self.reconnectLoop(after: reason) }
-        default:
-            publish(.disconnected)
-            failReadyWaiters(.disconnected(reason))
-            failSubscriptions(.disconnected(reason))
-        }
     }
 
     private func reconnectLoop(after reason: DisconnectReason) async {
@@ -207,8 +218,12 @@ public actor Session {
             }
             if manualDisconnect { return }
             do {
-                try await establish(reconnecting: true)
-                return
+                try await establishWithinDeadline()
+                // The new link can be lost between `ready` and this loop resuming; `linkLost` then left
+                // the reconnect to this loop (it was still running), so go on with the next attempt.
+                if link != nil || manualDisconnect { return }
+                lastError = .disconnected(lastReason ?? .bearerClosed)
+                log("link to \(peer) lost right after reconnect attempt \(attempt)")
             } catch {
                 if manualDisconnect { return }
                 lastError = Self.bleError(error)
@@ -221,6 +236,24 @@ public actor Session {
     }
 
     // MARK: - Operations
+
+    /// Discovers services and their characteristics ahead of use, caching them for this link: the named
+    /// services (per the discovery mode), or every primary service when `services` is empty. Later
+    /// operations on them need no discovery round trips. A named service that is missing throws
+    /// `attributeNotFound`.
+    public func discover(services: [BluetoothUUID], timeout: Duration) async throws {
+        let what = services.isEmpty ? "all services" : services.map(\.description).joined(separator: ",")
+        try await withDeadline(timeout, operation: "discover \(what)") {
+            let client = try await self.readyClient()
+            var found: [GATTService] = []
+            if services.isEmpty {
+                found = try await client.discoverAllPrimaryServices()
+            } else {
+                for uuid in services { found.append(try await client.service(uuid)) }
+            }
+            for service in found { _ = try await client.discoverCharacteristics(of: service) }
+        }
+    }
 
     /// Reads a characteristic's value (long values with Read Blob).
     public func read(service: BluetoothUUID, characteristic: BluetoothUUID, timeout: Duration) async throws -> [UInt8] {
@@ -243,7 +276,7 @@ public actor Session {
                 try await client.write(handle: r.characteristic.valueHandle, value: value)
             } else {
                 try self.require(.writeWithoutResponse, "write-without-response", of: r)
-                let limit = await client.att.mtu - 3
+                let limit = client.att.mtu - 3
                 guard value.count <= limit else {
                     throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
                 }

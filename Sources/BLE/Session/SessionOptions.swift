@@ -23,17 +23,21 @@ public struct SessionOptions: Sendable {
     public var allowUnsupportedProperties: Bool
     /// The ATT transaction timeout (Vol 3 Part F 3.3.3).
     public var attTimeout: Duration
+    /// Diagnostics: dropped or stray PDUs, failed reconnect attempts, failed unsubscribes. Nil: silent.
+    public var log: (@Sendable (String) -> Void)?
 
     public init(connect: ConnectOptions = ConnectOptions(),
                 reconnect: ReconnectPolicy = .limited(maxAttempts: 3, delays: [.seconds(1), .seconds(2), .seconds(5)]),
                 discovery: DiscoveryMode = .targeted,
                 allowUnsupportedProperties: Bool = false,
-                attTimeout: Duration = .seconds(30)) {
+                attTimeout: Duration = .seconds(30),
+                log: (@Sendable (String) -> Void)? = nil) {
         self.connect = connect
         self.reconnect = reconnect
         self.discovery = discovery
         self.allowUnsupportedProperties = allowUnsupportedProperties
         self.attTimeout = attTimeout
+        self.log = log
     }
 }
 

@@ -1,6 +1,6 @@
 import BLE
 import Testing
-@testable import Workflow
+import BLE
 
 @Suite struct SHA256Tests {
     @Test func emptyInputMatchesTheKnownDigest() {

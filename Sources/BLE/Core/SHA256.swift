@@ -1,8 +1,7 @@
-import BLE
-
 /// SHA-256 (FIPS 180-4), small and dependency-free: Foundation on Linux has no CryptoKit.
 ///
-/// Used to fingerprint workflow and inventory files so that a report names exactly what ran.
+/// Fingerprints workflow and inventory files (so a report names exactly what ran) and the blobs the
+/// simulated devices receive.
 public struct SHA256: Sendable {
     private var state: [UInt32] = [
         0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,

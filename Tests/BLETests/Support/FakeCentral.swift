@@ -1,0 +1,179 @@
+import Synchronization
+@testable import BLE
+
+/// What a test peripheral saw, per link (1-based link number).
+struct DeviceEvent: Sendable, Equatable {
+    var link: Int
+    var event: ATTServer.Event
+}
+
+/// A peripheral for whole-stack tests: the lead's `ATTServer` over the device end of an `InMemoryLink`.
+/// Records every event (writes, CCCD changes, confirmations) so tests assert on what the device received.
+actor TestPeripheral {
+    nonisolated let address: BluetoothAddress
+    nonisolated let events = Recorder<DeviceEvent>()
+    /// Every PDU the device received, all links.
+    nonisolated let received = Recorder<[UInt8]>()
+    private let database: GATTDatabase
+    private let maxMTU: Int
+    private let supportsFindByTypeValue: Bool
+    private var server: ATTServer?
+    private var peer: InMemoryLink.Peer?
+    private(set) var linkCount = 0
+    /// When false, requests are swallowed (a device that never answers).
+    var answers = true
+    /// When true, received PDUs keep their credit until `releaseCredits()`.
+    var holdCredits = false
+    private var heldCredits = 0
+
+    init(address: BluetoothAddress = BluetoothAddress(value: 0xC0FFEE000001), database: GATTDatabase = TestPeripheral.sensorV2(),
+         maxMTU: Int = 247, supportsFindByTypeValue: Bool = true) {
+        self.address = address
+        self.database = database
+        self.maxMTU = maxMTU
+        self.supportsFindByTypeValue = supportsFindByTypeValue
+    }
+
+    func setAnswers(_ value: Bool) { answers = value }
+    func setHoldCredits(_ value: Bool) { holdCredits = value }
+
+    func attach(_ device: InMemoryLink.Peer) {
+        linkCount += 1
+        let n = linkCount
+        server = ATTServer(database: database, maxMTU: maxMTU, supportsFindByTypeValue: supportsFindByTypeValue)
+        peer = device
+        Task {
+            for await pdu in device.incoming {
+                self.handle(pdu, link: n, device: device)
+            }
+        }
+    }
+
+    private func handle(_ pdu: [UInt8], link n: Int, device: InMemoryLink.Peer) {
+        guard n == linkCount, var s = server else { return }
+        received.append(pdu)
+        let (response, events) = s.receive(pdu)
+        server = s
+        for e in events { self.events.append(DeviceEvent(link: n, event: e)) }
+        if let response, answers { device.send(response) }
+        if holdCredits { heldCredits += 1 } else { device.consumed() }
+    }
+
+    func releaseCredits() {
+        for _ in 0..<heldCredits { peer?.consumed() }
+        heldCredits = 0
+    }
+
+    /// Notifies a characteristic if the client enabled it (or it has no CCCD). Returns whether it was sent.
+    @discardableResult
+    func notify(service: BluetoothUUID, characteristic: BluetoothUUID, _ value: [UInt8]) -> Bool {
+        guard let s = server, let peer, let h = database.valueHandle(service: service, characteristic: characteristic),
+              let pdu = s.notification(valueHandle: h, value: value) else { return false }
+        return peer.send(pdu)
+    }
+
+    @discardableResult
+    func indicate(service: BluetoothUUID, characteristic: BluetoothUUID, _ value: [UInt8]) -> Bool {
+        guard let s = server, let peer, let h = database.valueHandle(service: service, characteristic: characteristic),
+              let pdu = s.indication(valueHandle: h, value: value) else { return false }
+        return peer.send(pdu)
+    }
+
+    /// The link drops from the device's side (out of range).
+    func drop(_ reason: DisconnectReason = .supervisionTimeout) { peer?.drop(reason) }
+
+    nonisolated func valueHandle(_ service: BluetoothUUID, _ characteristic: BluetoothUUID) -> UInt16? {
+        database.valueHandle(service: service, characteristic: characteristic)
+    }
+
+    /// CCCD writes the device received for a characteristic: (link, configuration).
+    nonisolated func cccdWrites(_ service: BluetoothUUID, _ characteristic: BluetoothUUID) -> [(link: Int, value: UInt16)] {
+        guard let h = valueHandle(service, characteristic) else { return [] }
+        return Self.cccdWrites(events.items, valueHandle: h)
+    }
+
+    /// CCCD writes in `items` for a value handle (usable inside a `Recorder.wait` condition).
+    static func cccdWrites(_ items: [DeviceEvent], valueHandle h: UInt16) -> [(link: Int, value: UInt16)] {
+        items.compactMap { e in
+            if case .subscriptionChanged(let v, let c) = e.event, v == h { return (e.link, c) }
+            return nil
+        }
+    }
+
+    /// The reference device `sensor-v2` (docs: REFERENCE-DEVICE.md), plus an indicate characteristic
+    /// and a notifier that lies (FFF5 notifies without declaring it, and has no CCCD).
+    static func sensorV2(firmware: String = "2.4.1", serial: String = "SN-0001") -> GATTDatabase {
+        GATTDatabase(services: [
+            .init(uuid: BluetoothUUID(0x180A), characteristics: [
+                .init(uuid: BluetoothUUID(0x2A29), properties: [.read], value: Array("Acme".utf8)),
+                .init(uuid: BluetoothUUID(0x2A24), properties: [.read], value: Array("sensor-v2".utf8)),
+                .init(uuid: BluetoothUUID(0x2A25), properties: [.read], value: Array(serial.utf8)),
+                .init(uuid: BluetoothUUID(0x2A26), properties: [.read], value: Array(firmware.utf8)),
+            ]),
+            .init(uuid: BluetoothUUID(0x180F), characteristics: [
+                .init(uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [87]),
+            ]),
+            .init(uuid: BluetoothUUID(0xFFF0), characteristics: [
+                .init(uuid: BluetoothUUID(0xFFF1), properties: [.write]),
+                .init(uuid: BluetoothUUID(0xFFF2), properties: [.read], value: [0]),
+                .init(uuid: BluetoothUUID(0xFFF3), properties: [.notify]),
+                .init(uuid: BluetoothUUID(0xFFF4), properties: [.writeWithoutResponse]),
+                .init(uuid: BluetoothUUID(0xFFF5), properties: [.read], value: [], hasCCCD: false),
+                .init(uuid: BluetoothUUID(0xFFF6), properties: [.indicate]),
+                .init(uuid: BluetoothUUID(0xFFF7), properties: [.read, .write], value: Array(repeating: 0x5A, count: 300)),
+            ]),
+        ])
+    }
+}
+
+/// A `Central` for tests: connects to `TestPeripheral`s over in-memory links, can refuse connections.
+final class FakeCentral: Central {
+    let id = "fake"
+    let connectionSlots = 1000
+    let isSimulated = true
+    private let peripherals: [BluetoothAddress: TestPeripheral]
+    private let state = Mutex<(refuse: Bool, hang: Bool, attempts: Int, links: [InMemoryLink])>((false, false, 0, []))
+    let credits: Int
+
+    init(_ peripherals: [TestPeripheral], credits: Int = 8) {
+        var map: [BluetoothAddress: TestPeripheral] = [:]
+        for p in peripherals { map[p.address] = p }
+        self.peripherals = map
+        self.credits = credits
+    }
+
+    /// From now on, connection attempts fail (or succeed again).
+    func refuseConnections(_ refuse: Bool) { state.withLock { $0.refuse = refuse } }
+    /// From now on, connection attempts never complete (until cancelled), like a device that stopped advertising.
+    func hangConnections(_ hang: Bool) { state.withLock { $0.hang = hang } }
+    var connectAttempts: Int { state.withLock { $0.attempts } }
+    /// Every link handed out, in order.
+    var links: [InMemoryLink] { state.withLock { $0.links } }
+
+    func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+        AsyncThrowingStream { $0.finish() }
+    }
+
+    func connect(to peer: BluetoothAddress, options: ConnectOptions) async throws -> any Link {
+        let (refuse, hang) = state.withLock { s -> (Bool, Bool) in
+            s.attempts += 1
+            return (s.refuse, s.hang)
+        }
+        if refuse { throw BLEError.connectFailed("refused by the test") }
+        if hang {
+            // Pending until the caller's deadline cancels it: a value that is never set.
+            _ = await OneShot<Bool>().wait()
+            throw BLEError.cancelled
+        }
+        guard let p = peripherals[peer] else { throw BLEError.connectFailed("no device \(peer)") }
+        let link = InMemoryLink(peer: peer, adapterID: id, credits: credits)
+        await p.attach(link.device)
+        state.withLock { $0.links.append(link) }
+        return link
+    }
+
+    func close() async {
+        let links = state.withLock { $0.links }
+        for l in links { await l.disconnect() }
+    }
+}

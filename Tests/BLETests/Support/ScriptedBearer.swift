@@ -1,0 +1,136 @@
+import Synchronization
+@testable import BLE
+
+/// Waits, with a deadline, until a condition over recorded items holds. Items are appended by the code
+/// under test; waiters are woken on every append (no polling).
+final class Recorder<Item: Sendable>: Sendable {
+    private struct State {
+        var items: [Item] = []
+        var waiters: [UInt64: (condition: @Sendable ([Item]) -> Bool, continuation: CheckedContinuation<Void, Never>)] = [:]
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    init() {}
+
+    var items: [Item] { state.withLock { $0.items } }
+
+    func append(_ item: Item) {
+        let ready: [CheckedContinuation<Void, Never>] = state.withLock { s in
+            s.items.append(item)
+            let done = s.waiters.filter { $0.value.condition(s.items) }
+            for id in done.keys { s.waiters.removeValue(forKey: id) }
+            return done.values.map(\.continuation)
+        }
+        for c in ready { c.resume() }
+    }
+
+    /// Waits until `condition(items)` holds; throws `BLEError.timeout` after `limit`.
+    @discardableResult
+    func wait(within limit: Duration = .seconds(5), _ what: String = "recorded items",
+              until condition: @escaping @Sendable ([Item]) -> Bool) async throws -> [Item] {
+        try await withDeadline(limit, operation: what) {
+            await self.waitForever(condition)
+        }
+        return items
+    }
+
+    /// Waits until at least `count` items were recorded.
+    @discardableResult
+    func wait(count: Int, within limit: Duration = .seconds(5)) async throws -> [Item] {
+        try await wait(within: limit, "\(count) items") { $0.count >= count }
+    }
+
+    private func waitForever(_ condition: @escaping @Sendable ([Item]) -> Bool) async {
+        let id: UInt64 = state.withLock { s in
+            s.nextID += 1
+            return s.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if condition(s.items) || Task.isCancelled { return true }
+                    s.waiters[id] = (condition, c)
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            let c = state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
+            c?.resume()
+        }
+    }
+}
+
+/// A bearer whose peer is the test: what the client sends is recorded (and can be awaited), what the
+/// client receives is whatever the test injects. Optional credits give write-without-response backpressure.
+final class ScriptedBearer: ATTBearer {
+    let incoming: AsyncStream<[UInt8]>
+    let localMaxMTU: Int
+    private let input: AsyncStream<[UInt8]>.Continuation
+    private let closed = Mutex<DisconnectReason?>(nil)
+    let sent = Recorder<[UInt8]>()
+    let gate: CreditGate?
+
+    init(localMaxMTU: Int = 517, credits: Int? = nil) {
+        (incoming, input) = AsyncStream.makeStream(of: [UInt8].self)
+        self.localMaxMTU = localMaxMTU
+        gate = credits.map { CreditGate(credits: $0) }
+    }
+
+    func send(_ pdu: [UInt8]) async throws {
+        if let gate { try await gate.acquire() }
+        if let reason = closed.withLock({ $0 }) { throw BLEError.disconnected(reason) }
+        sent.append(pdu)
+    }
+
+    func close(reason: DisconnectReason) async {
+        let first = closed.withLock { c -> Bool in
+            guard c == nil else { return false }
+            c = reason
+            return true
+        }
+        guard first else { return }
+        gate?.close(.disconnected(reason))
+        input.finish()
+    }
+
+    /// The peer sends a PDU to the client.
+    func inject(_ pdu: [UInt8]) { input.yield(pdu) }
+    func inject(_ pdu: ATTPDU) { input.yield(pdu.bytes) }
+    /// The peer's side goes away (incoming ends).
+    func endIncoming() { input.finish() }
+
+    var closedReason: DisconnectReason? { closed.withLock { $0 } }
+}
+
+/// A scripted peer: answers each request the client sends with whatever `reply` returns (nothing, one
+/// PDU, or several), in order. Runs until the bearer closes or the task is cancelled.
+func answer(_ bearer: ScriptedBearer, _ reply: @escaping @Sendable (_ request: [UInt8]) -> [[UInt8]]) -> Task<Void, Never> {
+    Task {
+        var handled = 0
+        while !Task.isCancelled {
+            let seen = handled
+            guard let items = try? await bearer.sent.wait(within: .seconds(30), "next request", until: { $0.count > seen }) else { return }
+            while handled < items.count {
+                let pdu = items[handled]
+                handled += 1
+                guard let op = pdu.first, ATTOpcode(op).isRequest else { continue }
+                for r in reply(pdu) { bearer.inject(r) }
+            }
+        }
+    }
+}
+
+/// A small deterministic generator (SplitMix64) so randomized tests replay exactly.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
