@@ -1,6 +1,6 @@
 import Synchronization
 import Testing
-@testable import Engine
+import BLE
 
 @Suite(.timeLimit(.minutes(1))) struct TimeoutsTests {
     /// Waits for `fired` to reach `count` (resumed by the handlers themselves, no polling).

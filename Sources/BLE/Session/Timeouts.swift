@@ -4,8 +4,8 @@ import Synchronization
 ///
 /// A `Task { try await Task.sleep(for: limit) }` per wait that is cancelled when the wait ends early
 /// costs a task, and on Linux the cancelled sleep's timer stays queued in Dispatch, holding about 600
-/// bytes, until its deadline: at thousands of waits per second with 5–30 s limits that was most of the
-/// engine's memory growth. Here one driver task sleeps until the earliest live deadline; scheduling and
+/// bytes, until its deadline: at thousands of waits per second with 5–30 s limits that was a large part
+/// of the engine's CPU and memory growth (`withDeadline` per session operation, the engine's awaits). Here one driver task sleeps until the earliest live deadline; scheduling and
 /// cancelling a timeout are a dictionary insert and remove under a lock.
 ///
 /// Deadlines are kept in one FIFO per limit (waits of one limit end in the order they started), so
@@ -13,11 +13,13 @@ import Synchronization
 /// heads as they are met. A handler runs at most once, on the driver task, at or after its deadline; one
 /// that was already due may still run just after `cancel` returns, so handlers must tolerate a wait that
 /// already ended (every handler here only wakes a waiter, if any).
-final class Timeouts: Sendable {
+package final class Timeouts: Sendable {
     /// The process-wide instance.
-    static let shared = Timeouts()
+    package static let shared = Timeouts()
 
-    struct Token: Sendable, Hashable {
+    package init() {}
+
+    package struct Token: Sendable, Hashable {
         fileprivate let id: UInt64
     }
 
@@ -67,7 +69,7 @@ final class Timeouts: Sendable {
     private let state = Mutex(State())
 
     /// Runs `handler` once `limit` has passed, unless cancelled first.
-    func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
+    package func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
         let deadline = ContinuousClock.now + limit
         let (token, start) = state.withLock { s -> (Token, UInt64?) in
             s.nextID &+= 1
@@ -85,12 +87,13 @@ final class Timeouts: Sendable {
     }
 
     /// Cancels a timeout; after this returns its handler does not run.
-    func cancel(_ token: Token) {
+    package func cancel(_ token: Token) {
         _ = state.withLock { $0.handlers.removeValue(forKey: token.id) }
     }
 
     private func startDriver(_ generation: UInt64) {
-        let task = Task { await self.drive(generation) }
+        // High priority: a timeout must fire on time even when the pool is busy with lower-priority work.
+        let task = Task(priority: .high) { await self.drive(generation) }
         let old = state.withLock { s -> Task<Void, Never>? in
             guard s.generation == generation else { return task }  // already replaced: stop this one
             defer { s.driver = task }
@@ -102,20 +105,22 @@ final class Timeouts: Sendable {
     private func drive(_ generation: UInt64) async {
         while true {
             let now = ContinuousClock.now
-            var due: [@Sendable () -> Void] = []
+            var due: [(deadline: ContinuousClock.Instant, handler: @Sendable () -> Void)] = []
             let next = state.withLock { s -> ContinuousClock.Instant? in
                 guard s.generation == generation else { return nil }
                 for limit in Array(s.queues.keys) {
                     while let f = s.queues[limit]?.first, f.deadline <= now {
                         s.queues[limit]?.removeFirst()
-                        if let h = s.handlers.removeValue(forKey: f.id) { due.append(h) }
+                        if let h = s.handlers.removeValue(forKey: f.id) { due.append((f.deadline, h)) }
                     }
                 }
                 s.target = s.earliest()
                 if s.target == nil { s.driver = nil }
                 return s.target
             }
-            for h in due { h() }
+            // In deadline order across limits too (a late wake-up finds several due).
+            if due.count > 1 { due.sort { $0.deadline < $1.deadline } }
+            for d in due { d.handler() }
             guard let next else { return }
             do { try await Task.sleep(until: next, tolerance: .milliseconds(5), clock: .continuous) } catch { return }
         }
