@@ -68,6 +68,8 @@ struct DeviceState: Sendable {
             guard payload.count == 4 else { return CommandBehaviour.invalid }
             blobExpected = Int(UInt32(payload[0]) | UInt32(payload[1]) << 8 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 24)
             blob = []
+            // The announced size (bounded by what is stored): no doubling growth per device.
+            if let n = blobExpected { blob.reserveCapacity(min(n, Self.blobStoreLimit)) }
             blobReceived = 0
             blobEnded = false
         case .endBlob:

@@ -15,10 +15,16 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
 enum AtomicFile {
     /// Writes `data` to `path` so that a reader sees the old file or the new one, never half of it.
     static func write(_ data: Data, to path: String) throws {
+        try write(to: path) { emit in try emit(data) }
+    }
+
+    /// Like `write(_:to:)`, with the contents produced in chunks by `body` (each chunk passed to `emit`
+    /// is written at once), so a large file is never held in memory whole.
+    static func write(to path: String, _ body: (_ emit: (Data) throws -> Void) throws -> Void) throws {
         let tmp = path + ".tmp.\(getpid())"
         let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
         do {
-            try writeAll(fd, data, path: tmp)
+            try body { chunk in try writeAll(fd, chunk, path: tmp) }
             try fsyncFD(fd, path: tmp)
             _ = Glibc.close(fd)
         } catch {

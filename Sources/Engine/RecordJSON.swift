@@ -1,3 +1,5 @@
+import Foundation
+
 /// A small JSON writer for the records written per device (journal lines, the report), producing the
 /// same bytes as `EngineJSON.encoder` (snake_case keys, sorted, slashes unescaped, optional fields
 /// left out when nil) at a fraction of the cost of `JSONEncoder` (which dominated the engine's CPU
@@ -12,6 +14,13 @@ struct RecordJSON {
     init(pretty: Bool = false, capacity: Int = 1024) {
         self.pretty = pretty
         bytes.reserveCapacity(capacity)
+    }
+
+    /// The bytes written so far, removed from the writer (which keeps its nesting state): for writing
+    /// a large document in chunks.
+    mutating func drain() -> Data {
+        defer { bytes.removeAll(keepingCapacity: true) }
+        return Data(bytes)
     }
 
     // MARK: Containers
@@ -319,12 +328,18 @@ extension Summary: RecordJSONWritable {
 
 extension RunReport: RecordJSONWritable {
     func write(to json: inout RecordJSON) {
+        write(to: &json, afterEachDevice: { _ in })
+    }
+
+    /// `afterEachDevice` may drain what was written so far (streaming the report to a file).
+    func write(to json: inout RecordJSON, afterEachDevice: (inout RecordJSON) throws -> Void) rethrows {
         json.beginObject()
         json.key("devices")
         json.beginArray()
         for d in devices {
             json.item()
             d.write(to: &json)
+            try afterEachDevice(&json)
         }
         json.endArray()
         json.key("run"); run.write(to: &json)
