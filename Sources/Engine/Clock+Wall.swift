@@ -4,8 +4,10 @@ import Foundation
 enum WallClock {
     static func now() -> Date { Date() }
 
+    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     static func iso(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        date.formatted(style)
     }
 }
 

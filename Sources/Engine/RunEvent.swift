@@ -62,8 +62,13 @@ public final class EventBus: Sendable {
 
     public func add(_ sink: any RunEventSink) { sinks.withLock { $0.append(sink) } }
 
-    public func emit(_ event: RunEvent) {
-        for s in sinks.withLock({ $0 }) { s.emit(event) }
+    /// The event is only made when some sink is listening (a run without a display or `--events`
+    /// makes none: each costs a timestamp and copies, twenty-odd times per device).
+    public func emit(_ event: @autoclosure () -> RunEvent) {
+        let sinks = self.sinks.withLock { $0 }
+        guard !sinks.isEmpty else { return }
+        let event = event()
+        for s in sinks { s.emit(event) }
     }
 
     public func finish() async {
