@@ -20,7 +20,7 @@ public final class InMemoryLink: Link {
     ///   - localMaxMTU: the largest ATT_MTU the central side accepts.
     public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517) {
         let closed = OneShot<DisconnectReason>()
-        let gate = CreditGate(credits: credits)
+        let gate = AsyncSemaphore(permits: credits)
         let (toDevice, toDeviceContinuation) = AsyncStream.makeStream(of: [UInt8].self)
         let (toCentral, toCentralContinuation) = AsyncStream.makeStream(of: [UInt8].self)
         self.peer = peer
@@ -52,12 +52,12 @@ public final class InMemoryLink: Link {
     /// State both ends share.
     final class Shared: Sendable {
         let closed: OneShot<DisconnectReason>
-        let gate: CreditGate
+        let gate: AsyncSemaphore
         let toDevice: AsyncStream<[UInt8]>.Continuation
         let toCentral: AsyncStream<[UInt8]>.Continuation
         private let closeHandlers = Mutex<[@Sendable (DisconnectReason) -> Void]>([])
 
-        init(closed: OneShot<DisconnectReason>, gate: CreditGate, toDevice: AsyncStream<[UInt8]>.Continuation,
+        init(closed: OneShot<DisconnectReason>, gate: AsyncSemaphore, toDevice: AsyncStream<[UInt8]>.Continuation,
              toCentral: AsyncStream<[UInt8]>.Continuation) {
             self.closed = closed
             self.gate = gate
