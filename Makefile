@@ -20,7 +20,11 @@ deps:
 # Python virtual environment for the Bumble test fixtures (tests only, never the product).
 venv: $(VENV)/.installed
 $(VENV)/.installed: Tests/Fixtures/requirements.txt
-	@command -v python3 >/dev/null || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
+	@if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then \
+	  echo "installing python3 and python3-venv"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; \
+	fi
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Fixtures/requirements.txt
 	touch $@

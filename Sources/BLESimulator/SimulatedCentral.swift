@@ -22,7 +22,7 @@ public final class SimulatedCentral: Central {
     private let byID: [String: VirtualDevice]
     private let scanPeriod: Duration
     /// One pending LE connection at a time.
-    private let connectGate = CreditGate(credits: 1)
+    private let connectGate = AsyncSemaphore(permits: 1)
     private let journal: StateJournal?
 
     private struct WeakCursor {

@@ -69,7 +69,17 @@ public actor Journal {
     public init(path: String, fsync: Bool = true) throws {
         let existed = FileManager.default.fileExists(atPath: path)
         self.path = path
-        self.fd = try AtomicFile.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        let fd = try AtomicFile.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        // One run per journal: a second station (or a second terminal) resuming the same journal
+        // would interleave outcomes and could provision a device twice.
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw e == EWOULDBLOCK
+                ? FileError(path: path, operation: "lock (another provision run is using this journal)", errno: e)
+                : FileError(path: path, operation: "lock", errno: e)
+        }
+        self.fd = fd
         self.fsyncEnabled = fsync
         if !existed { AtomicFile.syncDirectory(of: path) }
     }

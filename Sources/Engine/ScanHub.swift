@@ -32,6 +32,9 @@ actor ScanHub {
 
     nonisolated let central: any Central
     private let freshness: Duration
+    /// How long the adapter keeps scanning with nobody waiting before it stops (a radio that scans
+    /// while it connects does both worse, and on a real line scanning costs air time).
+    private let idleStop: Duration
     private var byAddress: [UInt64: Advertisement] = [:]
     private var byName: [String: UInt64] = [:]
     private var waiters: [UInt64: Waiter] = [:]
@@ -40,18 +43,39 @@ actor ScanHub {
     private var generalWaiters: Set<UInt64> = []
     private var nextID: UInt64 = 0
     private var task: Task<Void, Never>?
+    /// Tells a scan that was stopped on purpose from one that ended by itself.
+    private var generation = 0
+    private var idleTimer: Task<Void, Never>?
     /// Set when the adapter's scan failed; waiters get nil at once.
     private(set) var failure: String?
     private(set) var advertisementsSeen = 0
 
-    init(central: any Central, freshness: Duration = .seconds(10)) {
+    init(central: any Central, freshness: Duration = .seconds(10), idleStop: Duration = .milliseconds(500)) {
         self.central = central
         self.freshness = freshness
+        self.idleStop = idleStop
     }
 
-    /// Starts the adapter's scan (once).
+    /// Starts the adapter's scan (devices are about to be waited for); it stops again when idle.
     func start() {
-        guard task == nil else { return }
+        ensureScanning()
+        scheduleIdleStop()
+    }
+
+    func stop() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        generation += 1
+        task?.cancel()
+        task = nil
+    }
+
+    private func ensureScanning() {
+        idleTimer?.cancel()
+        idleTimer = nil
+        guard task == nil, failure == nil else { return }
+        generation += 1
+        let gen = generation
         let stream = central.scan(ScanFilter(allowDuplicates: true))
         task = Task { [weak self] in
             do {
@@ -59,20 +83,35 @@ actor ScanHub {
                     guard let self else { return }
                     await self.deliver(ad)
                 }
-                await self?.ended(nil)
+                await self?.ended(gen, error: nil)
             } catch {
-                await self?.ended(String(describing: error))
+                await self?.ended(gen, error: String(describing: error))
             }
         }
     }
 
-    func stop() {
+    /// With nobody waiting, stop scanning after `idleStop` unless someone comes.
+    private func scheduleIdleStop() {
+        guard waiters.isEmpty, task != nil, idleTimer == nil else { return }
+        let delay = idleStop
+        idleTimer = Task { [weak self] in
+            do { try await Task.sleep(for: delay) } catch { return }
+            await self?.idleStopFired()
+        }
+    }
+
+    private func idleStopFired() {
+        idleTimer = nil
+        guard waiters.isEmpty else { return }
+        generation += 1
         task?.cancel()
         task = nil
     }
 
-    private func ended(_ error: String?) {
-        guard task != nil else { return }
+    private func ended(_ gen: Int, error: String?) {
+        // A scan stopped on purpose (idle, or the run's end) is not a failure.
+        guard gen == generation, task != nil else { return }
+        task = nil
         failure = error ?? "scan ended"
         for (_, w) in waiters { w.continuation.resume(returning: nil) }
         waiters = [:]
@@ -95,6 +134,7 @@ actor ScanHub {
             remove(id)
             w.continuation.resume(returning: ad)
         }
+        scheduleIdleStop()
     }
 
     /// The freshest remembered advertisement that matches, if any.
@@ -113,6 +153,7 @@ actor ScanHub {
     func wait(for wanted: Wanted, timeout: Duration) async -> Advertisement? {
         if let ad = cached(wanted) { return ad }
         if failure != nil { return nil }
+        ensureScanning()
         nextID += 1
         let id = nextID
         let timer = Timeouts.shared.schedule(after: timeout) { [weak self] in
@@ -143,6 +184,7 @@ actor ScanHub {
         guard let w = waiters[id] else { return }
         remove(id)
         w.continuation.resume(returning: nil)
+        scheduleIdleStop()
     }
 
     private func remove(_ id: UInt64) {

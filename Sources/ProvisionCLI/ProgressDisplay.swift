@@ -17,6 +17,8 @@ final class ProgressDisplay: RunEventSink {
         var started: ContinuousClock.Instant = .now
         var lastSummary: ContinuousClock.Instant = .now
         var stopping: String?
+        /// Set by `finish()`: nothing is drawn after it.
+        var finished = false
     }
 
     private let state = Mutex(State())
@@ -94,6 +96,7 @@ final class ProgressDisplay: RunEventSink {
 
     private func tick() {
         let (text, summary): (String?, String?) = state.withLock { s in
+            if s.finished { return (nil, nil) }
             let done = s.succeeded + s.failed + s.interrupted
             let elapsed = (ContinuousClock.now - s.started)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -128,6 +131,7 @@ final class ProgressDisplay: RunEventSink {
 
     func finish() async {
         timer.withLock { $0?.cancel() }
+        state.withLock { $0.finished = true }
         if interactive { output.writeErr("\r\u{1B}[K") }
     }
 }

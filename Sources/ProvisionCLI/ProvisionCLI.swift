@@ -10,6 +10,7 @@ public enum ProvisionCLI {
         ValidateCommand(),
         RunCommand(),
         ScanCommand(),
+        ReportCommand(),
         BenchCommand(),
         DevInventoryCommand(),
     ]

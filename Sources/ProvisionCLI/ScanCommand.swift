@@ -16,7 +16,7 @@ public struct ScanCommand: Command {
         """
     public let positionals: [PositionalSpec] = []
     public let options = [
-        OptionSpec("adapter", short: "a", kind: .value("SPEC"), help: "adapter: hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N, or sim"),
+        OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter (repeatable): hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N, or sim"),
         OptionSpec("timeout", short: "t", kind: .value("DURATION"), help: "how long to listen (default 5s)"),
         OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "with `--adapter sim`: the inventory whose fleet to simulate"),
         OptionSpec("name", kind: .value("NAME"), help: "only devices advertising this name"),
@@ -26,7 +26,8 @@ public struct ScanCommand: Command {
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
-        guard let spec = arguments.value("adapter") else {
+        let specs = arguments.values("adapter")
+        guard !specs.isEmpty else {
             out.err("error: `--adapter SPEC` is required")
             out.err("usage: \(usage)")
             return ExitCode.invalidInput
@@ -48,42 +49,68 @@ public struct ScanCommand: Command {
             }
             filter.services.append(u)
         }
-        guard AdapterFactory.isWellFormed(spec) else {
+        for spec in specs where !AdapterFactory.isWellFormed(spec) {
             out.err("error: `--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N)")
             return ExitCode.invalidInput
         }
-        let central: any Central
-        do {
-            if spec == "sim" {
-                guard let path = arguments.value("inventory") else {
-                    out.err("error: `--adapter sim` needs `--inventory FILE` (the fleet to simulate)")
-                    return ExitCode.invalidInput
+        var centrals: [any Central] = []
+        func closeAll() async { for c in centrals { await c.close() } }
+        for spec in specs {
+            do {
+                if spec == "sim" {
+                    guard let path = arguments.value("inventory") else {
+                        out.err("error: `--adapter sim` needs `--inventory FILE` (the fleet to simulate)")
+                        await closeAll()
+                        return ExitCode.invalidInput
+                    }
+                    let loaded = Validator.loadInventory(path, currentDirectory: context.currentDirectory)
+                    guard let inventory = loaded.inventory, !loaded.diagnostics.contains(where: { $0.severity == .error }) else {
+                        for d in loaded.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
+                        await closeAll()
+                        return ExitCode.invalidInput
+                    }
+                    centrals.append(try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: nil))
+                } else {
+                    centrals.append(try await HCIAdapter.open(spec: spec))
                 }
-                let loaded = Validator.loadInventory(path, currentDirectory: context.currentDirectory)
-                guard let inventory = loaded.inventory, !loaded.diagnostics.contains(where: { $0.severity == .error }) else {
-                    for d in loaded.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
-                    return ExitCode.invalidInput
-                }
-                central = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: nil)
-            } else {
-                central = try await HCIAdapter.open(spec: spec)
+            } catch let e as AdapterFactory.InputError {
+                out.err("error: \(e.message)")
+                await closeAll()
+                return ExitCode.invalidInput
+            } catch {
+                out.err("error: adapter `\(spec)`: \(error)")
+                await closeAll()
+                return ExitCode.environment
             }
-        } catch let e as AdapterFactory.InputError {
-            out.err("error: \(e.message)")
-            return ExitCode.invalidInput
-        } catch {
-            out.err("error: adapter `\(spec)`: \(error)")
-            return ExitCode.environment
         }
-        let devices: [DiscoveredDevice]
-        do {
-            devices = try await DeviceDiscovery.scan(on: central, for: duration, filter: filter)
-        } catch {
-            await central.close()
-            out.err("error: scan on `\(spec)` failed: \(error)")
-            return ExitCode.environment
+        // Every adapter listens at once; a device heard by several appears once per adapter.
+        let scanFilter = filter
+        let listen = duration
+        let results: [Result<[DiscoveredDevice], ScanFailure>] = await withTaskGroup(of: (Int, Result<[DiscoveredDevice], ScanFailure>).self) { group in
+            for (i, c) in centrals.enumerated() {
+                group.addTask {
+                    do {
+                        return (i, .success(try await DeviceDiscovery.scan(on: c, for: listen, filter: scanFilter)))
+                    } catch {
+                        return (i, .failure(ScanFailure(message: "\(error)")))
+                    }
+                }
+            }
+            var out = [Result<[DiscoveredDevice], ScanFailure>](repeating: .success([]), count: centrals.count)
+            for await (i, r) in group { out[i] = r }
+            return out
         }
-        await central.close()
+        await closeAll()
+        var devices: [DiscoveredDevice] = []
+        for (i, r) in results.enumerated() {
+            switch r {
+            case .success(let found): devices += found
+            case .failure(let error):
+                out.err("error: scan on `\(specs[i])` failed: \(error.message)")
+                return ExitCode.environment
+            }
+        }
+        devices.sort { ($0.rssi, $1.address) > ($1.rssi, $0.address) }
         if arguments.flag("json") {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -91,13 +118,21 @@ public struct ScanCommand: Command {
             let data = (try? encoder.encode(devices)) ?? Data("[]".utf8)
             out.out(String(decoding: data, as: UTF8.self))
         } else {
-            out.out("ADDRESS            TYPE    RSSI  NAME              SERVICES")
+            out.out("ADDRESS            TYPE    RSSI  NAME              SERVICES" + (specs.count > 1 ? "        ADAPTER" : ""))
             for d in devices {
                 let name = (d.name ?? "-").padding(toLength: 16, withPad: " ", startingAt: 0)
-                out.out("\(d.address)  \(d.addressType.padding(toLength: 6, withPad: " ", startingAt: 0))  \(String(format: "%4d", d.rssi))  \(name)  \(d.services.joined(separator: ","))")
+                let services = d.services.joined(separator: ",")
+                var row = "\(d.address)  \(d.addressType.padding(toLength: 6, withPad: " ", startingAt: 0))  \(String(format: "%4d", d.rssi))  \(name)  \(services)"
+                if specs.count > 1 { row = row.padding(toLength: max(row.count, 66), withPad: " ", startingAt: 0) + "  " + d.adapter }
+                out.out(row)
             }
             out.out("\(devices.count) device(s) in \(duration)")
         }
         return ExitCode.success
     }
+}
+
+/// Why one adapter's scan failed (carried out of the task that ran it).
+struct ScanFailure: Error, Sendable {
+    var message: String
 }

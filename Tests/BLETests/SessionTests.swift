@@ -269,6 +269,24 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         await session.disconnect()
     }
 
+    @Test func aLinkLostRightAfterItsRestoreStartsAnotherReconnect() async throws {
+        let device = TestPeripheral()
+        let session = Session(central: FakeCentral([device]), peer: device.address, options: options())
+        try await session.connect()
+        let acks = try await session.notifications(service: fff0, characteristic: fff3, timeout: limit)
+        // Link 2 is lost as soon as it has restored the subscription: the session must not stay
+        // `ready` without a link, but reconnect again.
+        await device.setDropAfterCCCDWrite(onLink: 2)
+        await device.drop()
+        let firmware = try await session.read(service: BluetoothUUID(0x180A), characteristic: BluetoothUUID(0x2A26), timeout: limit)
+        #expect(firmware == Array("2.4.1".utf8))
+        #expect(await device.linkCount == 3)
+        #expect(device.cccdWrites(fff0, fff3).map(\.link) == [1, 2, 3])
+        #expect(await device.notify(service: fff0, characteristic: fff3, [0x03, 0x00]))
+        #expect(try await next(acks) == [0x03, 0x00])
+        await session.disconnect()
+    }
+
     @Test func reconnectEmitsFailedAfterExhaustingAttempts() async throws {
         let device = TestPeripheral()
         let central = FakeCentral([device])

@@ -162,9 +162,12 @@ import YAML
         try Data(TestLine.workflow(ackTimeout: "400ms").utf8).write(to: URL(fileURLWithPath: paths.workflow))
         let changed = try line.load(paths)
         options.resume = true
-        await #expect(throws: Runner.StartError.self) {
+        do {
             _ = try await Runner.run(workflow: changed.workflow, inventory: changed.inventory, devices: changed.devices,
                                      adapters: [try line.simulator(changed)], options: options)
+            Issue.record("a journal of another workflow version was resumed")
+        } catch let e as Runner.StartError {
+            #expect(e.description.contains("the workflow changed"), "\(e)")
         }
     }
 
@@ -174,20 +177,22 @@ import YAML
         let paths = try line.write(count: 3)
         let loaded = try line.load(paths)
         var options = line.options()
-        // A journal as a crashed run leaves it: SN-0002 was started and its commit intent recorded.
-        let journal = try Journal(path: options.journalPath, fsync: false)
-        let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
-                                   inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                   options: [:], started: "t", toolVersion: "test", resumed: false)
-        try await journal.append(JournalLine(type: "header", at: "t", header: header), durable: true)
-        try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0002", attempt: 1), durable: false)
-        try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0002", step: "commit", stepIndex: 10), durable: true)
-        // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
-        try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0003", attempt: 1), durable: false)
-        try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0003", step: "commit", stepIndex: 10), durable: true)
-        let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
-                               error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-        try await journal.append(JournalLine(type: "outcome", at: "t", record: cut), durable: true)
+        // A journal as a crashed run leaves it (closed again before the run resumes it).
+        do {
+            let journal = try Journal(path: options.journalPath, fsync: false)
+            let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
+                                       inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
+                                       options: [:], started: "t", toolVersion: "test", resumed: false)
+            try await journal.append(JournalLine(type: "header", at: "t", header: header), durable: true)
+            try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0002", attempt: 1), durable: false)
+            try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0002", step: "commit", stepIndex: 10), durable: true)
+            // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
+            try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0003", attempt: 1), durable: false)
+            try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0003", step: "commit", stepIndex: 10), durable: true)
+            let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
+                                   error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
+            try await journal.append(JournalLine(type: "outcome", at: "t", record: cut), durable: true)
+        }
         options.resume = true
         let sim = try line.simulator(loaded)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
@@ -299,5 +304,14 @@ import YAML
         #expect(weakDump.devices.reduce(0) { $0 + $1.connectAttempts } == moved.count)
         let goodDump = await good.dump()
         #expect(goodDump.devices.allSatisfy { $0.commits == 1 })
+    }
+
+    @Test func aJournalInUseByAnotherRunIsRefused() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let path = line.directory + "/locked.journal"
+        let first = try Journal(path: path, fsync: false)
+        #expect(throws: FileError.self) { _ = try Journal(path: path, fsync: false) }
+        _ = first
     }
 }

@@ -7,7 +7,7 @@
 #
 # Prints one line per measurement and a Markdown table for docs/benchmarks.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DEVICES=${1:-16}
 PY=${PROVISION_PYTHON:-.venv/bin/python3}
 BIN=.build/release/provision

@@ -101,7 +101,10 @@ final class BrokenCopy {
         let diagnostics = try #require(json["diagnostics"] as? [[String: Any]])
         #expect(diagnostics.count == 1)
         #expect(diagnostics.first?["file"] as? String == "workflows/sensor-v2.yaml")
-        #expect(diagnostics.first?["line"] as? Int == 13)
+        // Where `timeout: 15s` stands in the example (the scan step).
+        let lines = try String(contentsOfFile: copy.path + "/workflows/sensor-v2.yaml", encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        let lineIndex = try #require(lines.firstIndex { $0.contains("timeout: 15") && $0.contains("scan:") })
+        #expect(diagnostics.first?["line"] as? Int == lineIndex + 1)
         #expect(diagnostics.first?["column"] as? Int == 57)
         #expect(diagnostics.first?["message"] as? String == "duration `15` has no unit")
     }

@@ -20,7 +20,7 @@ public final class InMemoryLink: Link {
     ///   - localMaxMTU: the largest ATT_MTU the central side accepts.
     public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517) {
         let closed = OneShot<DisconnectReason>()
-        let gate = CreditGate(credits: credits)
+        let gate = AsyncSemaphore(permits: credits)
         let (toDevice, toDeviceContinuation) = AsyncStream.makeStream(of: [UInt8].self)
         let (toCentral, toCentralContinuation) = AsyncStream.makeStream(of: [UInt8].self)
         self.peer = peer
@@ -52,12 +52,13 @@ public final class InMemoryLink: Link {
     /// State both ends share.
     final class Shared: Sendable {
         let closed: OneShot<DisconnectReason>
-        let gate: CreditGate
+        let gate: AsyncSemaphore
         let toDevice: AsyncStream<[UInt8]>.Continuation
         let toCentral: AsyncStream<[UInt8]>.Continuation
-        private let closeHandlers = Mutex<[@Sendable (DisconnectReason) -> Void]>([])
+        /// The close reason once the close is claimed, and the handlers to run then.
+        private let closing = Mutex<(reason: DisconnectReason?, handlers: [@Sendable (DisconnectReason) -> Void])>((nil, []))
 
-        init(closed: OneShot<DisconnectReason>, gate: CreditGate, toDevice: AsyncStream<[UInt8]>.Continuation,
+        init(closed: OneShot<DisconnectReason>, gate: AsyncSemaphore, toDevice: AsyncStream<[UInt8]>.Continuation,
              toCentral: AsyncStream<[UInt8]>.Continuation) {
             self.closed = closed
             self.gate = gate
@@ -66,21 +67,26 @@ public final class InMemoryLink: Link {
         }
 
         func close(_ reason: DisconnectReason) {
-            guard closed.fulfill(reason) else { return }
+            let handlers: [@Sendable (DisconnectReason) -> Void]? = closing.withLock { c in
+                guard c.reason == nil else { return nil }
+                c.reason = reason
+                defer { c.handlers = [] }
+                return c.handlers
+            }
+            guard let handlers else { return }
+            // The device side frees what it holds before either end can observe the close, so a
+            // central that reconnects at once finds the peripheral free.
+            for h in handlers { h(reason) }
+            closed.fulfill(reason)
             gate.close(.disconnected(reason))
             toDevice.finish()
             toCentral.finish()
-            let handlers = closeHandlers.withLock { h in
-                defer { h = [] }
-                return h
-            }
-            for h in handlers { h(reason) }
         }
 
         func onClose(_ body: @escaping @Sendable (DisconnectReason) -> Void) {
-            let runNow: DisconnectReason? = closeHandlers.withLock { h in
-                if let reason = closed.value { return reason }
-                h.append(body)
+            let runNow: DisconnectReason? = closing.withLock { c in
+                if let reason = c.reason { return reason }
+                c.handlers.append(body)
                 return nil
             }
             if let runNow { body(runNow) }

@@ -25,6 +25,9 @@ actor TestPeripheral {
     /// When true, received PDUs keep their credit until `releaseCredits()`.
     var holdCredits = false
     private var heldCredits = 0
+    /// Drops the link right after answering a CCCD write on this link number (a restore that lands
+    /// and is lost at once).
+    private var dropAfterCCCDWriteOnLink: Int?
 
     init(address: BluetoothAddress = BluetoothAddress(value: 0xC0FFEE000001), database: GATTDatabase = TestPeripheral.sensorV2(),
          maxMTU: Int = 247, supportsFindByTypeValue: Bool = true) {
@@ -36,6 +39,7 @@ actor TestPeripheral {
 
     func setAnswers(_ value: Bool) { answers = value }
     func setHoldCredits(_ value: Bool) { holdCredits = value }
+    func setDropAfterCCCDWrite(onLink n: Int?) { dropAfterCCCDWriteOnLink = n }
 
     func attach(_ device: InMemoryLink.Peer) {
         linkCount += 1
@@ -57,6 +61,9 @@ actor TestPeripheral {
         for e in events { self.events.append(DeviceEvent(link: n, event: e)) }
         if let response, answers { device.send(response) }
         if holdCredits { heldCredits += 1 } else { device.consumed() }
+        if n == dropAfterCCCDWriteOnLink, events.contains(where: { if case .subscriptionChanged = $0 { return true } else { return false } }) {
+            device.drop(.supervisionTimeout)
+        }
     }
 
     func releaseCredits() {

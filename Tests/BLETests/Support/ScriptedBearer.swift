@@ -70,12 +70,12 @@ final class ScriptedBearer: ATTBearer {
     private let input: AsyncStream<[UInt8]>.Continuation
     private let closed = Mutex<DisconnectReason?>(nil)
     let sent = Recorder<[UInt8]>()
-    let gate: CreditGate?
+    let gate: AsyncSemaphore?
 
     init(localMaxMTU: Int = 517, credits: Int? = nil) {
         (incoming, input) = AsyncStream.makeStream(of: [UInt8].self)
         self.localMaxMTU = localMaxMTU
-        gate = credits.map { CreditGate(credits: $0) }
+        gate = credits.map { AsyncSemaphore(permits: $0) }
     }
 
     func send(_ pdu: [UInt8]) async throws {

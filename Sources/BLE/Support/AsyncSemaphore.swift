@@ -1,24 +1,40 @@
 import Synchronization
 
-/// Counts transmit credits (buffers free at the receiver) and suspends senders when there are none:
-/// the backpressure behind write-without-response. Waiters are served in FIFO order; waiting honours
-/// task cancellation and ends with an error when the gate is closed.
-package final class CreditGate: Sendable {
+/// A counting semaphore for tasks: `acquire` suspends (FIFO) while no permits are free, honours task
+/// cancellation (throwing `BLEError.cancelled`) and ends with an error once the semaphore is closed.
+///
+/// It counts transmit credits (buffers free at the receiver: the backpressure behind
+/// write-without-response, the simulator's one-at-a-time connects) and the engine's connection slots
+/// per adapter, whose use it measures (`usage`).
+package final class AsyncSemaphore: Sendable {
     private struct State {
         var credits: Int
         var closedError: BLEError?
         var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
         var nextID: UInt64 = 0
+        var inUse = 0
+        var peak = 0
+
+        mutating func taken() {
+            inUse += 1
+            peak = max(peak, inUse)
+        }
     }
 
     private let state: Mutex<State>
+    /// Permits at the start.
+    package let capacity: Int
 
-    package init(credits: Int) {
-        state = Mutex(State(credits: credits))
+    package init(permits: Int) {
+        capacity = permits
+        state = Mutex(State(credits: permits))
     }
 
-    /// Credits available now.
+    /// Permits available now.
     package var available: Int { state.withLock { $0.credits } }
+
+    /// Permits held now, and the most ever held at once.
+    package var usage: (current: Int, peak: Int) { state.withLock { ($0.inUse, $0.peak) } }
 
     /// Takes one credit, waiting for one if necessary.
     package func acquire() async throws {
@@ -34,6 +50,7 @@ package final class CreditGate: Sendable {
                     if Task.isCancelled { return .failure(BLEError.cancelled) }
                     if s.credits > 0 && s.waiters.isEmpty {
                         s.credits -= 1
+                        s.taken()
                         return .success(())
                     }
                     s.waiters.append((id, c))
@@ -50,14 +67,16 @@ package final class CreditGate: Sendable {
         }
     }
 
-    /// Returns `count` credits (e.g. from Number Of Completed Packets) and wakes waiters in order.
+    /// Returns `count` permits (e.g. credits from Number Of Completed Packets) and wakes waiters in order.
     package func release(_ count: Int = 1) {
         let woken: [CheckedContinuation<Void, any Error>] = state.withLock { s in
             guard s.closedError == nil else { return [] }
             s.credits += count
+            s.inUse = max(0, s.inUse - count)
             var out: [CheckedContinuation<Void, any Error>] = []
             while s.credits > 0, !s.waiters.isEmpty {
                 s.credits -= 1
+                s.taken()
                 out.append(s.waiters.removeFirst().continuation)
             }
             return out
