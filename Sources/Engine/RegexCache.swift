@@ -10,8 +10,8 @@ import Workflow
 /// lower-case hex of the bytes, a text pattern in their UTF-8 text (no match when not valid UTF-8), a
 /// pattern that does not compile matches nothing; every other matcher is `Matcher`'s own.
 final class RegexCache: Sendable {
+    // Regex does not declare Sendable, but it is only read here and its lazily compiled program is published atomically.
     private struct Compiled: @unchecked Sendable {
-        // Regex is immutable after creation and used read-only here; it does not declare Sendable.
         let regex: Regex<AnyRegexOutput>?
     }
 
