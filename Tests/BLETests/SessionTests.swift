@@ -269,6 +269,20 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         await session.disconnect()
     }
 
+    @Test func aLinkThatArrivesAsTheConnectDeadlinePassesIsDroppedNotLeaked() async throws {
+        let device = TestPeripheral()
+        let central = FakeCentral([device])
+        central.completeConnectionsLate(true)
+        let session = Session(central: central, peer: device.address, options: options())
+        await #expect(throws: BLEError.timeout(operation: "connect \(device.address)", limit: .seconds(2))) {
+            try await session.connect()
+        }
+        // The connect completed as the deadline cancelled it: that link belongs to nobody and is dropped
+        // (otherwise the peripheral and the adapter's slot would stay taken).
+        let late = try #require(central.links.first)
+        #expect(late.disconnectReason == .localHostTerminated)
+    }
+
     @Test func aLinkLostRightAfterItsRestoreStartsAnotherReconnect() async throws {
         let device = TestPeripheral()
         let session = Session(central: FakeCentral([device]), peer: device.address, options: options())

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One peripheral, over as many links as it takes: connects, exchanges the MTU, resolves characteristics
 /// by UUID (lazily, cached per link), and keeps notification subscriptions alive across reconnects.
 ///
@@ -118,11 +120,20 @@ public actor Session {
         establishing = true
         defer { establishing = false }
         let newLink: any Link
+        let handoff = LinkHandoff()
         do {
             let central = self.central, peer = self.peer, connectOptions = options.connect
             newLink = try await withDeadline(connectOptions.timeout, operation: "connect \(peer)") {
-                try await central.connect(to: peer, options: connectOptions)
+                let link = try await central.connect(to: peer, options: connectOptions)
+                // The deadline (or a cancellation) may already have given up on this connect.
+                if !handoff.deliver(link) { await link.disconnect() }
+                return link
             }
+        } catch {
+            // A link that arrived as the attempt gave up belongs to nobody: drop it, or the peripheral
+            // and the adapter's slot stay taken.
+            if let orphan = handoff.abandon() { await orphan.disconnect() }
+            throw error
         }
         if manualDisconnect {
             await newLink.disconnect()
@@ -469,5 +480,30 @@ public actor Session {
         if let e = error as? BLEError { return e }
         if error is CancellationError { return .cancelled }
         return .adapterFailure("\(error)")
+    }
+}
+
+/// Hands a link from a connect that runs under a deadline to the session that asked for it, so that a
+/// link finished just as the deadline won is disconnected rather than leaked (whichever side comes last
+/// drops it).
+final class LinkHandoff: Sendable {
+    private let state = Mutex<(link: (any Link)?, abandoned: Bool)>((nil, false))
+
+    /// The connect side: false when the session has given up (the caller must drop the link).
+    func deliver(_ link: any Link) -> Bool {
+        state.withLock { s in
+            guard !s.abandoned else { return false }
+            s.link = link
+            return true
+        }
+    }
+
+    /// The session side, after the attempt failed: a link that was delivered anyway, to drop.
+    func abandon() -> (any Link)? {
+        state.withLock { s in
+            s.abandoned = true
+            defer { s.link = nil }
+            return s.link
+        }
     }
 }

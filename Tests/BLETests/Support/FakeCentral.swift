@@ -140,6 +140,9 @@ final class FakeCentral: Central {
     let isSimulated = true
     private let peripherals: [BluetoothAddress: TestPeripheral]
     private let state = Mutex<(refuse: Bool, hang: Bool, attempts: Int, links: [InMemoryLink])>((false, false, 0, []))
+    /// When set, a connect waits until it is cancelled and then completes anyway: a controller whose
+    /// Connection Complete comes just as the host gave up.
+    private let lateCompletion = Mutex(false)
     let credits: Int
 
     init(_ peripherals: [TestPeripheral], credits: Int = 8) {
@@ -148,6 +151,9 @@ final class FakeCentral: Central {
         self.peripherals = map
         self.credits = credits
     }
+
+    /// From now on, connects complete only once cancelled (see `lateCompletion`).
+    func completeConnectionsLate(_ on: Bool) { lateCompletion.withLock { $0 = on } }
 
     /// From now on, connection attempts fail (or succeed again).
     func refuseConnections(_ refuse: Bool) { state.withLock { $0.refuse = refuse } }
@@ -171,6 +177,9 @@ final class FakeCentral: Central {
             // Pending until the caller's deadline cancels it: a value that is never set.
             _ = await OneShot<Bool>().wait()
             throw BLEError.cancelled
+        }
+        if lateCompletion.withLock({ $0 }) {
+            _ = await OneShot<Bool>().wait()   // returns when the caller's deadline cancels the connect
         }
         guard let p = peripherals[peer] else { throw BLEError.connectFailed("no device \(peer)") }
         let link = InMemoryLink(peer: peer, adapterID: id, credits: credits)
