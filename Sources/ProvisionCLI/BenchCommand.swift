@@ -39,8 +39,8 @@ public struct BenchCommand: Command {
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
         let scenario = arguments.positionals.first ?? "all"
-        guard ["throughput", "latency", "all"].contains(scenario) else {
-            out.err("error: unknown scenario `\(scenario)` (throughput, latency, all)")
+        guard ["throughput", "latency", "ble", "sim", "all"].contains(scenario) else {
+            out.err("error: unknown scenario `\(scenario)` (throughput, latency, ble, sim, all)")
             return ExitCode.invalidInput
         }
         let workflowPath = arguments.value("workflow") ?? "workflows/sensor-v2.yaml"
@@ -57,6 +57,20 @@ public struct BenchCommand: Command {
                 let r = try await Self.latency(devices: devicesArg ?? 1_000, concurrency: concurrencyArg ?? 64,
                                                workflowPath: workflowPath, modelPath: modelPath)
                 out.out(arguments.flag("json") ? r.json : r.text)
+            }
+            // The layers underneath, for reading the engine's numbers against them.
+            if scenario == "ble" {
+                // ATT operations through Session -> GATT client -> ATT client -> in-memory link -> ATTServer.
+                for connections in [1, 1_000] {
+                    let r = try await BLEBenchmarks.attOpsPerSecond(connections: connections,
+                                                                   readsPerConnection: max(1, (devicesArg ?? 100_000) / connections))
+                    out.out("ble: \(r)")
+                }
+            }
+            if scenario == "sim" {
+                let model: DeviceModel
+                do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)") }
+                out.out(await SimulatorBenchmarks.run(model: model, fleetSize: devicesArg ?? 10_000, connections: 1_000, operations: 100_000))
             }
         } catch {
             out.err("error: \(error)")
