@@ -146,7 +146,7 @@ actor DeviceAgent {
         case .verify(let v):
             let value = try v.value.render(lookup)
             let matcher = try v.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
-            guard context.regexes.matches(matcher, value) else {
+            guard matcher.matches(value) else {
                 throw DeviceFailure(.verifyFailed, "\"\(value)\" does not \(matcher.description.replacingOccurrences(of: "equals", with: "equal").replacingOccurrences(of: "matches", with: "match"))")
             }
         case .write(let w):
@@ -276,7 +276,7 @@ actor DeviceAgent {
                 mailbox.discardBuffered()
                 try await write(trigger, on: s, step: step, index: index, timeout: timeout)
             }
-            switch try await mailbox.next(matching: matcher, busy: busy, failsOn: failsOn, timeout: timeout, regexes: context.regexes) {
+            switch try await mailbox.next(matching: matcher, busy: busy, failsOn: failsOn, timeout: timeout) {
             case .matched:
                 return
             case .busy(let value):
@@ -423,7 +423,7 @@ final class Mailbox: Sendable {
     func discardBuffered() { state.m.withLock { $0.buffer.removeAll() } }
 
     /// Consumes values in order until one matches (or is a busy answer), or the timeout passes.
-    func next(matching matcher: Matcher, busy: Matcher?, failsOn: Matcher?, timeout: Duration, regexes: RegexCache) async throws -> Result {
+    func next(matching matcher: Matcher, busy: Matcher?, failsOn: Matcher?, timeout: Duration) async throws -> Result {
         let deadline = ContinuousClock.now + timeout
         var last: [UInt8]?
         let timer = Timeouts.shared.schedule(after: timeout) { [state] in
@@ -446,9 +446,9 @@ final class Mailbox: Sendable {
             switch next {
             case .value(let v):
                 last = v
-                if regexes.matches(matcher, v) { return .matched(v) }
-                if let busy, regexes.matches(busy, v) { return .busy(v) }
-                if let failsOn, regexes.matches(failsOn, v) { return .failed(v) }
+                if matcher.matches(v) { return .matched(v) }
+                if let busy, busy.matches(v) { return .busy(v) }
+                if let failsOn, failsOn.matches(v) { return .failed(v) }
                 continue
             case .error(let e):
                 throw e

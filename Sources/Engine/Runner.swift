@@ -106,8 +106,6 @@ final class RunContext: Sendable {
     let servicesUsed: [BluetoothUUID]
     let fullDiscovery: Bool
     let allowUndeclared: Bool
-    /// The workflow's regexes, compiled once for the run.
-    let regexes = RegexCache()
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: Journal, events: EventBus, options: RunOptions) {
         self.workflow = workflow

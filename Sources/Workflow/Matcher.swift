@@ -1,4 +1,5 @@
 import BLE
+import Synchronization
 
 /// A concrete test on a value: what `verify` and `await` check, after templates are rendered.
 ///
@@ -66,8 +67,34 @@ public enum Matcher: Sendable, Equatable, CustomStringConvertible {
     }
 
     static func search(_ pattern: String, in text: String) -> Bool {
-        guard let regex = try? Regex(pattern) else { return false }
+        guard let regex = RegexCache.shared.regex(pattern) else { return false }
         return (try? regex.firstMatch(in: text)) != nil
+    }
+}
+
+/// Compiled patterns, by source text: a run matches the same few workflow patterns thousands of times,
+/// and compiling one costs far more than matching it.
+final class RegexCache: Sendable {
+    static let shared = RegexCache()
+
+    // reason: Regex does not declare Sendable; a compiled one is only read after it is stored here.
+    private struct Compiled: @unchecked Sendable {
+        let regex: Regex<AnyRegexOutput>?
+    }
+
+    private let compiled = Mutex<[String: Compiled]>([:])
+    /// Workflows hold few patterns; a bound keeps hostile input from growing the cache without end.
+    private let limit = 1024
+
+    /// The compiled pattern, or nil when it does not compile (such a pattern matches nothing).
+    func regex(_ pattern: String) -> Regex<AnyRegexOutput>? {
+        if let c = compiled.withLock({ $0[pattern] }) { return c.regex }
+        let c = Compiled(regex: try? Regex(pattern))
+        compiled.withLock { cache in
+            if cache.count >= limit { cache.removeAll(keepingCapacity: true) }
+            cache[pattern] = c
+        }
+        return c.regex
     }
 }
 
