@@ -675,6 +675,7 @@ public actor HCIAdapter: Central {
         if let heard = advertisers[peer.bytes] { target.kind = heard.kind }
         do {
             try await execute(LECreateConnectionCommand(peer: target))
+            options.log("\(id): creating a connection to \(target)")
             let remaining = deadline - .now
             let event = try await waitForConnection(timeout: max(remaining, .milliseconds(1)), operation: "connect to \(peer)")
             return try established(event, peer: target)

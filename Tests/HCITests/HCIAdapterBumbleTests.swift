@@ -200,7 +200,9 @@ struct HCIAdapterBumbleTests {
 
     @Test func connectTimeoutToASilentDeviceCancelsAndTheNextConnectWorks() async throws {
         try await BumbleFleet.with(["--devices", "2", "--silent", "2"]) { fleet in
-            let adapter = try await HCIAdapter.open(spec: fleet.spec)
+            // The adapter's log says when a connection is being created: the moment to cancel one.
+            let (logLines, log) = AsyncStream<String>.makeStream()
+            let adapter = try await HCIAdapter.open(spec: fleet.spec, options: HCIAdapter.Options(log: { log.yield($0) }))
             let silent = try #require(BluetoothAddress(fleet.devices[1].address, kind: .random))
             let started = ContinuousClock.now
             await #expect {
@@ -216,9 +218,14 @@ struct HCIAdapterBumbleTests {
             #expect(try await att.request([0x02, 0xF7, 0x00]).first == 0x03)
             // Cancelling the connecting task also cancels cleanly.
             let task = Task { try await adapter.connect(to: silent, options: ConnectOptions(timeout: .seconds(30))) }
-            let (signal, go) = AsyncStream<Void>.makeStream()
-            Task { try? await Task.sleep(for: .milliseconds(200)); go.yield() }
-            for await _ in signal { break }
+            // Cancel once the controller is creating it (the timed-out connect above logged the first).
+            try await withDeadline(.seconds(10), operation: "the second connect to the silent device") {
+                var creations = 0
+                for await line in logLines where line.contains("creating a connection to \(silent)") {
+                    creations += 1
+                    if creations == 2 { return }
+                }
+            }
             task.cancel()
             await #expect(throws: BLEError.cancelled) { _ = try await task.value }
             #expect(try fleet.state(fleet.devices[0].id)["connections"] as? Int == 1)
