@@ -77,8 +77,7 @@ public enum Matcher: Sendable, Equatable, CustomStringConvertible {
 final class RegexCache: Sendable {
     static let shared = RegexCache()
 
-    // reason: Regex does not declare Sendable; a compiled one is only read after it is stored here.
-    private struct Compiled: @unchecked Sendable {
+    private struct Compiled: @unchecked Sendable {  // reason: Regex is not Sendable; a compiled one is only read once stored
         let regex: Regex<AnyRegexOutput>?
     }
 

@@ -110,18 +110,8 @@ final class FakeController: HCITransport {
 /// Waits for the first written packet that passes `predicate`, with a deadline.
 func firstWritten(_ fake: FakeController, timeout: Duration = .seconds(5),
                   where predicate: @escaping @Sendable (H4Packet) -> Bool) async throws -> H4Packet {
-    try await withThrowingTaskGroup(of: H4Packet?.self) { group in
-        group.addTask {
-            for await packet in fake.written where predicate(packet) { return packet }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = try await group.next() ?? nil
-        group.cancelAll()
-        guard let first else { throw BLEError.timeout(operation: "written packet", limit: timeout) }
-        return first
+    try await withDeadline(timeout, operation: "written packet") {
+        for await packet in fake.written where predicate(packet) { return packet }
+        throw BLEError.timeout(operation: "written packet", limit: timeout)
     }
 }

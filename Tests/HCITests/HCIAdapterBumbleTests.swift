@@ -37,12 +37,9 @@ actor PDUInbox {
         if finished { throw BLEError.disconnected(.remoteUserTerminated) }
         nextID += 1
         let id = nextID
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            self.expire(id)
-        }
+        let timer = Timeouts.shared.schedule(after: timeout) { Task { await self.expire(id) } }
         let value = await withCheckedContinuation { waiter = (id, $0) }
-        timer.cancel()
+        Timeouts.shared.cancel(timer)
         guard let value else { throw BLEError.timeout(operation: "ATT PDU", limit: timeout) }
         return value
     }

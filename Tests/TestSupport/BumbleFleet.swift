@@ -11,7 +11,7 @@ public final class BumbleFleet: Sendable {
         public var faults: [String]
         public var firmware: String
     }
-    private struct Ready: Decodable {
+    private struct Ready: Sendable, Decodable {
         var event: String
         var port: Int
         var ports: [Int]
@@ -71,24 +71,15 @@ public final class BumbleFleet: Sendable {
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
         do {
-            let ready = try await withThrowingTaskGroup(of: Ready?.self) { group in
-                group.addTask {
-                    var buffer = Data()
-                    for await chunk in lines {
-                        buffer.append(chunk)
-                        if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                            return try JSONDecoder().decode(Ready.self, from: buffer[..<newline])
-                        }
+            let ready: Ready? = try await withDeadline(timeout, operation: "Bumble fleet start") {
+                var buffer = Data()
+                for await chunk in lines {
+                    buffer.append(chunk)
+                    if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                        return try JSONDecoder().decode(Ready.self, from: buffer[..<newline])
                     }
-                    return nil
                 }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                let first = try await group.next() ?? nil
-                group.cancelAll()
-                return first
+                return nil
             }
             guard let ready else { throw BLEError.timeout(operation: "Bumble fleet start", limit: timeout) }
             return BumbleFleet(port: ready.port, ports: ready.ports, devices: ready.devices, stateDirectory: stateDirectory, process: process,
