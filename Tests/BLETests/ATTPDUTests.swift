@@ -54,6 +54,15 @@ private let golden: [(String, ATTPDU)] = [
     ("1d 0800 07", .handleValueIndication(ATTHandleValue(handle: 8, value: [7]))),
     ("1e", .handleValueConfirmation),
     ("52 0b00 aabb", .writeCommand(ATTHandleValue(handle: 11, value: [0xAA, 0xBB]))),
+    ("20 0300 0500 0900", .readMultipleVariableRequest(ATTReadMultipleVariableRequest(handles: [3, 5, 9]))),
+    ("21 0400 41636d65 0100 57", .readMultipleVariableResponse(ATTReadMultipleVariableResponse(tuples: [
+        .init(Array("Acme".utf8)), .init([0x57])]))),
+    ("21 0000 0000", .readMultipleVariableResponse(ATTReadMultipleVariableResponse(tuples: [.init([]), .init([])]))),
+    // Cut by the MTU inside the last value: 5 announced, 2 arrived.
+    ("21 0100 01 0500 3131", .readMultipleVariableResponse(ATTReadMultipleVariableResponse(tuples: [
+        .init([0x01]), .init(length: 5, value: [0x31, 0x31])]))),
+    // Cut inside the next tuple's Value Length.
+    ("21 0200 0102 03", .readMultipleVariableResponse(ATTReadMultipleVariableResponse(tuples: [.init([1, 2])], cutLength: 0x03))),
     ("d2 0b00 aa", .unknown(opcode: .signedWriteCommand, payload: b("0b00 aa"))),
     ("3f 0102", .unknown(opcode: ATTOpcode(0x3F), payload: [1, 2])),
 ]
@@ -100,6 +109,12 @@ private let malformed: [String] = [
     "1d",
     "1e 00",
     "52 0b",
+    "20 0300",                  // Read Multiple Variable Length with one handle
+    "20 0300 0500 06",          // odd length
+    "20",                       // no handles
+    "21",                       // Read Multiple Variable Length Response with no tuple
+    "21 04",                    // ... with half a length
+    "21 0102 00",               // a Value Length of 513
 ]
 
 @Suite struct ATTPDUTests {
@@ -126,14 +141,26 @@ private let malformed: [String] = [
             .readByTypeResponse, .readRequest, .readResponse, .readBlobRequest, .readBlobResponse, .readMultipleRequest,
             .readMultipleResponse, .readByGroupTypeRequest, .readByGroupTypeResponse, .writeRequest, .writeResponse,
             .prepareWriteRequest, .prepareWriteResponse, .executeWriteRequest, .executeWriteResponse,
-            .handleValueNotification, .handleValueIndication, .handleValueConfirmation, .writeCommand, .signedWriteCommand]
+            .handleValueNotification, .handleValueIndication, .handleValueConfirmation, .writeCommand, .signedWriteCommand,
+            .readMultipleVariableRequest, .readMultipleVariableResponse]
         #expect(known.filter { !covered.contains($0) } == [])
+    }
+
+    @Test func aCutTupleIsIncompleteAndAWholeOneIsComplete() throws {
+        guard case .readMultipleVariableResponse(let r) = try ATTPDU(decoding: b("21 0100 01 0500 3131")) else {
+            Issue.record("not a Read Multiple Variable Length Response")
+            return
+        }
+        #expect(r.tuples.map(\.isComplete) == [true, false])
+        #expect(r.cutLength == nil)
     }
 
     @Test func opcodesKnowTheirResponses() {
         #expect(ATTOpcode.readRequest.responseOpcode == .readResponse)
         #expect(ATTOpcode.executeWriteRequest.responseOpcode == .executeWriteResponse)
         #expect(ATTOpcode.writeCommand.responseOpcode == nil)
+        #expect(ATTOpcode.readMultipleVariableRequest.responseOpcode == .readMultipleVariableResponse)
+        #expect(ATTOpcode.readMultipleVariableResponse.isResponse)
         #expect(ATTOpcode.writeCommand.isCommand)
         #expect(ATTOpcode.errorResponse.isResponse)
         #expect(!ATTOpcode.handleValueNotification.isResponse)

@@ -30,6 +30,8 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let handleValueNotification = ATTOpcode(0x1B)
     public static let handleValueIndication = ATTOpcode(0x1D)
     public static let handleValueConfirmation = ATTOpcode(0x1E)
+    public static let readMultipleVariableRequest = ATTOpcode(0x20)
+    public static let readMultipleVariableResponse = ATTOpcode(0x21)
     public static let writeCommand = ATTOpcode(0x52)
     public static let signedWriteCommand = ATTOpcode(0xD2)
 
@@ -41,7 +43,7 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         switch self {
         case .exchangeMTURequest, .findInformationRequest, .findByTypeValueRequest, .readByTypeRequest,
              .readRequest, .readBlobRequest, .readMultipleRequest, .readByGroupTypeRequest, .writeRequest,
-             .prepareWriteRequest, .executeWriteRequest:
+             .prepareWriteRequest, .executeWriteRequest, .readMultipleVariableRequest:
             return ATTOpcode(rawValue + 1)
         default:
             return nil
@@ -55,7 +57,8 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         switch self {
         case .errorResponse, .exchangeMTUResponse, .findInformationResponse, .findByTypeValueResponse,
              .readByTypeResponse, .readResponse, .readBlobResponse, .readMultipleResponse,
-             .readByGroupTypeResponse, .writeResponse, .prepareWriteResponse, .executeWriteResponse:
+             .readByGroupTypeResponse, .writeResponse, .prepareWriteResponse, .executeWriteResponse,
+             .readMultipleVariableResponse:
             return true
         default:
             return false
@@ -90,6 +93,8 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .handleValueNotification: return "Handle Value Notification"
         case .handleValueIndication: return "Handle Value Indication"
         case .handleValueConfirmation: return "Handle Value Confirmation"
+        case .readMultipleVariableRequest: return "Read Multiple Variable Length Request"
+        case .readMultipleVariableResponse: return "Read Multiple Variable Length Response"
         case .writeCommand: return "Write Command"
         case .signedWriteCommand: return "Signed Write Command"
         default: return "opcode 0x\(String(rawValue, radix: 16))"

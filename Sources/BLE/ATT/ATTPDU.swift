@@ -30,6 +30,8 @@ public enum ATTPDU: Sendable, Hashable {
     case handleValueNotification(ATTHandleValue)
     case handleValueIndication(ATTHandleValue)
     case handleValueConfirmation
+    case readMultipleVariableRequest(ATTReadMultipleVariableRequest)
+    case readMultipleVariableResponse(ATTReadMultipleVariableResponse)
     case unknown(opcode: ATTOpcode, payload: [UInt8])
 
     /// Decodes one PDU. Empty input, or a known opcode with a malformed body, throws.
@@ -70,6 +72,8 @@ public enum ATTPDU: Sendable, Hashable {
         case .handleValueConfirmation:
             try r.expectEnd("Handle Value Confirmation")
             self = .handleValueConfirmation
+        case .readMultipleVariableRequest: self = .readMultipleVariableRequest(try ATTReadMultipleVariableRequest(from: &r))
+        case .readMultipleVariableResponse: self = .readMultipleVariableResponse(try ATTReadMultipleVariableResponse(from: &r))
         default: self = .unknown(opcode: opcode, payload: r.readRemaining())
         }
     }
@@ -103,6 +107,8 @@ public enum ATTPDU: Sendable, Hashable {
         case .handleValueNotification: return .handleValueNotification
         case .handleValueIndication: return .handleValueIndication
         case .handleValueConfirmation: return .handleValueConfirmation
+        case .readMultipleVariableRequest: return .readMultipleVariableRequest
+        case .readMultipleVariableResponse: return .readMultipleVariableResponse
         case .unknown(let opcode, _): return opcode
         }
     }
@@ -129,6 +135,8 @@ public enum ATTPDU: Sendable, Hashable {
             p.encode(into: &w)
         case .prepareWriteRequest(let p), .prepareWriteResponse(let p): p.encode(into: &w)
         case .executeWriteRequest(let p): p.encode(into: &w)
+        case .readMultipleVariableRequest(let p): p.encode(into: &w)
+        case .readMultipleVariableResponse(let p): p.encode(into: &w)
         case .writeResponse, .executeWriteResponse, .handleValueConfirmation: break
         case .unknown(_, let payload): w.write(payload)
         }

@@ -289,3 +289,70 @@ public struct ATTExecuteWriteRequest: Sendable, Hashable {
     }
     public func encode(into w: inout ByteWriter) { w.write(commit ? 1 : 0) }
 }
+
+/// Read Multiple Variable Length Request (3.4.4.11). | Set Of Handles | 4 to MTU-1 |
+///
+/// Two or more handles; the server answers with each value and its length, in the same order.
+public struct ATTReadMultipleVariableRequest: Sendable, Hashable {
+    public var handles: [UInt16]
+    public init(handles: [UInt16]) { self.handles = handles }
+    public init(from r: inout ByteReader) throws(DecodeError) {
+        guard r.remaining >= 4, r.remaining % 2 == 0 else {
+            throw .invalid(field: "Read Multiple Variable Length Request handles",
+                           reason: "needs two or more 2-byte handles, got \(r.remaining) bytes")
+        }
+        var out: [UInt16] = []
+        while !r.isAtEnd { out.append(try r.readUInt16LE("Read Multiple Variable Length Request handle")) }
+        handles = out
+    }
+    public func encode(into w: inout ByteWriter) { for h in handles { w.writeUInt16LE(h) } }
+}
+
+/// Read Multiple Variable Length Response (3.4.4.12).
+/// | Length Value Tuple List (Value Length 2 + Attribute Value) | 2 to MTU-1 |
+///
+/// The server stops the list at ATT_MTU-1 octets, so the last tuple may be cut: inside its value (fewer
+/// bytes than its Value Length says) or even inside its 2-octet length (one byte left over, `cutLength`).
+/// Tuples for the handles after it are then missing. A Value Length above 512 (the longest attribute
+/// value, Vol 3 Part F 3.2.9) cannot be real and is refused.
+public struct ATTReadMultipleVariableResponse: Sendable, Hashable {
+    /// One value as sent: `length` is the Value Length field, `value` the bytes that fitted.
+    public struct Tuple: Sendable, Hashable {
+        public var length: UInt16
+        public var value: [UInt8]
+        public init(length: UInt16, value: [UInt8]) { self.length = length; self.value = value }
+        public init(_ value: [UInt8]) { self.init(length: UInt16(clamping: value.count), value: value) }
+        /// True when every byte the length announces is here.
+        public var isComplete: Bool { value.count == Int(length) }
+    }
+    public var tuples: [Tuple]
+    /// The first byte of a Value Length the MTU cut in two (nil when the list ends on a tuple boundary).
+    public var cutLength: UInt8?
+    public init(tuples: [Tuple], cutLength: UInt8? = nil) { self.tuples = tuples; self.cutLength = cutLength }
+    public init(from r: inout ByteReader) throws(DecodeError) {
+        guard r.remaining >= 2 else {
+            throw .truncated(field: "Read Multiple Variable Length Response value length", needed: 2, available: r.remaining)
+        }
+        var out: [Tuple] = []
+        var cut: UInt8?
+        while !r.isAtEnd {
+            if r.remaining == 1 {
+                cut = try r.readUInt8("Read Multiple Variable Length Response cut value length")
+                break
+            }
+            let length = try r.readUInt16LE("Read Multiple Variable Length Response value length")
+            guard length <= 512 else {
+                throw .invalid(field: "Read Multiple Variable Length Response value length",
+                               reason: "\(length) is longer than an attribute value can be (512)")
+            }
+            out.append(Tuple(length: length, value: try r.readBytes(min(Int(length), r.remaining),
+                                                                      "Read Multiple Variable Length Response value")))
+        }
+        tuples = out
+        cutLength = cut
+    }
+    public func encode(into w: inout ByteWriter) {
+        for t in tuples { w.writeUInt16LE(t.length); w.write(t.value) }
+        if let cutLength { w.write(cutLength) }
+    }
+}
