@@ -22,6 +22,9 @@ private let golden: [(String, ATTPDU)] = [
     ("05 01 0300 0229 0400 0129", .findInformationResponse(ATTFindInformationResponse(entries: [
         .init(handle: 3, type: BluetoothUUID(0x2902)), .init(handle: 4, type: BluetoothUUID(0x2901))]))),
     ("05 02 1000 " + uuid128Wire, .findInformationResponse(ATTFindInformationResponse(entries: [.init(handle: 0x10, type: uuid128)]))),
+    // A SIG UUID declared in its 128-bit form keeps that form.
+    ("05 02 1100 fb349b5f8000008000100000192a0000", .findInformationResponse(ATTFindInformationResponse(
+        entries: [.init(handle: 0x11, type: BluetoothUUID(0x2A19))], uses128BitUUIDs: true))),
     ("06 0100 ffff 0028 f0ff", .findByTypeValueRequest(ATTFindByTypeValueRequest(
         range: ATTHandleRange(start: 1, end: 0xFFFF), type: 0x2800, value: [0xF0, 0xFF]))),
     ("07 0400 0b00 2000 2f00", .findByTypeValueResponse(ATTFindByTypeValueResponse(ranges: [

@@ -73,7 +73,13 @@ public struct ATTFindInformationResponse: Sendable, Hashable {
         public init(handle: UInt16, type: BluetoothUUID) { self.handle = handle; self.type = type }
     }
     public var entries: [Entry]
-    public init(entries: [Entry]) { self.entries = entries }
+    /// Format 2 (128-bit UUIDs), also for UUIDs with a 16-bit form when a server declares them so.
+    public var uses128BitUUIDs: Bool
+    /// Format 2 by default when any type has no 16-bit form.
+    public init(entries: [Entry], uses128BitUUIDs: Bool? = nil) {
+        self.entries = entries
+        self.uses128BitUUIDs = uses128BitUUIDs ?? entries.contains { $0.type.value16 == nil }
+    }
     public init(from r: inout ByteReader) throws(DecodeError) {
         let format = try r.readUInt8("Find Information Response format")
         let width: Int
@@ -91,9 +97,10 @@ public struct ATTFindInformationResponse: Sendable, Hashable {
             out.append(Entry(handle: h, type: try readATTUUID(&r, width: width, "Find Information Response UUID")))
         }
         entries = out
+        uses128BitUUIDs = width == 16
     }
     public func encode(into w: inout ByteWriter) {
-        let long = entries.contains { $0.type.value16 == nil }
+        let long = uses128BitUUIDs || entries.contains { $0.type.value16 == nil }
         w.write(long ? 2 : 1)
         for e in entries {
             w.writeUInt16LE(e.handle)

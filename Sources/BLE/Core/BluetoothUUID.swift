@@ -107,4 +107,10 @@ extension BluetoothUUID {
     public static let include = BluetoothUUID(0x2802)
     public static let characteristic = BluetoothUUID(0x2803)
     public static let clientCharacteristicConfiguration = BluetoothUUID(0x2902)
+    /// The Generic Attribute service (Vol 3 Part G 7) and its characteristics.
+    public static let genericAttribute = BluetoothUUID(0x1801)
+    public static let serviceChanged = BluetoothUUID(0x2A05)
+    public static let clientSupportedFeatures = BluetoothUUID(0x2B29)
+    public static let databaseHash = BluetoothUUID(0x2B2A)
+    public static let serverSupportedFeatures = BluetoothUUID(0x2B3A)
 }

@@ -26,15 +26,25 @@ public struct ATTServer: Sendable {
     public private(set) var mtu: Int = 23
     /// When false, Find By Type Value gets Request Not Supported (firmware that needs full discovery).
     public var supportsFindByTypeValue: Bool
+    /// When false, Read Multiple Variable Length gets Request Not Supported (firmware before 5.2).
+    public var supportsReadMultipleVariable: Bool
     /// Largest number of queued prepared writes.
     public var prepareQueueLimit: Int = 64
+    /// The Client Supported Features bits this client set on this connection (Vol 3 Part G 7.2): bit 0
+    /// robust caching, bit 1 EATT, bit 2 multiple handle value notifications. Bits can be set, never cleared.
+    public private(set) var clientFeatures: UInt8 = 0
+    /// Robust caching (Vol 3 Part G 2.5.2.1): false once the database changed under a client that asked
+    /// for robust caching, until it reads the Database Hash. A connection without a bond starts aware.
+    public private(set) var isChangeAware = true
 
     private var prepareQueue: [ATTPrepareWrite] = []
 
-    public init(database: GATTDatabase, maxMTU: Int = 247, supportsFindByTypeValue: Bool = true) {
+    public init(database: GATTDatabase, maxMTU: Int = 247, supportsFindByTypeValue: Bool = true,
+                supportsReadMultipleVariable: Bool = true) {
         self.database = database
         self.maxMTU = max(23, maxMTU)
         self.supportsFindByTypeValue = supportsFindByTypeValue
+        self.supportsReadMultipleVariable = supportsReadMultipleVariable
     }
 
     /// Handles one PDU from the client.
@@ -47,6 +57,9 @@ public struct ATTServer: Sendable {
                 return (nil, [.malformed(bytes)])
             }
             return (errorResponse(ATTOpcode(first), 0, .invalidPDU), [.malformed(bytes)])
+        }
+        if !isChangeAware, clientFeatures & 0x01 != 0, let refusal = outOfSync(pdu) {
+            return (refusal.isEmpty ? nil : refusal, [])
         }
         switch pdu {
         case .exchangeMTURequest(let m):
@@ -70,6 +83,8 @@ public struct ATTServer: Sendable {
                 out += a.value
             }
             return (ATTPDU.readMultipleResponse(Array(out.prefix(mtu - 1))).bytes, [])
+        case .readMultipleVariableRequest(let p):
+            return (readMultipleVariable(p.handles), [])
         case .readByGroupTypeRequest(let p):
             return (readByGroupType(p), [])
         case .writeRequest(let p):
@@ -129,6 +144,36 @@ public struct ATTServer: Sendable {
         return ATTPDU.handleValueIndication(ATTHandleValue(handle: valueHandle, value: Array(value.prefix(mtu - 3)))).bytes
     }
 
+    /// The Service Changed indication (Vol 3 Part G 7.1) for `start...end`, if the database has a
+    /// Service Changed characteristic and the client enabled its indications.
+    public func serviceChangedIndication(start: UInt16 = 0x0001, end: UInt16 = 0xFFFF) -> [UInt8]? {
+        guard let sc = database.attributes.first(where: { $0.type == .serviceChanged && $0.isValue }) else { return nil }
+        var range = ByteWriter()
+        range.writeUInt16LE(start)
+        range.writeUInt16LE(end)
+        return indication(valueHandle: sc.handle, value: range.bytes)
+    }
+
+    /// The database changes while the client is connected (firmware that lays itself out again). The new
+    /// table keeps this client's Client Supported Features and Service Changed configuration; a client
+    /// that asked for robust caching becomes change-unaware (its handle requests get Database Out Of
+    /// Sync until it reads the Database Hash). Returns the Service Changed indication to send, if enabled.
+    public mutating func replaceDatabase(_ new: GATTDatabase) -> [UInt8]? {
+        let scConfig = database.attributes.first(where: { $0.type == .serviceChanged && $0.isValue })
+            .map { configuration(valueHandle: $0.handle) } ?? 0
+        database = new
+        prepareQueue = []
+        if let csf = database.attributes.first(where: { $0.type == .clientSupportedFeatures && $0.isValue }) {
+            database.setValue([clientFeatures], at: csf.handle)
+        }
+        if let sc = database.attributes.first(where: { $0.type == .serviceChanged && $0.isValue }),
+           let cccd = database.cccdHandle(forValue: sc.handle) {
+            database.setValue([UInt8(truncatingIfNeeded: scConfig), UInt8(scConfig >> 8)], at: cccd)
+        }
+        if clientFeatures & 0x01 != 0 { isChangeAware = false }
+        return serviceChangedIndication()
+    }
+
     /// The CCCD value for a characteristic (0 when none or not written).
     public func configuration(valueHandle: UInt16) -> UInt16 {
         guard let c = database.cccdHandle(forValue: valueHandle), let v = database.value(c), v.count == 2 else { return 0 }
@@ -148,6 +193,50 @@ public struct ATTServer: Sendable {
     }
 
     private func validRange(_ r: ATTHandleRange) -> Bool { r.start != 0 && r.start <= r.end }
+
+    /// What a change-unaware robust-caching client may not do (Vol 3 Part G 2.5.2.1): any request that
+    /// names attribute handles, and a Read By Type other than for declarations or over the whole range.
+    /// Returns the refusal (empty for a command, which is dropped), or nil when the request may go on.
+    /// Reading the Database Hash makes the client aware again.
+    private mutating func outOfSync(_ pdu: ATTPDU) -> [UInt8]? {
+        func refuse(_ op: ATTOpcode, _ handle: UInt16) -> [UInt8] { errorResponse(op, handle, .databaseOutOfSync) }
+        switch pdu {
+        case .readByTypeRequest(let p):
+            if p.type == .databaseHash { isChangeAware = true }
+            if p.type == .characteristic || p.type == .include || (p.range.start == 0x0001 && p.range.end == 0xFFFF) { return nil }
+            return refuse(.readByTypeRequest, p.range.start)
+        case .readRequest(let p):
+            if database.attribute(p.handle)?.type == .databaseHash {
+                isChangeAware = true
+                return nil
+            }
+            return refuse(.readRequest, p.handle)
+        case .readBlobRequest(let p): return refuse(.readBlobRequest, p.handle)
+        case .readMultipleRequest(let p): return refuse(.readMultipleRequest, p.handles.first ?? 0)
+        case .readMultipleVariableRequest(let p): return refuse(.readMultipleVariableRequest, p.handles.first ?? 0)
+        case .writeRequest(let p): return refuse(.writeRequest, p.handle)
+        case .prepareWriteRequest(let p): return refuse(.prepareWriteRequest, p.handle)
+        case .executeWriteRequest: return refuse(.executeWriteRequest, 0)
+        case .writeCommand: return []
+        default: return nil
+        }
+    }
+
+    /// Read Multiple Variable Length (3.4.4.11): every value with its full length, in order; the list
+    /// stops at ATT_MTU-1 octets, cutting the last tuple wherever that falls (even inside its length).
+    private func readMultipleVariable(_ handles: [UInt16]) -> [UInt8] {
+        guard supportsReadMultipleVariable else {
+            return errorResponse(.readMultipleVariableRequest, handles.first ?? 0, .requestNotSupported)
+        }
+        var tuples: [ATTReadMultipleVariableResponse.Tuple] = []
+        for h in handles {
+            guard let a = database.attribute(h) else { return errorResponse(.readMultipleVariableRequest, h, .invalidHandle) }
+            if let e = readError(a) { return errorResponse(.readMultipleVariableRequest, h, e) }
+            tuples.append(.init(a.value))
+        }
+        let whole = ATTPDU.readMultipleVariableResponse(ATTReadMultipleVariableResponse(tuples: tuples)).bytes
+        return Array(whole.prefix(mtu))
+    }
 
     private func readError(_ a: GATTDatabase.Attribute) -> ATTErrorCode? {
         if case .value(let props) = a.role, !props.contains(.read) { return .readNotPermitted }
@@ -172,14 +261,14 @@ public struct ATTServer: Sendable {
         var i = database.firstIndex(atOrAfter: range.start)
         while i < database.attributes.count, database.attributes[i].handle <= range.end {
             let a = database.attributes[i]
-            let w = a.type.value16 == nil ? 16 : 2
+            let w = a.typeIsLong || a.type.value16 == nil ? 16 : 2
             if width == 0 { width = w }
             if w != width || (entries.count + 1) * (2 + width) > mtu - 2 { break }
             entries.append(.init(handle: a.handle, type: a.type))
             i += 1
         }
         guard !entries.isEmpty else { return errorResponse(.findInformationRequest, range.start, .attributeNotFound) }
-        return ATTPDU.findInformationResponse(ATTFindInformationResponse(entries: entries)).bytes
+        return ATTPDU.findInformationResponse(ATTFindInformationResponse(entries: entries, uses128BitUUIDs: width == 16)).bytes
     }
 
     private func findByTypeValue(_ p: ATTFindByTypeValueRequest) -> [UInt8] {
@@ -257,6 +346,13 @@ public struct ATTServer: Sendable {
             database.setValue(p.value, at: p.handle)
             let config = UInt16(p.value[0]) | UInt16(p.value[1]) << 8
             return (ATTPDU.writeResponse.bytes, [.subscriptionChanged(valueHandle: valueHandle, configuration: config)])
+        }
+        if a.type == .clientSupportedFeatures {
+            // Bits once set stay set (Vol 3 Part G 7.2).
+            guard let bits = p.value.first, bits & clientFeatures == clientFeatures else {
+                return (errorResponse(.writeRequest, p.handle, .valueNotAllowed), [])
+            }
+            clientFeatures = bits
         }
         database.setValue(p.value, at: p.handle)
         return (ATTPDU.writeResponse.bytes, [.wrote(handle: p.handle, value: p.value, withResponse: withResponse)])

@@ -47,6 +47,15 @@ public struct GATTDatabase: Sendable {
         public var role: Role
         /// For a service declaration: the last handle of its group.
         public var groupEnd: UInt16
+        /// The type is declared in its 128-bit form although it has a 16-bit one (Find Information
+        /// then lists it in the 128-bit format).
+        public var typeIsLong = false
+
+        /// A characteristic value (not a declaration or descriptor).
+        public var isValue: Bool {
+            if case .value = role { return true }
+            return false
+        }
     }
 
     /// A characteristic to lay out.
@@ -84,12 +93,15 @@ public struct GATTDatabase: Sendable {
         var characteristic: BluetoothUUID
     }
 
-    /// Lays out services from handle 1.
-    public init(services: [ServiceSpec]) {
+    /// Lays out services from handle 1. With `longUUIDs`, every service and characteristic UUID is
+    /// declared in its 128-bit form, also those that have a 16-bit one (legal: the spec compares UUIDs in
+    /// 128-bit form; some firmware does it). A Database Hash characteristic (2B2A) gets its value here.
+    public init(services: [ServiceSpec], longUUIDs: Bool = false) {
+        func declared(_ uuid: BluetoothUUID) -> [UInt8] { longUUIDs ? uuid.uuid128.reversed() : uuid.wireBytes }
         var handle: UInt16 = 1
         for service in services {
             let serviceIndex = attributes.count
-            append(Attribute(handle: handle, type: .primaryService, value: service.uuid.wireBytes,
+            append(Attribute(handle: handle, type: .primaryService, value: declared(service.uuid),
                              role: .primaryService, groupEnd: handle))
             handle += 1
             for c in service.characteristics {
@@ -98,10 +110,11 @@ public struct GATTDatabase: Sendable {
                 var decl = ByteWriter()
                 decl.write(c.properties.rawValue)
                 decl.writeUInt16LE(valueHandle)
-                decl.write(c.uuid.wireBytes)
+                decl.write(declared(c.uuid))
                 append(Attribute(handle: declHandle, type: .characteristic, value: decl.bytes,
                                  role: .characteristicDeclaration, groupEnd: 0))
-                append(Attribute(handle: valueHandle, type: c.uuid, value: c.value, role: .value(c.properties), groupEnd: 0))
+                append(Attribute(handle: valueHandle, type: c.uuid, value: c.value, role: .value(c.properties), groupEnd: 0,
+                                 typeIsLong: longUUIDs))
                 valueHandles[Key(service: service.uuid, characteristic: c.uuid)] = valueHandle
                 handle += 2
                 if c.hasCCCD {
@@ -112,8 +125,42 @@ public struct GATTDatabase: Sendable {
             }
             attributes[serviceIndex].groupEnd = handle - 1
         }
+        let hash = databaseHash
+        for i in attributes.indices where attributes[i].type == .databaseHash {
+            if case .value = attributes[i].role { attributes[i].value = hash }
+        }
     }
 
+    /// What Vol 3 Part G 7.3.1 hashes, in handle order: for service, include and characteristic
+    /// declarations their handle, 16-bit type and value; for the descriptors it names (CCCD among them)
+    /// their handle and type; nothing for characteristic values (so values never change the hash).
+    public var databaseHashInput: [UInt8] {
+        var w = ByteWriter()
+        for a in attributes {
+            switch a.role {
+            case .primaryService, .characteristicDeclaration:
+                w.writeUInt16LE(a.handle)
+                w.write(a.type.wireBytes)
+                w.write(a.value)
+            case .cccd:
+                w.writeUInt16LE(a.handle)
+                w.write(a.type.wireBytes)
+            case .value, .descriptor:
+                break
+            }
+        }
+        return w.bytes
+    }
+
+    /// The Database Hash (2B2A) value of this layout: 16 bytes that change whenever a declaration does.
+    ///
+    /// The spec computes AES-CMAC (key 0) over `databaseHashInput`. This target has no AES (crypto comes
+    /// from libcrypto, never hand-written), so the first 16 bytes of SHA-256 over the same input stand in
+    /// for it: a client treats the hash as an opaque value and only compares it, so equality is all that
+    /// matters here. Swap in AES-CMAC once a libcrypto target exists (docs/simulator.md).
+    public var databaseHash: [UInt8] {
+        Array(SHA256.hash(databaseHashInput).prefix(16))
+    }
     private mutating func append(_ a: Attribute) {
         index[a.handle] = attributes.count
         attributes.append(a)
