@@ -1,38 +1,177 @@
-/// The GATT client procedures (Vol 3 Part G 4) over one `ATTClient`, with a discovery cache that lives
-/// as long as the link (a new link gets a new `GATTClient`, which is how the cache is cleared).
+import Synchronization
+
+/// The GATT client procedures (Vol 3 Part G 4) over one `ATTClient`. What it discovers is kept for the
+/// link (a new link gets a new `GATTClient`); with a `GATTCache` it also reads the server's Database Hash
+/// once per link and takes the layout of an earlier server with the same hash, so a later device of one
+/// model skips discovery (docs/ble.md, "The GATT cache").
 ///
+/// A service is looked for by its 16-bit UUID, then its 128-bit form, then by discovering every primary
+/// service (`ServiceSearch`); characteristic and descriptor UUIDs are compared in 128-bit form.
 /// Discovery loops only move forward: a peer whose handles do not increase, or fall outside the range
 /// asked for, is a protocol error, so a hostile device cannot make discovery loop forever.
 public actor GATTClient {
     public nonisolated let att: ATTClient
     public nonisolated let discovery: DiscoveryMode
+    /// Layouts shared with other links of the run (nil: this link discovers everything itself).
+    public nonisolated let cache: GATTCache?
+    /// The kind of device (e.g. its model) that discovery hints are kept under, for servers without a
+    /// Database Hash.
+    public nonisolated let cacheKey: String
 
     /// Longest attribute value (Vol 3 Part F 3.2.9).
     public static let maximumValueLength = 512
 
-    private var servicesByUUID: [BluetoothUUID: GATTService] = [:]
-    private var allServices: [GATTService]?
-    private var characteristicsByService: [UInt16: [GATTCharacteristic]] = [:]
-    private var descriptorsByValue: [UInt16: [GATTDescriptor]] = [:]
+    /// What this link knows of its server's layout.
+    public private(set) var layout = GATTLayout()
+    /// The server's Database Hash, once read on this link (only with a cache).
+    public private(set) var databaseHash: [UInt8]?
+    /// True when the layout came from the cache: its handles were not discovered on this link.
+    public private(set) var layoutIsShared = false
+    /// True once this link asked the server for robust caching (Client Supported Features bit 0).
+    public private(set) var robustCaching = false
 
-    public init(att: ATTClient, discovery: DiscoveryMode = .targeted) {
+    /// The value handle of Service Changed on this link, once known; read without a hop by the link's
+    /// indication handler.
+    public nonisolated let serviceChanged: ServiceChangedSlot
+    private var prepared = false
+    private let log: @Sendable (String) -> Void
+
+    /// Errors that say an attribute is not what the layout said it was.
+    private static let layoutErrors: Set<ATTErrorCode> = [
+        .invalidHandle, .readNotPermitted, .writeNotPermitted, .attributeNotFound, .invalidAttributeValueLength, .invalidOffset,
+    ]
+
+    public init(att: ATTClient, discovery: DiscoveryMode = .targeted, cache: GATTCache? = nil, cacheKey: String = "",
+                serviceChanged: ServiceChangedSlot = ServiceChangedSlot(), log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.att = att
         self.discovery = discovery
+        self.cache = cache
+        self.cacheKey = cacheKey
+        self.serviceChanged = serviceChanged
+        self.log = log
     }
 
-    /// Forgets everything discovered.
+    /// Forgets everything discovered on this link (the next operation reads the Database Hash again).
     public func clearCache() {
-        servicesByUUID = [:]
-        allServices = nil
-        characteristicsByService = [:]
-        descriptorsByValue = [:]
+        resetLayout()
+        prepared = false
+        databaseHash = nil
+    }
+
+    // MARK: - The shared layout
+
+    /// Once per link, before the first discovery, with a cache: reads the Database Hash (one Read By
+    /// Type over the whole range), takes the layout filed under it, learns the Generic Attribute service
+    /// and asks for robust caching. Servers of a key known to have no hash are not asked.
+    private func prepare() async throws {
+        guard let cache, !prepared else { return }
+        prepared = true
+        guard cache.hints(for: cacheKey).hasDatabaseHash != false else { return }
+        let hash = try await readDatabaseHash()
+        cache.updateHints(for: cacheKey) { $0.hasDatabaseHash = hash != nil }
+        guard let hash else { return }
+        databaseHash = hash
+        if let shared = cache.layout(forHash: hash) {
+            layout = shared
+            layoutIsShared = true
+        }
+        try await enableRobustCaching()
+        publish()
+    }
+
+    /// Read Using Characteristic UUID (4.8.2) on Database Hash over the whole range (allowed even to a
+    /// change-unaware client): its 16 bytes, or nil when the server has no usable one.
+    private func readDatabaseHash() async throws -> [UInt8]? {
+        let response: ATTPDU
+        do {
+            response = try await att.request(.readByTypeRequest(ATTReadByTypeRequest(
+                range: ATTHandleRange(start: 0x0001, end: 0xFFFF), type: .databaseHash)))
+        } catch BLEError.att {
+            return nil
+        } catch BLEError.protocolError(let why) {
+            log("Database Hash not usable: \(why)")
+            return nil
+        }
+        guard case .readByTypeResponse(let r) = response else { return nil }
+        // Exactly one 16-byte value; anything else is not a hash to trust a layout to.
+        guard r.entries.count == 1, let e = r.entries.first, e.value.count == 16 else { return nil }
+        return e.value
+    }
+
+    /// Finds the Generic Attribute service's characteristics (part of the layout, so once per layout),
+    /// notes Service Changed, and writes Client Supported Features with robust caching (bit 0): from then
+    /// on the server refuses this link's handle requests with Database Out Of Sync, instead of carrying
+    /// them out, if its database changes before the client reads the hash again (Vol 3 Part G 2.5.2.1).
+    private func enableRobustCaching() async throws {
+        let characteristics: [GATTCharacteristic]
+        do {
+            characteristics = try await discoverCharacteristics(of: try await service(.genericAttribute))
+        } catch BLEError.attributeNotFound {
+            return
+        }
+        if let sc = characteristics.first(where: { $0.uuid == .serviceChanged }) {
+            serviceChanged.set(sc.valueHandle)
+        }
+        guard let csf = characteristics.first(where: { $0.uuid == .clientSupportedFeatures }) else { return }
+        do {
+            try await write(handle: csf.valueHandle, value: [0x01])
+            robustCaching = true
+        } catch BLEError.att(let e) {
+            log("Client Supported Features not written: \(e)")
+            if layoutIsShared, Self.layoutErrors.contains(e.code) { distrustSharedLayout() }
+        }
+    }
+
+    /// Files what this link knows under its server's hash.
+    private func publish() {
+        if let cache, let hash = databaseHash { cache.store(layout, forHash: hash) }
+    }
+
+    private func resetLayout() {
+        layout = GATTLayout()
+        layoutIsShared = false
+        serviceChanged.set(nil)
+    }
+
+    private func distrustSharedLayout() {
+        if let cache, let hash = databaseHash { cache.distrust(hash: hash) }
+        resetLayout()
+    }
+
+    /// After an operation failed with `error`: true when the failure says this link's layout is stale and
+    /// the operation may run once more on rediscovered handles. Safe, because an Error Response means the
+    /// server did not carry the request out.
+    /// - Database Out Of Sync (robust caching): the server's database changed. The layout is dropped and
+    ///   the hash read again before the next discovery.
+    /// - An attribute-level error (invalid handle, not permitted, ...) while the layout came from the
+    ///   cache: that cache entry is distrusted for the run, and this link discovers for itself.
+    public func shouldRediscover(after error: BLEError) -> Bool {
+        guard case .att(let e) = error else { return false }
+        if e.code == .databaseOutOfSync {
+            clearCache()
+            return true
+        }
+        // An Execute Write that failed may have written some of its values (Vol 3 Part F 3.4.6.3): never again.
+        guard layoutIsShared, Self.layoutErrors.contains(e.code), e.requestOpcode != ATTOpcode.executeWriteRequest.rawValue else {
+            return false
+        }
+        log("an operation on cached handles failed (\(e)): the cached layout is dropped")
+        distrustSharedLayout()
+        return true
+    }
+
+    /// The server indicated Service Changed: this link's layout is dropped (the entry for the old hash
+    /// stays right for servers that still have it) and the hash is read again before the next discovery.
+    public func serviceChangedIndicated() {
+        clearCache()
     }
 
     // MARK: - Discovery
 
     /// Discover All Primary Services (4.4.1): Read By Group Type on 0x2800 over the whole range.
     public func discoverAllPrimaryServices() async throws -> [GATTService] {
-        if let all = allServices { return all }
+        try await prepare()
+        if let all = layout.allServices { return all }
         var out: [GATTService] = []
         var start: UInt16 = 0x0001
         while true {
@@ -58,8 +197,10 @@ public actor GATTClient {
             if last == 0xFFFF { break }
             start = last + 1
         }
-        allServices = out
-        for s in out where servicesByUUID[s.uuid] == nil { servicesByUUID[s.uuid] = s }
+        layout.allServices = out
+        for s in out where layout.services[s.uuid] == nil { layout.services[s.uuid] = s }
+        layout.absentServices.subtract(out.map(\.uuid))
+        publish()
         return out
     }
 
@@ -90,9 +231,29 @@ public actor GATTClient {
         return out
     }
 
-    /// Discover All Characteristics of a Service (4.6.1): Read By Type on 0x2803 within the service.
+    /// Discover Primary Service by Service UUID (4.4.2), first instance only: Find By Type Value on 0x2800
+    /// with `value` (the UUID as the server may have declared it). Nil when the server has none.
+    private func findFirstService(_ uuid: BluetoothUUID, value: [UInt8]) async throws -> GATTService? {
+        let response: ATTPDU
+        do {
+            response = try await att.request(.findByTypeValueRequest(ATTFindByTypeValueRequest(
+                range: ATTHandleRange(start: 0x0001, end: 0xFFFF), type: 0x2800, value: value)))
+        } catch BLEError.att(let e) where e.code == .attributeNotFound {
+            return nil
+        }
+        guard case .findByTypeValueResponse(let r) = response else { throw unexpected(response, "Find By Type Value") }
+        guard let range = r.ranges.first else { return nil }
+        guard range.start >= 0x0001, range.end >= range.start else {
+            throw BLEError.protocolError("service discovery: group 0x\(hex(range.start))-0x\(hex(range.end)) out of order")
+        }
+        return GATTService(uuid: uuid, startHandle: range.start, endHandle: range.end)
+    }
+
+    /// Discover All Characteristics of a Service (4.6.1): Read By Type on 0x2803 within the service. Each
+    /// request starts after the last value handle seen, so a service whose last characteristic's value
+    /// ends the group needs no closing request.
     public func discoverCharacteristics(of service: GATTService) async throws -> [GATTCharacteristic] {
-        if let cached = characteristicsByService[service.startHandle] { return cached }
+        if let cached = layout.characteristics[service.startHandle] { return cached }
         var found: [(decl: UInt16, value: UInt16, props: GATTProperties, uuid: BluetoothUUID)] = []
         var start = service.startHandle
         let end = service.endHandle
@@ -107,7 +268,7 @@ public actor GATTClient {
             guard case .readByTypeResponse(let r) = response else { throw unexpected(response, "Read By Type") }
             var last = start
             for e in r.entries {
-                guard e.handle >= start, e.handle <= end, e.handle >= last, e.handle > (found.last?.decl ?? 0) else {
+                guard e.handle >= start, e.handle <= end, e.handle >= last, e.handle > (found.last?.value ?? 0) else {
                     throw BLEError.protocolError("characteristic discovery: declaration 0x\(hex(e.handle)) out of order or outside 0x\(hex(start))-0x\(hex(end))")
                 }
                 guard e.value.count == 5 || e.value.count == 19 else {
@@ -121,7 +282,7 @@ public actor GATTClient {
                     throw BLEError.protocolError("characteristic discovery: value handle 0x\(hex(valueHandle)) outside its declaration's group")
                 }
                 found.append((e.handle, valueHandle, GATTProperties(rawValue: e.value[0]), uuid))
-                last = e.handle
+                last = valueHandle
             }
             if last == 0xFFFF { break }
             start = last + 1
@@ -132,21 +293,18 @@ public actor GATTClient {
             out.append(GATTCharacteristic(uuid: f.uuid, declarationHandle: f.decl, valueHandle: f.value,
                                           properties: f.props, endHandle: max(next, f.value)))
         }
-        characteristicsByService[service.startHandle] = out
+        layout.characteristics[service.startHandle] = out
+        publish()
         return out
     }
 
     /// Discover All Characteristic Descriptors (4.7.1): Find Information after the value handle.
     public func discoverDescriptors(of characteristic: GATTCharacteristic) async throws -> [GATTDescriptor] {
-        if let cached = descriptorsByValue[characteristic.valueHandle] { return cached }
+        if let cached = layout.descriptors[characteristic.valueHandle] { return cached }
         var out: [GATTDescriptor] = []
         let end = characteristic.endHandle
-        guard characteristic.valueHandle < end else {
-            descriptorsByValue[characteristic.valueHandle] = []
-            return []
-        }
-        var start = characteristic.valueHandle + 1
-        while start <= end {
+        var start = characteristic.valueHandle < end ? characteristic.valueHandle + 1 : end
+        while characteristic.valueHandle < end, start <= end {
             let response: ATTPDU
             do {
                 response = try await att.request(.findInformationRequest(ATTFindInformationRequest(
@@ -166,25 +324,56 @@ public actor GATTClient {
             if last == 0xFFFF { break }
             start = last + 1
         }
-        descriptorsByValue[characteristic.valueHandle] = out
+        layout.descriptors[characteristic.valueHandle] = out
+        publish()
         return out
     }
 
-    /// Finds a service by UUID per the discovery mode (cached), or throws `attributeNotFound`.
+    /// Finds a service by UUID (`ServiceSearch`: 16-bit form, 128-bit form, every service), or throws
+    /// `attributeNotFound`. Found and absent services are remembered for the link (and, under a Database
+    /// Hash, for the run).
     public func service(_ uuid: BluetoothUUID) async throws -> GATTService {
-        if let s = servicesByUUID[uuid] { return s }
-        switch discovery {
-        case .all:
-            _ = try await discoverAllPrimaryServices()
-        case .targeted:
-            do {
-                if let s = try await discoverPrimaryServices(uuid: uuid).first { servicesByUUID[uuid] = s }
-            } catch BLEError.att(let e) where e.code == .requestNotSupported {
-                // Find By Type Value is optional for a server: fall back to discovering them all.
-                _ = try await discoverAllPrimaryServices()
-            }
+        try await prepare()
+        if let s = layout.services[uuid] { return s }
+        if layout.absentServices.contains(uuid) || layout.allServices != nil {
+            throw BLEError.attributeNotFound("service \(uuid)")
         }
-        guard let s = servicesByUUID[uuid] else { throw BLEError.attributeNotFound("service \(uuid)") }
+        let hints = cache?.hints(for: cacheKey) ?? GATTCache.Hints()
+        var search = ServiceSearch(uuid: uuid, mode: discovery, longFormFirst: hints.longForm.contains(uuid),
+                                   findByValueUnsupported: hints.findByValueUnsupported)
+        var next = search.next(after: nil)
+        while let request = next {
+            var outcome = ServiceSearch.Outcome.notFound
+            switch request {
+            case .findByValue(let value):
+                do {
+                    if let s = try await findFirstService(uuid, value: value) {
+                        layout.services[uuid] = s
+                        outcome = .found
+                        if uuid.value16 != nil {
+                            let long = value.count == 16
+                            cache?.updateHints(for: cacheKey) { h in
+                                if long { h.longForm.insert(uuid) } else { h.longForm.remove(uuid) }
+                            }
+                        }
+                    }
+                } catch BLEError.att(let e) where e.code == .requestNotSupported {
+                    // Find By Type Value is optional for a server.
+                    cache?.updateHints(for: cacheKey) { $0.findByValueUnsupported = true }
+                    outcome = .notSupported
+                }
+            case .discoverAll:
+                _ = try await discoverAllPrimaryServices()
+                if layout.services[uuid] != nil { outcome = .found }
+            }
+            next = search.next(after: outcome)
+        }
+        guard let s = layout.services[uuid] else {
+            layout.absentServices.insert(uuid)
+            publish()
+            throw BLEError.attributeNotFound("service \(uuid)")
+        }
+        publish()
         return s
     }
 
@@ -207,10 +396,15 @@ public actor GATTClient {
     /// Read Characteristic Value (4.8.1), continued with Read Blob (4.8.3) while the value fills the PDU.
     public func read(handle: UInt16) async throws -> [UInt8] {
         let response = try await att.request(.readRequest(ATTReadRequest(handle: handle)))
-        guard case .readResponse(var value) = response else { throw unexpected(response, "Read") }
-        var chunk = value.count
-        var mtu = att.mtu
-        while chunk == mtu - 1 {
+        guard case .readResponse(let value) = response else { throw unexpected(response, "Read") }
+        return try await readRest(of: handle, after: value, more: value.count == att.mtu - 1)
+    }
+
+    /// Read Blob from the end of `first` (when `more`) while each part fills the PDU; at most 512 bytes.
+    private func readRest(of handle: UInt16, after first: [UInt8], more: Bool) async throws -> [UInt8] {
+        var value = first
+        var more = more
+        while more {
             guard value.count <= Self.maximumValueLength else {
                 throw BLEError.protocolError("value of handle 0x\(hex(handle)) longer than \(Self.maximumValueLength) bytes")
             }
@@ -222,13 +416,73 @@ public actor GATTClient {
             }
             guard case .readBlobResponse(let part) = blob else { throw unexpected(blob, "Read Blob") }
             value += part
-            chunk = part.count
-            mtu = att.mtu
+            more = part.count == att.mtu - 1
         }
         guard value.count <= Self.maximumValueLength else {
             throw BLEError.protocolError("value of handle 0x\(hex(handle)) longer than \(Self.maximumValueLength) bytes")
         }
         return value
+    }
+
+    /// Read Multiple Variable Length Characteristic Values (4.8.5): the values of two or more handles in
+    /// one request, in order. The server stops its answer at ATT_MTU-1 octets: a value cut short (or that
+    /// ends exactly at the end of a full PDU) is completed with Read Blob, and values the answer did not
+    /// reach are read one by one. An Error Response fails the whole request (`BLEError.att`).
+    public func readMultipleVariable(handles: [UInt16]) async throws -> [[UInt8]] {
+        guard handles.count >= 2 else {
+            var out: [[UInt8]] = []
+            for h in handles { out.append(try await read(handle: h)) }
+            return out
+        }
+        let request = ATTPDU.readMultipleVariableRequest(ATTReadMultipleVariableRequest(handles: handles))
+        let response = try await att.request(request)
+        guard case .readMultipleVariableResponse(let r) = response else { throw unexpected(response, "Read Multiple Variable Length") }
+        guard r.tuples.count <= handles.count else {
+            throw BLEError.protocolError("Read Multiple Variable Length: \(r.tuples.count) values for \(handles.count) handles")
+        }
+        let full = response.bytes.count >= att.mtu
+        var out: [[UInt8]] = []
+        for (i, handle) in handles.enumerated() {
+            guard i < r.tuples.count else {
+                out.append(try await read(handle: handle))
+                continue
+            }
+            let t = r.tuples[i]
+            let last = i == r.tuples.count - 1 && r.cutLength == nil
+            if t.isComplete && !(last && full) {
+                out.append(t.value)
+            } else {
+                out.append(try await readRest(of: handle, after: t.value, more: true))
+            }
+        }
+        return out
+    }
+
+    /// Whether to ask for several values at once with Read Multiple Variable Length: what an earlier
+    /// answer of this layout (or, without a hash, this key) said; else yes, and the first answer settles
+    /// it (`noteReadMultipleVariable`). Server Supported Features is read once per layout: with EATT the
+    /// request is mandatory for the server (Vol 3 Part G Table 4.1); without, only an answer tells.
+    public func prefersReadMultipleVariable() async throws -> Bool {
+        if let known = layout.readMultipleVariable { return known }
+        if databaseHash == nil, let known = cache?.hints(for: cacheKey).readMultipleVariable { return known }
+        if layout.serverFeatures == nil, let ssf = layout.genericAttribute(.serverSupportedFeatures), ssf.properties.contains(.read) {
+            do {
+                layout.serverFeatures = try await read(handle: ssf.valueHandle).first ?? 0
+            } catch BLEError.att(let e) {
+                log("Server Supported Features not read: \(e)")
+                layout.serverFeatures = 0
+            }
+            if let f = layout.serverFeatures, f & 0x01 != 0 { layout.readMultipleVariable = true }
+            publish()
+        }
+        return true
+    }
+
+    /// Records whether the server answered Read Multiple Variable Length.
+    public func noteReadMultipleVariable(_ supported: Bool) {
+        layout.readMultipleVariable = supported
+        cache?.updateHints(for: cacheKey) { $0.readMultipleVariable = supported }
+        publish()
     }
 
     /// Write Characteristic Value (4.9.3); values longer than MTU-3 use Write Long Characteristic Values
@@ -257,9 +511,13 @@ public actor GATTClient {
                 offset += slice.count
             }
         } catch let error as BLEError {
-            if case .protocolError = error {
-                // Leave the server's prepare queue empty (4.9.5); a failure here changes nothing.
+            switch error {
+            case .protocolError, .att:
+                // Leave the server's prepare queue empty (4.9.5), so nothing queued so far can be executed
+                // later; a failure here changes nothing.
                 _ = try? await att.request(.executeWriteRequest(ATTExecuteWriteRequest(commit: false)))
+            default:
+                break
             }
             throw error
         }
@@ -296,3 +554,20 @@ public actor GATTClient {
 }
 
 func hex(_ v: UInt16) -> String { String(v, radix: 16) }
+
+/// Where a link's GATT client puts the Service Changed value handle once it knows it, for the link's
+/// indication handler, which runs on the ATT reader and must not wait for the client.
+public final class ServiceChangedSlot: Sendable {
+    private let handle = Atomic<UInt16>(0)
+
+    public init() {}
+
+    /// The value handle, once known (handle 0 is never an attribute).
+    public var valueHandle: UInt16? {
+        let h = handle.load(ordering: .relaxed)
+        return h == 0 ? nil : h
+    }
+
+    func set(_ valueHandle: UInt16?) { handle.store(valueHandle ?? 0, ordering: .relaxed) }
+}
+

@@ -52,3 +52,14 @@ public struct ResolvedCharacteristic: Sendable, Hashable {
     /// The Client Characteristic Configuration descriptor, if the characteristic has one.
     public var cccdHandle: UInt16?
 }
+
+/// A characteristic named the way workflows and sessions name it: its service's UUID and its own.
+public struct CharacteristicPath: Sendable, Hashable, CustomStringConvertible {
+    public var service: BluetoothUUID
+    public var characteristic: BluetoothUUID
+    public init(service: BluetoothUUID, characteristic: BluetoothUUID) {
+        self.service = service
+        self.characteristic = characteristic
+    }
+    public var description: String { "\(service)/\(characteristic)" }
+}

@@ -143,13 +143,18 @@ public actor Session {
         let gen = generation
         router.reset(generation: gen)
         let router = self.router
+        let serviceChanged = ServiceChangedSlot()
         let att = ATTClient(bearer: newLink.bearer, transactionTimeout: options.attTimeout, counter: counter,
                             disconnectReason: { await newLink.waitForDisconnect() },
-                            log: { [log, peer] in log("\(peer): \($0)") }) { event in
+                            log: { [log, peer] in log("\(peer): \($0)") }) { [weak self] event in
             router.deliver(event, generation: gen)
+            if event.isIndication, let h = serviceChanged.valueHandle, event.handle == h {
+                Task { await self?.serviceChanged(generation: gen) }
+            }
         }
         await att.start()
-        let client = GATTClient(att: att, discovery: options.discovery)
+        let client = GATTClient(att: att, discovery: options.discovery, cache: options.gattCache, cacheKey: options.gattCacheKey,
+                                serviceChanged: serviceChanged, log: { [log, peer] in log("\(peer): \($0)") })
         link = newLink
         gatt = client
         for key in subscriptions.keys {
@@ -168,7 +173,7 @@ public actor Session {
                 publish(.discovering)
                 for key in active {
                     guard let sub = subscriptions[key] else { continue }
-                    try await enable(key, indicate: sub.indicate, on: client, generation: gen)
+                    try await enableRediscovering(key, indicate: sub.indicate, on: client, generation: gen)
                 }
             }
         } catch {
@@ -255,24 +260,85 @@ public actor Session {
     public func discover(services: [BluetoothUUID], timeout: Duration) async throws {
         let what = services.isEmpty ? "all services" : services.map(\.description).joined(separator: ",")
         try await withDeadline(timeout, operation: "discover \(what)") {
-            let client = try await self.readyClient()
-            var found: [GATTService] = []
-            if services.isEmpty {
-                found = try await client.discoverAllPrimaryServices()
-            } else {
-                for uuid in services { found.append(try await client.service(uuid)) }
+            try await self.withClient { client in
+                var found: [GATTService] = []
+                if services.isEmpty {
+                    found = try await client.discoverAllPrimaryServices()
+                } else {
+                    for uuid in services { found.append(try await client.service(uuid)) }
+                }
+                for service in found { _ = try await client.discoverCharacteristics(of: service) }
             }
-            for service in found { _ = try await client.discoverCharacteristics(of: service) }
         }
     }
 
     /// Reads a characteristic's value (long values with Read Blob).
     public func read(service: BluetoothUUID, characteristic: BluetoothUUID, timeout: Duration) async throws -> [UInt8] {
         try await withDeadline(timeout, operation: "read \(characteristic)") {
-            let client = try await self.readyClient()
-            let r = try await client.resolve(service: service, characteristic: characteristic)
-            return try await client.read(handle: r.characteristic.valueHandle)
+            try await self.withClient { client in
+                let r = try await client.resolve(service: service, characteristic: characteristic)
+                return try await client.read(handle: r.characteristic.valueHandle)
+            }
         }
+    }
+
+    /// Reads several characteristics, in one round trip where the server answers Read Multiple Variable
+    /// Length (one read each where it does not). Each entry succeeds or fails on its own: a characteristic
+    /// that is missing or refuses the read fails only its entry. A lost link, the deadline or a protocol
+    /// error fails the call.
+    public func read(_ targets: [CharacteristicPath], timeout: Duration) async throws -> [Result<[UInt8], BLEError>] {
+        let what = targets.map(\.characteristic.description).joined(separator: ",")
+        return try await withDeadline(timeout, operation: "read \(what)") {
+            try await self.withClient { client in try await Self.read(targets, on: client) }
+        }
+    }
+
+    private static func read(_ targets: [CharacteristicPath], on client: GATTClient) async throws -> [Result<[UInt8], BLEError>] {
+        var results = [Result<[UInt8], BLEError>](repeating: .failure(.protocolError("not read")), count: targets.count)
+        /// An error that belongs to one entry; one that says the shared layout is stale is thrown instead,
+        /// so the whole call runs again on rediscovered handles.
+        func entryError(_ error: any Error) async throws -> BLEError {
+            let e = Session.bleError(error)
+            switch e {
+            case .att(let a):
+                let shared = await client.layoutIsShared
+                if a.code == .databaseOutOfSync || shared { throw e }
+                return e
+            case .attributeNotFound, .unsupportedProperty:
+                return e
+            default:
+                throw e
+            }
+        }
+        var pending: [(index: Int, handle: UInt16)] = []
+        for (i, t) in targets.enumerated() {
+            do {
+                let r = try await client.resolve(service: t.service, characteristic: t.characteristic)
+                pending.append((i, r.characteristic.valueHandle))
+            } catch {
+                results[i] = .failure(try await entryError(error))
+            }
+        }
+        if pending.count >= 2, try await client.prefersReadMultipleVariable() {
+            do {
+                let values = try await client.readMultipleVariable(handles: pending.map(\.handle))
+                await client.noteReadMultipleVariable(true)
+                for (p, v) in zip(pending, values) { results[p.index] = .success(v) }
+                pending = []
+            } catch BLEError.att(let e) where e.code == .requestNotSupported {
+                await client.noteReadMultipleVariable(false)
+            } catch BLEError.att(let e) where e.code != .databaseOutOfSync {
+                // One of them refused: read each, so the error lands on its own characteristic.
+            }
+        }
+        for p in pending {
+            do {
+                results[p.index] = .success(try await client.read(handle: p.handle))
+            } catch {
+                results[p.index] = .failure(try await entryError(error))
+            }
+        }
+        return results
     }
 
     /// Writes a characteristic's value: a Write Request (long values with Prepare/Execute Write), or a
@@ -280,18 +346,19 @@ public actor Session {
     public func write(service: BluetoothUUID, characteristic: BluetoothUUID, value: [UInt8], withResponse: Bool,
                       timeout: Duration) async throws {
         try await withDeadline(timeout, operation: "write \(characteristic)") {
-            let client = try await self.readyClient()
-            let r = try await client.resolve(service: service, characteristic: characteristic)
-            if withResponse {
-                try self.require(.write, "write", of: r)
-                try await client.write(handle: r.characteristic.valueHandle, value: value)
-            } else {
-                try self.require(.writeWithoutResponse, "write-without-response", of: r)
-                let limit = client.att.mtu - 3
-                guard value.count <= limit else {
-                    throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
+            try await self.withClient { client in
+                let r = try await client.resolve(service: service, characteristic: characteristic)
+                if withResponse {
+                    try self.require(.write, "write", of: r)
+                    try await client.write(handle: r.characteristic.valueHandle, value: value)
+                } else {
+                    try self.require(.writeWithoutResponse, "write-without-response", of: r)
+                    let limit = client.att.mtu - 3
+                    guard value.count <= limit else {
+                        throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
+                    }
+                    try await client.writeWithoutResponse(handle: r.characteristic.valueHandle, value: value)
                 }
-                try await client.writeWithoutResponse(handle: r.characteristic.valueHandle, value: value)
             }
         }
     }
@@ -299,10 +366,11 @@ public actor Session {
     /// Streams `data` with write without response in MTU-3 chunks, waiting for link credits.
     public func writeBlob(service: BluetoothUUID, characteristic: BluetoothUUID, data: [UInt8], timeout: Duration) async throws {
         try await withDeadline(timeout, operation: "write blob \(characteristic)") {
-            let client = try await self.readyClient()
-            let r = try await client.resolve(service: service, characteristic: characteristic)
-            try self.require(.writeWithoutResponse, "write-without-response", of: r)
-            try await client.writeBlob(handle: r.characteristic.valueHandle, data: data)
+            try await self.withClient { client in
+                let r = try await client.resolve(service: service, characteristic: characteristic)
+                try self.require(.writeWithoutResponse, "write-without-response", of: r)
+                try await client.writeBlob(handle: r.characteristic.valueHandle, data: data)
+            }
         }
     }
 
@@ -355,7 +423,7 @@ public actor Session {
         }
         subscriptions[key] = Subscription(indicate: indicate, consumers: [id])
         do {
-            try await enable(key, indicate: indicate, on: client, generation: generation)
+            try await enableRediscovering(key, indicate: indicate, on: client, generation: generation)
         } catch {
             let waiters = subscriptions[key]?.waiters ?? [:]
             subscriptions[key]?.waiters = [:]
@@ -387,6 +455,19 @@ public actor Session {
         }
     }
 
+    /// `enable`, once more on rediscovered handles when the client says the failure came from a stale
+    /// layout.
+    private func enableRediscovering(_ key: SubscriptionKey, indicate: Bool, on client: GATTClient, generation gen: Int) async throws {
+        do {
+            try await enable(key, indicate: indicate, on: client, generation: gen)
+        } catch let e as BLEError {
+            guard await client.shouldRediscover(after: e) else { throw e }
+            log("\(peer): \(e); finding \(key) again")
+            router.unbind(key)
+            try await enable(key, indicate: indicate, on: client, generation: gen)
+        }
+    }
+
     /// A consumer left: the last one out disables the subscription on the device.
     private func consumerLeft(_ key: SubscriptionKey, id: UInt64) async {
         router.remove(id: id, for: key)?.finish()
@@ -413,7 +494,39 @@ public actor Session {
         }
     }
 
+    /// The server's database changed (Service Changed indication): the link's layout is dropped, and every
+    /// active subscription is found again by UUID, rebound and its CCCD written, as after a reconnect.
+    /// (Requests already queued with old handles are not stopped: the server's robust caching, which this
+    /// client asks for wherever the server offers it, is what refuses those.)
+    private func serviceChanged(generation gen: Int) async {
+        guard gen == generation, let client = gatt else { return }
+        log("\(peer): Service Changed indicated; rediscovering")
+        await client.serviceChangedIndicated()
+        for key in subscriptions.filter({ $0.value.active }).map(\.key) {
+            guard gen == generation, let sub = subscriptions[key] else { continue }
+            router.unbind(key)
+            do {
+                try await enableRediscovering(key, indicate: sub.indicate, on: client, generation: gen)
+            } catch {
+                log("\(peer): restoring \(key) after Service Changed failed: \(error)")
+            }
+        }
+    }
+
     // MARK: - Helpers
+
+    /// Runs `body` with the ready link's GATT client; once more, on rediscovered handles, when the client
+    /// says the failure came from a stale layout (`GATTClient.shouldRediscover(after:)`).
+    private func withClient<T: Sendable>(_ body: @Sendable (GATTClient) async throws -> T) async throws -> T {
+        let client = try await readyClient()
+        do {
+            return try await body(client)
+        } catch let e as BLEError {
+            guard await client.shouldRediscover(after: e) else { throw e }
+            log("\(peer): \(e); rediscovering and trying once more")
+            return try await body(client)
+        }
+    }
 
     private nonisolated func require(_ property: GATTProperties, _ name: String, of r: ResolvedCharacteristic) throws {
         guard !options.allowUnsupportedProperties, !r.characteristic.properties.contains(property) else { return }

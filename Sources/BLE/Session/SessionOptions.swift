@@ -23,6 +23,12 @@ public struct SessionOptions: Sendable {
     public var allowUnsupportedProperties: Bool
     /// The ATT transaction timeout (Vol 3 Part F 3.3.3).
     public var attTimeout: Duration
+    /// Attribute layouts shared with the other sessions of a run (nil: every link discovers for itself).
+    /// See `GATTCache` and docs/ble.md.
+    public var gattCache: GATTCache?
+    /// What kind of device this is (e.g. its model), for the cache's hints about servers without a
+    /// Database Hash. Never used to pick a handle.
+    public var gattCacheKey: String
     /// Diagnostics: dropped or stray PDUs, failed reconnect attempts, failed unsubscribes. Nil: silent.
     public var log: (@Sendable (String) -> Void)?
 
@@ -31,12 +37,16 @@ public struct SessionOptions: Sendable {
                 discovery: DiscoveryMode = .targeted,
                 allowUnsupportedProperties: Bool = false,
                 attTimeout: Duration = .seconds(30),
+                gattCache: GATTCache? = nil,
+                gattCacheKey: String = "",
                 log: (@Sendable (String) -> Void)? = nil) {
         self.connect = connect
         self.reconnect = reconnect
         self.discovery = discovery
         self.allowUnsupportedProperties = allowUnsupportedProperties
         self.attTimeout = attTimeout
+        self.gattCache = gattCache
+        self.gattCacheKey = gattCacheKey
         self.log = log
     }
 }

@@ -14,9 +14,12 @@ actor TestPeripheral {
     nonisolated let events = Recorder<DeviceEvent>()
     /// Every PDU the device received, all links.
     nonisolated let received = Recorder<[UInt8]>()
-    private let database: GATTDatabase
+    private var database: GATTDatabase
+    /// The database the device started with (before any `replaceDatabase`).
+    nonisolated let initialDatabase: GATTDatabase
     private let maxMTU: Int
     private let supportsFindByTypeValue: Bool
+    private let supportsReadMultipleVariable: Bool
     private var server: ATTServer?
     private var peer: InMemoryLink.Peer?
     private(set) var linkCount = 0
@@ -30,11 +33,13 @@ actor TestPeripheral {
     private var dropAfterCCCDWriteOnLink: Int?
 
     init(address: BluetoothAddress = BluetoothAddress(value: 0xC0FFEE000001), database: GATTDatabase = TestPeripheral.sensorV2(),
-         maxMTU: Int = 247, supportsFindByTypeValue: Bool = true) {
+         maxMTU: Int = 247, supportsFindByTypeValue: Bool = true, supportsReadMultipleVariable: Bool = true) {
         self.address = address
         self.database = database
+        self.initialDatabase = database
         self.maxMTU = maxMTU
         self.supportsFindByTypeValue = supportsFindByTypeValue
+        self.supportsReadMultipleVariable = supportsReadMultipleVariable
     }
 
     func setAnswers(_ value: Bool) { answers = value }
@@ -44,7 +49,8 @@ actor TestPeripheral {
     func attach(_ device: InMemoryLink.Peer) {
         linkCount += 1
         let n = linkCount
-        server = ATTServer(database: database, maxMTU: maxMTU, supportsFindByTypeValue: supportsFindByTypeValue)
+        server = ATTServer(database: database, maxMTU: maxMTU, supportsFindByTypeValue: supportsFindByTypeValue,
+                           supportsReadMultipleVariable: supportsReadMultipleVariable)
         peer = device
         Task {
             for await pdu in device.incoming {
@@ -86,11 +92,28 @@ actor TestPeripheral {
         return peer.send(pdu)
     }
 
+    /// The device lays out its database again while connected (as after a firmware update): robust
+    /// caching and Service Changed as `ATTServer.replaceDatabase` says. Returns whether a Service Changed
+    /// indication went out.
+    @discardableResult
+    func replaceDatabase(_ new: GATTDatabase, indicate: Bool = true) -> Bool {
+        database = new
+        guard var s = server else { return false }
+        let indication = s.replaceDatabase(new)
+        server = s
+        guard indicate, let indication, let peer else { return false }
+        return peer.send(indication)
+    }
+
+    /// The value the device's server now holds at a handle (what writes left there).
+    func value(at handle: UInt16) -> [UInt8]? { server?.database.value(handle) }
+
     /// The link drops from the device's side (out of range).
     func drop(_ reason: DisconnectReason = .supervisionTimeout) { peer?.drop(reason) }
 
+    /// A value handle in the database the device started with.
     nonisolated func valueHandle(_ service: BluetoothUUID, _ characteristic: BluetoothUUID) -> UInt16? {
-        database.valueHandle(service: service, characteristic: characteristic)
+        initialDatabase.valueHandle(service: service, characteristic: characteristic)
     }
 
     /// CCCD writes the device received for a characteristic: (link, configuration).
@@ -107,10 +130,32 @@ actor TestPeripheral {
         }
     }
 
+    /// The Generic Attribute service a server with robust caching exposes (Vol 3 Part G 7).
+    static let genericAttribute = GATTDatabase.ServiceSpec(uuid: .genericAttribute, characteristics: [
+        .init(uuid: .serviceChanged, properties: [.indicate]),
+        .init(uuid: .clientSupportedFeatures, properties: [.read, .write], value: [0x00]),
+        .init(uuid: .databaseHash, properties: [.read]),
+        .init(uuid: .serverSupportedFeatures, properties: [.read], value: [0x00]),
+    ])
+
+    /// `sensorV2` behind a Generic Attribute service (Database Hash, robust caching, Service Changed);
+    /// `moved` puts an extra writable characteristic first in FFF0, so every FFF0 handle moves by two.
+    static func sensorV2WithHash(serial: String = "SN-0001", longUUIDs: Bool = false, moved: Bool = false) -> GATTDatabase {
+        var services = [genericAttribute] + sensorV2Services(serial: serial)
+        if moved {
+            services[3].characteristics.insert(.init(uuid: BluetoothUUID(0xFFF9), properties: [.read, .write]), at: 0)
+        }
+        return GATTDatabase(services: services, longUUIDs: longUUIDs)
+    }
+
     /// The reference device `sensor-v2` (docs: REFERENCE-DEVICE.md), plus an indicate characteristic
     /// and a notifier that lies (FFF5 notifies without declaring it, and has no CCCD).
-    static func sensorV2(firmware: String = "2.4.1", serial: String = "SN-0001") -> GATTDatabase {
-        GATTDatabase(services: [
+    static func sensorV2(firmware: String = "2.4.1", serial: String = "SN-0001", longUUIDs: Bool = false) -> GATTDatabase {
+        GATTDatabase(services: sensorV2Services(firmware: firmware, serial: serial), longUUIDs: longUUIDs)
+    }
+
+    static func sensorV2Services(firmware: String = "2.4.1", serial: String = "SN-0001") -> [GATTDatabase.ServiceSpec] {
+        [
             .init(uuid: BluetoothUUID(0x180A), characteristics: [
                 .init(uuid: BluetoothUUID(0x2A29), properties: [.read], value: Array("Acme".utf8)),
                 .init(uuid: BluetoothUUID(0x2A24), properties: [.read], value: Array("sensor-v2".utf8)),
@@ -129,7 +174,7 @@ actor TestPeripheral {
                 .init(uuid: BluetoothUUID(0xFFF6), properties: [.indicate]),
                 .init(uuid: BluetoothUUID(0xFFF7), properties: [.read, .write], value: Array(repeating: 0x5A, count: 300)),
             ]),
-        ])
+        ]
     }
 }
 
