@@ -105,6 +105,14 @@ actor TestPeripheral {
         return peer.send(indication)
     }
 
+    /// Sends a Service Changed indication for the whole range whatever the client configured (as a
+    /// server does for a bonded client). Returns whether it went out.
+    @discardableResult
+    func indicateServiceChanged() -> Bool {
+        guard let peer, let h = database.valueHandle(service: .genericAttribute, characteristic: .serviceChanged) else { return false }
+        return peer.send([0x1D, UInt8(h & 0xFF), UInt8(h >> 8), 0x01, 0x00, 0xFF, 0xFF])
+    }
+
     /// The value the device's server now holds at a handle (what writes left there).
     func value(at handle: UInt16) -> [UInt8]? { server?.database.value(handle) }
 
@@ -138,12 +146,16 @@ actor TestPeripheral {
         .init(uuid: .serverSupportedFeatures, properties: [.read], value: [0x00]),
     ])
 
-    /// `sensorV2` behind a Generic Attribute service (Database Hash, robust caching, Service Changed);
-    /// `moved` puts an extra writable characteristic first in FFF0, so every FFF0 handle moves by two.
-    static func sensorV2WithHash(serial: String = "SN-0001", longUUIDs: Bool = false, moved: Bool = false) -> GATTDatabase {
-        var services = [genericAttribute] + sensorV2Services(serial: serial)
-        if moved {
-            services[3].characteristics.insert(.init(uuid: BluetoothUUID(0xFFF9), properties: [.read, .write]), at: 0)
+    /// `sensorV2` behind a Generic Attribute service (Database Hash, robust caching, Service Changed).
+    /// `insertFirst` puts an extra characteristic FFF9 with those properties first in FFF0, so every FFF0
+    /// handle moves by two (FFF1's old value handle becomes FFF9's value).
+    static func sensorV2WithHash(serial: String = "SN-0001", longUUIDs: Bool = false, insertFirst: GATTProperties? = nil,
+                                 serverFeatures: UInt8 = 0) -> GATTDatabase {
+        var gatt = genericAttribute
+        gatt.characteristics[3].value = [serverFeatures]
+        var services = [gatt] + sensorV2Services(serial: serial)
+        if let insertFirst {
+            services[3].characteristics.insert(.init(uuid: BluetoothUUID(0xFFF9), properties: insertFirst), at: 0)
         }
         return GATTDatabase(services: services, longUUIDs: longUUIDs)
     }
