@@ -17,7 +17,8 @@ struct DeviceConnection: Sendable {
     }
 
     /// The GATT database for this connection: values resolved for the device, the current state
-    /// value, fresh CCCDs, and the notify-without-declaring quirk applied.
+    /// value, fresh CCCDs, the notify-without-declaring and 128-bit declaration quirks applied, and the
+    /// Database Hash (if the model declares 2B2A) computed over the result.
     static func database(for device: VirtualDevice) -> GATTDatabase {
         let behaviour = device.model.behaviour
         var services: [GATTDatabase.ServiceSpec] = []
@@ -36,7 +37,7 @@ struct DeviceConnection: Sendable {
             }
             services.append(.init(uuid: s.uuid, characteristics: chars))
         }
-        return GATTDatabase(services: services)
+        return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs)
     }
 
     func handle(_ db: GATTDatabase, _ path: CommandBehaviour.Path?) -> UInt16? {
@@ -54,7 +55,8 @@ struct DeviceConnection: Sendable {
         let factor = latencyScale * faults.slow
         let model = device.model
         var server = ATTServer(database: db, maxMTU: min(model.maxMTU, faults.mtuCap ?? 517),
-                               supportsFindByTypeValue: !faults.fullDiscoveryOnly)
+                               supportsFindByTypeValue: !faults.fullDiscoveryOnly,
+                               supportsReadMultipleVariable: faults.readMultipleVariable)
         let peer = link.device
         for await pdu in peer.incoming {
             if faults.drop > 0, rng.chance(faults.drop) {

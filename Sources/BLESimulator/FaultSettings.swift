@@ -40,6 +40,12 @@ public struct FaultSettings: Sendable, Equatable {
     public var notifyUndeclared = false
     /// `full_discovery_only`: Find By Type Value is answered Request Not Supported.
     public var fullDiscoveryOnly = false
+    /// `long_uuids`: every service and characteristic UUID is declared in its 128-bit form, also SIG UUIDs
+    /// that have a 16-bit one (legal; a Find By Type Value with the 16-bit value finds nothing).
+    public var longUUIDs = false
+    /// `read_multiple_variable`: whether Read Multiple Variable Length is answered (false: Request Not
+    /// Supported, as firmware before Bluetooth 5.2).
+    public var readMultipleVariable = true
     /// `mtu_cap`: the largest ATT_MTU the device accepts (23...517).
     public var mtuCap: Int?
     /// `slow`: multiplier on every latency of the device (a slow device near a timeout).
@@ -50,7 +56,7 @@ public struct FaultSettings: Sendable, Equatable {
     /// The keys of a `faults:` mapping.
     public static let names = [
         "no_advertise", "connect_fail", "connect_timeout", "drop", "ack_loss", "busy_ack",
-        "notify_undeclared", "full_discovery_only", "mtu_cap", "slow",
+        "notify_undeclared", "full_discovery_only", "long_uuids", "read_multiple_variable", "mtu_cap", "slow",
     ]
 
     /// Applies a `faults:` mapping on top of these settings.
@@ -65,6 +71,8 @@ public struct FaultSettings: Sendable, Equatable {
             case "busy_ack": busyAck = try reader.probability(value, key)
             case "notify_undeclared": notifyUndeclared = try reader.bool(value, key)
             case "full_discovery_only": fullDiscoveryOnly = try reader.bool(value, key)
+            case "long_uuids": longUUIDs = try reader.bool(value, key)
+            case "read_multiple_variable": readMultipleVariable = try reader.bool(value, key)
             case "mtu_cap": mtuCap = try reader.int(value, key, in: 23...517)
             case "slow": slow = try reader.positive(value, key)
             default: break

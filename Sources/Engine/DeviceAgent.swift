@@ -19,6 +19,8 @@ actor DeviceAgent {
     private var mailboxes: [String: Mailbox] = [:]
     private var avoidAdapters: Set<String> = []
     private var roundTripsBefore = 0
+    /// Values of read steps fetched together with the read step before them (`readValue`), by step index.
+    private var prefetched: [Int: Result<[UInt8], BLEError>] = [:]
     private var random: SplitMix64
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
@@ -140,7 +142,7 @@ actor DeviceAgent {
             try await s.discover(services: d.all ? [] : services, timeout: timeout)
         case .read(let r):
             let s = try requireSession(step)
-            let bytes = try await s.read(service: r.target.service, characteristic: r.target.characteristic, timeout: timeout)
+            let bytes = try await readValue(r, at: index, on: s, timeout: timeout)
             let value = try r.decoder.decode(bytes)
             if let id = r.id { captured[id] = value }
         case .verify(let v):
@@ -234,7 +236,8 @@ actor DeviceAgent {
             reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
             discovery: context.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: context.allowUndeclared,
-            attTimeout: context.attTimeout)
+            attTimeout: context.attTimeout,
+            gattCache: context.gattCache, gattCacheKey: device.value(of: "model") ?? "")
         let s = Session(central: adapter.central, peer: peer, options: options)
         do {
             try await s.connect()
@@ -251,6 +254,27 @@ actor DeviceAgent {
             throw error
         }
         session = s
+    }
+
+    /// A read step's value. A read step directly followed by more read steps fetches theirs with it, in
+    /// one request where the device answers Read Multiple Variable Length; each of those steps still runs,
+    /// takes its own value (or error) and is recorded as itself. A retried step reads again.
+    private func readValue(_ r: Step.Read, at index: Int, on s: Session, timeout: Duration) async throws -> [UInt8] {
+        if let ready = prefetched.removeValue(forKey: index) { return try ready.get() }
+        let steps = context.workflow.steps
+        var batch: [(index: Int, target: CharacteristicRef)] = [(index, r.target)]
+        for i in steps.indices.dropFirst(index + 1) {
+            guard case .read(let next) = steps[i].kind else { break }
+            batch.append((i, next.target))
+        }
+        guard batch.count > 1 else {
+            return try await s.read(service: r.target.service, characteristic: r.target.characteristic, timeout: timeout)
+        }
+        let results = try await s.read(batch.map { CharacteristicPath(service: $0.target.service, characteristic: $0.target.characteristic) },
+                                       timeout: timeout)
+        prefetched = [:]
+        for (b, result) in zip(batch, results).dropFirst() { prefetched[b.index] = result }
+        return try results[0].get()
     }
 
     private func write(_ w: Step.Write, on s: Session, step: Step, index: Int, timeout: Duration) async throws {

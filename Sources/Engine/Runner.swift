@@ -106,6 +106,8 @@ final class RunContext: Sendable {
     let servicesUsed: [BluetoothUUID]
     let fullDiscovery: Bool
     let allowUndeclared: Bool
+    /// GATT layouts shared by the run's sessions (a later device of one layout skips discovery).
+    let gattCache = GATTCache()
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: Journal, events: EventBus, options: RunOptions) {
         self.workflow = workflow

@@ -31,7 +31,8 @@ import Testing
     @Test func theSensorV2ModelFileDescribesTheReferenceDevice() throws {
         let m = try Fixtures.model()
         #expect(m.name == "sensor-v2")
-        #expect(m.services.map(\.uuid) == [BluetoothUUID(0x180A), BluetoothUUID(0x180F), BluetoothUUID(0xFFF0)])
+        #expect(m.services.map(\.uuid) == [BluetoothUUID(0x180A), BluetoothUUID(0x180F), BluetoothUUID(0xFFF0), .genericAttribute])
+        #expect(m.services.last?.characteristics.map(\.uuid) == [.serviceChanged, .clientSupportedFeatures, .databaseHash, .serverSupportedFeatures])
         #expect(m.advertising.interval == LatencyRange(.milliseconds(20), .milliseconds(100)))
         #expect(m.advertising.services == [BluetoothUUID(0xFFF0)])
         #expect(m.latency.connect == LatencyRange(.milliseconds(20), .milliseconds(80)))

@@ -189,4 +189,45 @@ struct FaultTests {
         var stream = central.scan(ScanFilter(addresses: [a])).makeAsyncIterator()
         #expect(try await stream.next()?.address == a)
     }
+
+    @Test func aDeviceWithLongUUIDsDeclaresSIGServicesIn128BitForm() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("LU-1", "faults: { long_uuids: true }"), try Fixtures.spec("LU-2")])
+        var quirky = try await Fixtures.connect(central, "LU-1")
+        var plain = try await Fixtures.connect(central, "LU-2")
+        let short: [UInt8] = [0x0A, 0x18]
+        let long = Array(BluetoothUUID(0x180A).uuid128.reversed())
+        func find(_ c: inout RawATTClient, _ value: [UInt8]) async throws -> ATTOpcode {
+            try await c.request(.findByTypeValueRequest(.init(range: .init(start: 1, end: 0xFFFF), type: 0x2800, value: value))).opcode
+        }
+        #expect(try await find(&quirky, short) == .errorResponse)
+        #expect(try await find(&quirky, long) == .findByTypeValueResponse)
+        #expect(try await find(&plain, short) == .findByTypeValueResponse)
+        #expect(try await find(&plain, long) == .errorResponse)
+        // The Database Hash differs (the declarations do), and is the same for devices of one layout.
+        func hash(_ c: inout RawATTClient) async throws -> [UInt8] {
+            let r = try await c.request(.readByTypeRequest(.init(range: .init(start: 1, end: 0xFFFF), type: .databaseHash)))
+            guard case .readByTypeResponse(let t) = r, let e = t.entries.first else { return [] }
+            return e.value
+        }
+        let h1 = try await hash(&quirky)
+        let h2 = try await hash(&plain)
+        #expect(h1.count == 16 && h2.count == 16 && h1 != h2)
+        await quirky.link.disconnect()
+        await plain.link.disconnect()
+        let other = try Fixtures.central([try Fixtures.spec("LU-3")])
+        var third = try await Fixtures.connect(other, "LU-3")
+        #expect(try await hash(&third) == h2)
+        await third.link.disconnect()
+    }
+
+    @Test func readMultipleVariableCanBeSwitchedOff() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("RM-1", "faults: { read_multiple_variable: false }"), try Fixtures.spec("RM-2")])
+        var off = try await Fixtures.connect(central, "RM-1")
+        var on = try await Fixtures.connect(central, "RM-2")
+        let request = ATTPDU.readMultipleVariableRequest(.init(handles: [7, 9]))   // 2A25, 2A26
+        #expect(try await off.request(request) == .errorResponse(.init(requestOpcode: .readMultipleVariableRequest, handle: 7, code: .requestNotSupported)))
+        #expect(try await on.request(request) == .readMultipleVariableResponse(.init(tuples: [.init(Array("RM-2".utf8)), .init(Array("2.4.1".utf8))])))
+        await off.link.disconnect()
+        await on.link.disconnect()
+    }
 }
