@@ -65,7 +65,9 @@ struct DeviceConnection: Sendable {
                 return
             }
             let isRequest = pdu.first.map { ATTOpcode($0).isRequest } ?? false
-            if isRequest {
+            // On a paced link the connection events are the link's timing; `round_trip` stands in for it
+            // only on an unpaced one.
+            if isRequest && link.events == nil {
                 let rtt = rng.duration(in: model.latency.roundTrip).scaled(factor)
                 if rtt > .zero {
                     do {

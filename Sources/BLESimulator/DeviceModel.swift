@@ -38,6 +38,10 @@ public struct DeviceModel: Sendable {
         public var roundTrip = LatencyRange.zero
         /// From a control write's response to its ack notification.
         public var ack = LatencyRange.zero
+        /// The connection interval (drawn per connection): when set, the link is paced. Every PDU either
+        /// way waits for the next connection event, and a connect waits for the device's next advertising
+        /// event; `connect` and `round_trip` are then not used (the link's timing replaces them).
+        public var connectionInterval: LatencyRange?
     }
 
     public struct Service: Sendable {
@@ -190,11 +194,17 @@ public struct DeviceModel: Sendable {
 
     private static func parseLatency(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> Latency {
         var l = Latency()
-        for (key, value) in try r.mapping(node, "latency", allowed: ["connect", "round_trip", "ack"]) {
+        for (key, value) in try r.mapping(node, "latency", allowed: ["connect", "round_trip", "ack", "connection_interval"]) {
             switch key {
             case "connect": l.connect = try r.latency(value, "latency.connect")
             case "round_trip": l.roundTrip = try r.latency(value, "latency.round_trip")
             case "ack": l.ack = try r.latency(value, "latency.ack")
+            case "connection_interval":
+                let range = try r.latency(value, "latency.connection_interval")
+                guard range.lower >= .microseconds(7_500), range.upper <= .seconds(4) else {
+                    throw r.fail("latency.connection_interval must lie within 7.5ms...4s (Vol 6 Part B 4.5.1)", value)
+                }
+                l.connectionInterval = range
             default: break
             }
         }

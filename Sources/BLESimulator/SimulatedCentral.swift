@@ -21,6 +21,8 @@ public final class SimulatedCentral: Central {
     private let byName: [String: [VirtualDevice]]
     private let byID: [String: VirtualDevice]
     private let scanPeriod: Duration
+    /// When the fleet started advertising (paced connects wait for each device's next advertising event).
+    let epoch = ContinuousClock.now
     /// One pending LE connection at a time.
     private let connectGate = AsyncSemaphore(permits: 1)
     private let journal: StateJournal?
@@ -221,9 +223,18 @@ public final class SimulatedCentral: Central {
         let attempt = device.recordAttempt()
         var rng = SimulatorRandom(seed: options.seed, device: device.id, stream: UInt64(attempt))
         let factor = options.latencyScale * device.faults.slow
-        let latency = rng.duration(in: device.model.latency.connect).scaled(factor)
+        var latency = rng.duration(in: device.model.latency.connect).scaled(factor)
         let hangs = device.faults.connectTimeout > 0 && rng.chance(device.faults.connectTimeout)
         let fails = device.faults.connectFail > 0 && rng.chance(device.faults.connectFail)
+        // A paced link: the connect waits for the device's next advertising event, which anchors the
+        // link's connection events.
+        var events: ConnectionEvents?
+        let modelInterval = device.model.latency.connectionInterval.map { rng.duration(in: $0) }
+        if let interval = (options.connectionInterval ?? modelInterval)?.scaled(factor), interval > .zero {
+            let advertising = device.advertisingEvents(epoch: epoch, scale: factor).next(after: .now)
+            latency = advertising - .now
+            events = ConnectionEvents(anchor: advertising, interval: interval)
+        }
         if device.faults.noAdvertise || !device.model.advertising.connectable || hangs {
             // The controller keeps initiating; nobody answers until the caller's deadline.
             if hangs { device.record(.fault("connect_timeout")) }
@@ -253,7 +264,7 @@ public final class SimulatedCentral: Central {
             throw BLEError.connectFailed("\(device.address) is already connected (a peripheral takes one central)")
         }
         device.record(.connected)
-        let link = InMemoryLink(peer: device.address, adapterID: id, credits: options.credits)
+        let link = InMemoryLink(peer: device.address, adapterID: id, credits: options.credits, events: events)
         state.withLock { $0.links[ObjectIdentifier(link)] = link }
         // Free the slot and the peripheral as the link closes, before `disconnect()` returns to the
         // central (a controller frees them before Disconnection Complete).

@@ -17,9 +17,14 @@ public struct SimulatorOptions: Sendable {
     public var reportPeriod: Duration
     /// Link credits: client PDUs in flight to a device before the client's send waits.
     public var credits: Int
+    /// The connection interval of every link (× `latencyScale`), whatever the models say: every PDU
+    /// waits for the link's next connection event and a connect for the device's next advertising event.
+    /// Nil: each model's `latency.connection_interval`, or no pacing when it has none.
+    public var connectionInterval: Duration?
 
     public init(id: String = "sim", seed: UInt64 = 0, latencyScale: Double = 1, statePath: String? = nil,
-                connectionSlots: Int = 256, reportPeriod: Duration = .seconds(1), credits: Int = 8) {
+                connectionSlots: Int = 256, reportPeriod: Duration = .seconds(1), credits: Int = 8,
+                connectionInterval: Duration? = nil) {
         self.id = id
         self.seed = seed
         self.latencyScale = max(0, latencyScale)
@@ -27,5 +32,6 @@ public struct SimulatorOptions: Sendable {
         self.connectionSlots = max(1, connectionSlots)
         self.reportPeriod = max(.milliseconds(1), reportPeriod)
         self.credits = max(1, credits)
+        self.connectionInterval = connectionInterval.map { max(.microseconds(7_500), $0) }
     }
 }

@@ -15,6 +15,9 @@ final class VirtualDevice: Sendable {
     let advertisingData: AdvertisingData
     /// Offset of the first advertisement in a scan (unscaled), drawn from the advertising interval.
     let firstAdvertisement: Duration
+    /// The advertising interval (unscaled), drawn once per device from the model's range: a paced
+    /// connect waits for the device's next advertising event.
+    let advertisingInterval: Duration
     let journal: StateJournal?
 
     struct Runtime {
@@ -47,6 +50,13 @@ final class VirtualDevice: Sendable {
         advertisingData = .make(name: name, services: model.advertising.services)
         var r = SimulatorRandom(seed: seed, device: spec.id, stream: 0xAD00_0000)
         firstAdvertisement = r.duration(in: model.advertising.interval)
+        advertisingInterval = r.duration(in: model.advertising.interval)
+    }
+
+    /// The device's advertising events: from `epoch` (the fleet's start) + its first advertisement,
+    /// every advertising interval, both × `scale`.
+    func advertisingEvents(epoch: ContinuousClock.Instant, scale: Double) -> ConnectionEvents {
+        ConnectionEvents(anchor: epoch + firstAdvertisement.scaled(scale), interval: advertisingInterval.scaled(scale))
     }
 
     /// The value of a characteristic for this device (templates resolved).

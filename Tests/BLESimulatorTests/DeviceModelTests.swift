@@ -62,6 +62,15 @@ import Testing
                 == "bad.yaml:3:15: latency.ack: the low end is above the high end")
     }
 
+    @Test func aConnectionIntervalIsOneTheSpecAllows() throws {
+        #expect(error("model: tiny\nlatency:\n  connection_interval: 5ms\n" + Self.tinyServices)
+                == "bad.yaml:3:24: latency.connection_interval must lie within 7.5ms...4s (Vol 6 Part B 4.5.1)")
+        let m = try DeviceModel.parse(Array(("model: tiny\nlatency:\n  connection_interval: [7.5ms, 50ms]\n" + Self.tinyServices).utf8),
+                                      file: "ok.yaml")
+        #expect(m.latency.connectionInterval == LatencyRange(.microseconds(7_500), .milliseconds(50)))
+        #expect(try Fixtures.model().latency.connectionInterval == nil)
+    }
+
     @Test func unknownPropertiesActionsAndCharacteristicsAreRefused() {
         #expect(error("model: tiny\nservices:\n  - uuid: FFF0\n    characteristics:\n      - { uuid: FFF1, properties: [wirte] }\n")
                 == "bad.yaml:5:36: unknown property `wirte` (did you mean `write`?)")

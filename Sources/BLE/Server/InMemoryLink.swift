@@ -5,7 +5,8 @@ import Synchronization
 ///
 /// The central's sends are paced by credits that the peripheral returns as it consumes each PDU (as a
 /// controller returns ACL buffers with Number Of Completed Packets), so write-without-response has real
-/// backpressure here too.
+/// backpressure here too. With `events`, every PDU either way waits for the link's next connection event,
+/// as over a radio.
 public final class InMemoryLink: Link {
     public let peer: BluetoothAddress
     public let adapterID: String
@@ -14,11 +15,15 @@ public final class InMemoryLink: Link {
     public let device: Peer
 
     private let closed: OneShot<DisconnectReason>
+    /// The connection events PDUs wait for, when the link is paced.
+    public let events: ConnectionEvents?
 
     /// - Parameters:
     ///   - credits: PDUs the central may have in flight before `send` waits.
     ///   - localMaxMTU: the largest ATT_MTU the central side accepts.
-    public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517) {
+    ///   - events: the link's connection events; nil delivers every PDU at once.
+    public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517,
+                events: ConnectionEvents? = nil) {
         let closed = OneShot<DisconnectReason>()
         let gate = AsyncSemaphore(permits: credits)
         let (toDevice, toDeviceContinuation) = AsyncStream.makeStream(of: [UInt8].self)
@@ -26,7 +31,9 @@ public final class InMemoryLink: Link {
         self.peer = peer
         self.adapterID = adapterID
         self.closed = closed
-        let shared = Shared(closed: closed, gate: gate, toDevice: toDeviceContinuation, toCentral: toCentralContinuation)
+        self.events = events
+        let shared = Shared(closed: closed, gate: gate, toDevice: toDeviceContinuation, toCentral: toCentralContinuation,
+                            events: events)
         self.bearer = Bearer(shared: shared, incoming: toCentral, localMaxMTU: localMaxMTU)
         self.device = Peer(shared: shared, incoming: toDevice)
     }
@@ -55,15 +62,28 @@ public final class InMemoryLink: Link {
         let gate: AsyncSemaphore
         let toDevice: AsyncStream<[UInt8]>.Continuation
         let toCentral: AsyncStream<[UInt8]>.Continuation
+        /// When paced: each direction's PDUs wait for the next connection event.
+        let pacedToDevice: PacedDelivery?
+        let pacedToCentral: PacedDelivery?
         /// The close reason once the close is claimed, and the handlers to run then.
         private let closing = Mutex<(reason: DisconnectReason?, handlers: [@Sendable (DisconnectReason) -> Void])>((nil, []))
 
         init(closed: OneShot<DisconnectReason>, gate: AsyncSemaphore, toDevice: AsyncStream<[UInt8]>.Continuation,
-             toCentral: AsyncStream<[UInt8]>.Continuation) {
+             toCentral: AsyncStream<[UInt8]>.Continuation, events: ConnectionEvents?) {
             self.closed = closed
             self.gate = gate
             self.toDevice = toDevice
             self.toCentral = toCentral
+            pacedToDevice = events.map { PacedDelivery(events: $0, into: toDevice) }
+            pacedToCentral = events.map { PacedDelivery(events: $0, into: toCentral) }
+        }
+
+        func sendToDevice(_ pdu: [UInt8]) {
+            if let pacedToDevice { pacedToDevice.send(pdu) } else { toDevice.yield(pdu) }
+        }
+
+        func sendToCentral(_ pdu: [UInt8]) {
+            if let pacedToCentral { pacedToCentral.send(pdu) } else { toCentral.yield(pdu) }
         }
 
         func close(_ reason: DisconnectReason) {
@@ -79,6 +99,8 @@ public final class InMemoryLink: Link {
             for h in handlers { h(reason) }
             closed.fulfill(reason)
             gate.close(.disconnected(reason))
+            pacedToDevice?.close()
+            pacedToCentral?.close()
             toDevice.finish()
             toCentral.finish()
         }
@@ -108,7 +130,7 @@ public final class InMemoryLink: Link {
         func send(_ pdu: [UInt8]) async throws {
             try await shared.gate.acquire()
             if let reason = shared.closed.value { throw BLEError.disconnected(reason) }
-            shared.toDevice.yield(pdu)
+            shared.sendToDevice(pdu)
         }
 
         func close(reason: DisconnectReason) async {
@@ -131,7 +153,7 @@ public final class InMemoryLink: Link {
         @discardableResult
         public func send(_ pdu: [UInt8]) -> Bool {
             guard shared.closed.value == nil else { return false }
-            shared.toCentral.yield(pdu)
+            shared.sendToCentral(pdu)
             return true
         }
 
