@@ -144,3 +144,69 @@ public enum SimulatorBenchmarks {
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 }
+
+/// The least makespan a run on the paced simulator can have (`provision bench latency
+/// --connection-interval`): what round trips × latency, the concurrency and the adapter's one-at-a-time
+/// connects allow. docs/benchmarks.md explains each term.
+///
+/// - A round trip costs two connection intervals: the request waits for the next connection event, and
+///   the response (sent when the request arrives, at an event) for the one after.
+/// - A connect waits for the device's next advertising event: on average half the advertising interval
+///   (the interval is drawn per device from the model's range, its phase is unrelated to the moment the
+///   adapter asks). The adapter connects one device at a time, so N devices need N such waits in turn.
+/// - An awaited acknowledgement arrives the model's ack latency after the write reached the device,
+///   at the next connection event: on average `E[I·⌈d/I⌉]` after the write's event instead of the `I`
+///   a response takes.
+public struct PacedLatencyBound: Sendable, Equatable {
+    public var devices: Int
+    public var concurrency: Int
+    public var connectionInterval: Duration
+    /// ATT round trips per device (measured: the run's report).
+    public var roundTripsPerDevice: Double
+    /// Writes per device whose acknowledgement (a notification) is awaited.
+    public var acknowledgementsPerDevice: Int
+    public var advertisingInterval: LatencyRange
+    public var ackLatency: LatencyRange
+
+    public init(devices: Int, concurrency: Int, connectionInterval: Duration, roundTripsPerDevice: Double,
+                acknowledgementsPerDevice: Int, model: DeviceModel) {
+        self.devices = devices
+        self.concurrency = max(1, concurrency)
+        self.connectionInterval = connectionInterval
+        self.roundTripsPerDevice = roundTripsPerDevice
+        self.acknowledgementsPerDevice = acknowledgementsPerDevice
+        advertisingInterval = model.advertising.interval
+        ackLatency = model.latency.ack
+    }
+
+    /// Two connection intervals.
+    public var perRoundTrip: Double { 2 * Self.seconds(connectionInterval) }
+    /// The mean wait for a device's next advertising event.
+    public var advertisingWait: Double { (Self.seconds(advertisingInterval.lower) + Self.seconds(advertisingInterval.upper)) / 4 }
+    /// What an awaited acknowledgement adds to its write's round trip, on average.
+    public var acknowledgementWait: Double {
+        let i = Self.seconds(connectionInterval)
+        let lo = Self.seconds(ackLatency.lower), hi = Self.seconds(ackLatency.upper)
+        let samples = 1_000
+        var sum = 0.0
+        for k in 0..<samples {
+            let d = hi > lo ? lo + (hi - lo) * (Double(k) + 0.5) / Double(samples) : lo
+            sum += i * max(1, (d / i).rounded(.up))
+        }
+        return sum / Double(samples) - i
+    }
+    /// One device alone: its connect, its round trips, its acknowledgements.
+    public var perDevice: Double {
+        advertisingWait + roundTripsPerDevice * perRoundTrip + Double(acknowledgementsPerDevice) * acknowledgementWait
+    }
+    /// Devices in waves of `concurrency`.
+    public var concurrencyBound: Double { Double(devices) / Double(concurrency) * perDevice }
+    /// The adapter's connects one after another.
+    public var serialConnectBound: Double { Double(devices) * advertisingWait }
+    public var bound: Double { max(concurrencyBound, serialConnectBound) }
+
+    static func seconds(_ d: Duration) -> Double {
+        let (s, atto) = d.components
+        return Double(s) + Double(atto) * 1e-18
+    }
+}

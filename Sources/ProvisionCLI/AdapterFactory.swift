@@ -32,7 +32,8 @@ enum AdapterFactory {
 
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
     /// each with the model its `simulator:` entry names or the inventory's default model.
-    static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?) throws -> SimulatedCentral {
+    static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?,
+                          connectionInterval: Duration? = nil) throws -> SimulatedCentral {
         guard let modelPath = inventory.simulatorModel else {
             throw InputError(message: "`--adapter sim` needs a device model: add `simulator: { model: models/sensor-v2.yaml }` to \(inventory.path)")
         }
@@ -49,7 +50,8 @@ enum AdapterFactory {
         }
         do {
             return try SimulatedCentral(models: models, devices: specs, defaultModel: defaultModel.name, inventoryFile: inventory.path,
-                                        options: SimulatorOptions(seed: seed, latencyScale: latencyScale, statePath: statePath))
+                                        options: SimulatorOptions(seed: seed, latencyScale: latencyScale, statePath: statePath,
+                                                                  connectionInterval: connectionInterval))
         } catch {
             throw InputError(message: "\(error)")
         }

@@ -55,6 +55,20 @@ struct SimulatorBenchmarksTests {
         #expect(r.connections == 10)
         #expect(SimulatorBenchmarks.report(r).contains("10 links"))
     }
+
+    @Test func thePacedBoundAddsRoundTripsAcknowledgementsAndConnectWaits() throws {
+        let b = PacedLatencyBound(devices: 1_000, concurrency: 64, connectionInterval: .milliseconds(30), roundTripsPerDevice: 11,
+                                  acknowledgementsPerDevice: 4, model: try Fixtures.model())
+        #expect(abs(b.perRoundTrip - 0.060) < 1e-9)
+        // Advertising every 20-100 ms: half of 60 ms on average.
+        #expect(abs(b.advertisingWait - 0.030) < 1e-9)
+        // Acks 5-50 ms after the write: one interval for 25 of 45 ms, two for the rest; minus the response's one.
+        #expect(abs(b.acknowledgementWait - 0.030 * 20 / 45) < 1e-4)
+        #expect(abs(b.perDevice - (0.030 + 11 * 0.060 + 4 * 0.030 * 20 / 45)) < 1e-3)
+        #expect(abs(b.concurrencyBound - 1_000 / 64 * b.perDevice) < 1e-9)
+        #expect(abs(b.serialConnectBound - 30) < 1e-9)
+        #expect(b.bound == b.serialConnectBound)
+    }
 }
 
 @Suite(.timeLimit(.minutes(1)))
