@@ -270,8 +270,7 @@ actor DeviceAgent {
         guard batch.count > 1 else {
             return try await s.read(service: r.target.service, characteristic: r.target.characteristic, timeout: timeout)
         }
-        let results = try await s.read(batch.map { CharacteristicPath(service: $0.target.service, characteristic: $0.target.characteristic) },
-                                       timeout: timeout)
+        let results = try await s.read(batch.map(\.target), timeout: timeout)
         prefetched = [:]
         for (b, result) in zip(batch, results).dropFirst() { prefetched[b.index] = result }
         return try results[0].get()

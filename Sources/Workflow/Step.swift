@@ -131,16 +131,8 @@ public struct Step: Sendable, Equatable {
     }
 }
 
-/// A service and a characteristic, by UUID.
-public struct CharacteristicRef: Sendable, Equatable, Hashable, CustomStringConvertible {
-    public var service: BluetoothUUID
-    public var characteristic: BluetoothUUID
-    public init(service: BluetoothUUID, characteristic: BluetoothUUID) {
-        self.service = service
-        self.characteristic = characteristic
-    }
-    public var description: String { "\(service)/\(characteristic)" }
-}
+/// A service and a characteristic, by UUID (one type with the BLE layer's).
+public typealias CharacteristicRef = CharacteristicPath
 
 extension Step {
     /// `scan`: find the device's advertisement. With neither `address` nor `name` the device is found by
