@@ -67,7 +67,13 @@ public actor GATTClient {
         guard let cache, !prepared else { return }
         prepared = true
         guard cache.hints(for: cacheKey).hasDatabaseHash != false else { return }
-        let hash = try await readDatabaseHash()
+        let hash: [UInt8]?
+        do {
+            hash = try await readDatabaseHash()
+        } catch {
+            prepared = false   // cut short (deadline, cancellation): the next operation asks again
+            throw error
+        }
         cache.updateHints(for: cacheKey) { $0.hasDatabaseHash = hash != nil }
         guard let hash else { return }
         databaseHash = hash
