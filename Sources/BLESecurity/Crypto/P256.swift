@@ -117,15 +117,7 @@ public final class P256KeyPair: @unchecked Sendable, CustomStringConvertible { /
         defer { OSSL_PARAM_free(params) }
         let key = try Self.fromData(params, selection: clibcrypto_selection_keypair(), operation)
         // A private key outside [1, n-1], or a public key that does not match it, is refused here.
-        guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
-            EVP_PKEY_free(key)
-            throw LibCrypto.failure(operation, "EVP_PKEY_CTX_new_from_pkey")
-        }
-        defer { EVP_PKEY_CTX_free(check) }
-        guard EVP_PKEY_check(check) == 1 else {
-            EVP_PKEY_free(key)
-            throw CryptoError(.invalidInput, operation: operation, detail: LibCrypto.failure(operation, "not a valid P-256 private key").detail)
-        }
+        try Self.validate(key, privateKey: true, operation, refusal: .invalidInput, "not a valid P-256 private key")
         let x = Array(encoded[1..<33]), y = Array(encoded[33..<65])
         guard let publicKey = P256PublicKey(x: x, y: y) else {
             EVP_PKEY_free(key)
@@ -187,16 +179,23 @@ public final class P256KeyPair: @unchecked Sendable, CustomStringConvertible { /
         } catch {
             throw CryptoError(.invalidPublicKey, operation: operation, detail: "the peer's public key is not a point on P-256: \(error.detail)")
         }
-        guard let check = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
+        try validate(key, privateKey: false, operation, refusal: .invalidPublicKey, "the peer's public key is not a point on P-256")
+        return key
+    }
+
+    /// Runs OpenSSL's key check (EVP_PKEY_check for a pair, EVP_PKEY_public_check for a public key);
+    /// frees `key` and throws `refusal` when the check fails.
+    private static func validate(_ key: OpaquePointer, privateKey: Bool, _ operation: String,
+                                 refusal: CryptoError.Kind, _ what: String) throws(CryptoError) {
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
             EVP_PKEY_free(key)
             throw LibCrypto.failure(operation, "EVP_PKEY_CTX_new_from_pkey")
         }
-        defer { EVP_PKEY_CTX_free(check) }
-        guard EVP_PKEY_public_check(check) == 1 else {
+        defer { EVP_PKEY_CTX_free(context) }
+        guard (privateKey ? EVP_PKEY_check(context) : EVP_PKEY_public_check(context)) == 1 else {
             EVP_PKEY_free(key)
-            throw CryptoError(.invalidPublicKey, operation: operation, detail: LibCrypto.failure(operation, "the peer's public key is not a point on P-256").detail)
+            throw CryptoError(refusal, operation: operation, detail: LibCrypto.failure(operation, what).detail)
         }
-        return key
     }
 
     private static func fromData(_ params: UnsafeMutablePointer<OSSL_PARAM>, selection: Int32, _ operation: String) throws(CryptoError) -> OpaquePointer {
