@@ -7,7 +7,8 @@
 /// as on L2CAP CID 0x0006, code first.
 ///
 /// The confirm values and DHKey checks were checked independently with Bumble 0.0.236's crypto
-/// (bumble.crypto.f4/f5/f6) for the first passkey round and for both DHKey checks of each exchange.
+/// (bumble.crypto.f4/f5/f6) for the first passkey round and for both DHKey checks of each exchange,
+/// and the legacy exchange's Mconfirm, Sconfirm and STK with bumble.crypto.c1/s1.
 enum PairingGoldens {
     /// LE Secure Connections, Just Works: both NoInputNoOutput.
     static let secureConnectionsJustWorks: [String] = [
@@ -115,6 +116,24 @@ enum PairingGoldens {
         "P> 04c0bfbebdbcbbbab9b8b7b6b5b4b3b2b1",
         "C> 0de0ee44f89df683dd5ba0c852421bb433",
         "P> 0da708d889146ede026525404f237e4af0",
+        "P> 08100f0e0d0c0b0a090807060504030201",
+        "P> 0900ae3107dc1b00",
+        "C> 08afaeadacabaaa9a8a7a6a5a4a3a2a1a0",
+        "C> 09015544332211c0",
+    ]
+
+    /// LE legacy pairing (allowed by the central), Passkey Entry with 123456: TK = 123456; Mconfirm,
+    /// Sconfirm, Mrand, Srand; then, encrypted with the STK, the peripheral's LTK, EDIV and Rand and
+    /// both identities.
+    static let legacyPasskeyEntry: [String] = [
+        "C> 0102002d100203",
+        "P> 02000001100203",
+        "C> 03245c34578dbf24b8c5eb081cca11f08a",
+        "P> 035a67a7f7431e44f6fe437db9d8ae542b",
+        "C> 04100f0e0d0c0b0a090807060504030201",
+        "P> 04908f8e8d8c8b8a898887868584838281",
+        "P> 06a09f9e9d9c9b9a999897969594939291",
+        "P> 07a2a1aaa9a8a7a6a5a4a3",
         "P> 08100f0e0d0c0b0a090807060504030201",
         "P> 0900ae3107dc1b00",
         "C> 08afaeadacabaaa9a8a7a6a5a4a3a2a1a0",

@@ -224,6 +224,9 @@ import Testing
         var h = try Self.harness(centralPasskey: Self.passkey, peripheralIO: .displayOnly, peripheralPasskey: Self.passkey,
                                  allowLegacy: true, peripheralSC: false)
         h.run(.secure(.authenticated))
+        #expect(h.wire.map(\.description) == PairingGoldens.legacyPasskeyEntry)
+        let stk = try u128("6732d3c5 340b4fa0 1b70aa86 d0c8d13a") // s1(TK, Srand, Mrand), checked with Bumble
+        #expect(h.centralActions.contains(.startEncryption(SMPEncryptionKey(ltk: Key128(stk), ediv: 0, rand: 0, keySize: 16))))
         #expect(h.centralOutcome?.security.level == .authenticated)
         #expect(h.centralOutcome?.method == .passkeyEntry(.responderDisplays))
 
