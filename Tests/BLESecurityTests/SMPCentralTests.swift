@@ -282,6 +282,33 @@ import Testing
         #expect(SMPFailure.fromPeer(.confirmValueFailed, passkeyEntry: true).kind == .wrongPasskey)
     }
 
+    @Test func aSigningKeyIsHandedOverWhenAskedFor() throws {
+        var central = Fixture.central(random: FixedRandom(seed: 0, keyPairs: [try SpecKeys.pairA()])).configuration
+        central.requestSigningKey = true
+        var peripheral = Fixture.peripheral(random: FixedRandom(seed: 0x80, keyPairs: [])).configuration
+        peripheral.distributeSigningKey = true
+        var h = PairingHarness(central: SMPCentral(configuration: central, random: FixedRandom(seed: 0, keyPairs: [try SpecKeys.pairA()])),
+                               peripheral: SMPPeripheral(configuration: peripheral, random: FixedRandom(seed: 0x80, keyPairs: [try SpecKeys.pairB()])))
+        h.run(.secure(.encrypted))
+        #expect(h.wire[0].bytes == [0x01, 0x03, 0x00, 0x29, 0x10, 0x02, 0x07])
+        #expect(h.codes.suffix(5) == ["P:08", "P:09", "P:0a", "C:08", "C:09"])
+        let csrk = try #require(h.centralOutcome?.bond?.peerCSRK)
+        guard case .signingInformation(let sent)? = h.wire.first(where: { $0.bytes.first == 0x0A })?.pdu else { Issue.record("no CSRK"); return }
+        #expect(sent.csrk == csrk)
+    }
+
+    @Test func withoutBondingNoKeysAreHandedOverAndNoBondIsMade() throws {
+        var central = Fixture.central(random: FixedRandom(seed: 0, keyPairs: [])).configuration
+        central.bondable = false
+        var h = PairingHarness(central: SMPCentral(configuration: central, random: FixedRandom(seed: 0, keyPairs: [try SpecKeys.pairA()])),
+                               peripheral: Fixture.peripheral(random: FixedRandom(seed: 0x80, keyPairs: [try SpecKeys.pairB()])))
+        h.run(.secure(.encrypted))
+        #expect(h.wire[0].bytes == [0x01, 0x03, 0x00, 0x28, 0x10, 0x00, 0x00])
+        #expect(h.codes.last == "P:0d")
+        let outcome = try #require(h.centralOutcome)
+        #expect(outcome.bond == nil && outcome.security.level == .encrypted)
+    }
+
     // MARK: - Bonds, Security Requests, key refresh
 
     @Test func aStoredBondEncryptsWithoutPairing() throws {
