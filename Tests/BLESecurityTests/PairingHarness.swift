@@ -33,116 +33,23 @@ struct WirePDU: Equatable, CustomStringConvertible {
     var pdu: SMPPDU? { try? SMPPDU(decoding: bytes) }
 }
 
-/// A central and a peripheral state machine joined by a perfect link and a model controller: PDUs
-/// go across, LE Enable Encryption asks the peripheral for its key, and both sides learn the result.
-/// Every PDU is recorded, and every other action of each side.
-struct PairingHarness {
-    var central: SMPCentral
-    var peripheral: SMPPeripheral
-    private(set) var wire: [WirePDU] = []
-    private(set) var centralActions: [SMPAction] = []
-    private(set) var peripheralActions: [SMPAction] = []
-    /// Changes or drops (nil) what the peripheral sends, before the central sees it.
-    var tamperPeripheral: ((SMPPDU) -> [UInt8]?)?
-    /// Drops what the peripheral sends while true (a peer gone silent).
-    var peripheralSilent = false
-    /// LE Enable Encryption is left unanswered (the controller is still busy).
-    var holdEncryption = false
-    /// The peripheral's host learns of encryption (and sends its keys) before the central's does.
-    var peripheralLearnsEncryptionFirst = false
-    private(set) var encrypted = false
-    private var startedKey: SMPEncryptionKey?
+/// The tests' pairing link: the library's loopback, with short views for assertions.
+typealias PairingHarness = SMPLoopback
 
-    private enum Delivery {
-        case toCentral(SMPCentral.Event)
-        case toPeripheral(SMPPeripheral.Event)
-    }
-
-    init(central: SMPCentral, peripheral: SMPPeripheral) {
-        self.central = central
-        self.peripheral = peripheral
-    }
-
-    var centralOutcome: SMPOutcome? { Self.outcome(in: centralActions) }
-    var peripheralOutcome: SMPOutcome? { Self.outcome(in: peripheralActions) }
-    var centralFailure: SMPFailure? { Self.failure(in: centralActions) }
-    var peripheralFailure: SMPFailure? { Self.failure(in: peripheralActions) }
-
-    /// Runs `event` on the central, then everything it leads to, until both sides are quiet.
-    mutating func run(_ event: SMPCentral.Event) { pump([.toCentral(event)]) }
-
-    /// Runs `event` on the peripheral, then everything it leads to.
-    mutating func run(_ event: SMPPeripheral.Event) { pump([.toPeripheral(event)]) }
-
-    private mutating func pump(_ start: [Delivery]) {
-        var queue = start
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            switch next {
-            case .toCentral(let event):
-                for action in central.handle(event) { queue += centralDid(action) }
-            case .toPeripheral(let event):
-                for action in peripheral.handle(event) { queue += peripheralDid(action) }
-            }
-        }
-    }
-
-    private mutating func centralDid(_ action: SMPAction) -> [Delivery] {
-        switch action {
-        case .send(let pdu):
-            wire.append(WirePDU(fromCentral: true, bytes: pdu.bytes))
-            return [.toPeripheral(.received(pdu.bytes))]
-        case .startEncryption(let key):
-            centralActions.append(action)
-            startedKey = key
-            if holdEncryption { return [] }
-            return [.toPeripheral(.longTermKeyRequested(ediv: key.ediv, rand: key.rand))]
-        default:
-            centralActions.append(action)
-            return []
-        }
-    }
-
-    private mutating func peripheralDid(_ action: SMPAction) -> [Delivery] {
-        switch action {
-        case .send(let pdu):
-            if peripheralSilent { return [] }
-            var bytes = pdu.bytes
-            if let tamperPeripheral {
-                guard let changed = tamperPeripheral(pdu) else { return [] }
-                bytes = changed
-            }
-            wire.append(WirePDU(fromCentral: false, bytes: bytes))
-            return [.toCentral(.received(bytes))]
-        case .replyLongTermKey(let key):
-            peripheralActions.append(action)
-            guard let key else { return [.toCentral(.encryptionFailed(status: SMPCentral.pinOrKeyMissing))] }
-            guard let started = startedKey, started.ltk == key else {
-                return [.toCentral(.encryptionFailed(status: 0x3D))] // the link dies of a MIC failure
-            }
-            let refresh = encrypted
-            encrypted = true
-            let toCentral: Delivery = .toCentral(refresh ? .keyRefreshComplete : .encryptionChanged(enabled: true, keySize: started.keySize))
-            let toPeripheral: Delivery = .toPeripheral(refresh ? .keyRefreshComplete : .encryptionChanged(enabled: true, keySize: started.keySize))
-            return peripheralLearnsEncryptionFirst ? [toPeripheral, toCentral] : [toCentral, toPeripheral]
-        default:
-            peripheralActions.append(action)
-            return []
-        }
-    }
-
-    static func outcome(in actions: [SMPAction]) -> SMPOutcome? {
-        for case .completed(let outcome) in actions.reversed() { return outcome }
-        return nil
-    }
-
-    static func failure(in actions: [SMPAction]) -> SMPFailure? {
-        for case .failed(let failure) in actions.reversed() { return failure }
-        return nil
-    }
+extension SMPLoopback {
+    /// Every PDU delivered, with its sender.
+    var wire: [WirePDU] { transfers.map { WirePDU(fromCentral: $0.direction == .toPeripheral, bytes: $0.bytes) } }
 
     /// The PDU codes on the wire, in order, with their senders: "C:01" for a Pairing Request from the central.
     var codes: [String] { wire.map { "\($0.fromCentral ? "C" : "P"):\(String(format2: $0.bytes.first ?? 0))" } }
+
+    /// Changes or drops (nil) what the peripheral sends, before the central sees it.
+    mutating func tamperPeripheral(_ change: @escaping @Sendable (SMPPDU) -> [UInt8]?) {
+        filter = { direction, pdu in direction == .toCentral ? change(pdu) : pdu.bytes }
+    }
+
+    /// The peripheral goes silent: nothing it sends arrives.
+    mutating func silencePeripheral() { tamperPeripheral { _ in nil } }
 }
 
 extension String {

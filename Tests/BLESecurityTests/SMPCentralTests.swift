@@ -113,7 +113,7 @@ import Testing
 
     @Test func aPublicKeyOffTheCurveIsRefusedBeforeAnyDHKeyCheck() throws {
         var h = try Self.harness()
-        h.tamperPeripheral = { pdu in
+        h.tamperPeripheral { pdu in
             guard case .pairingPublicKey(var p) = pdu else { return pdu.bytes }
             var y = p.key.y
             y[31] ^= 0x01
@@ -132,7 +132,7 @@ import Testing
     @Test func ourOwnPublicKeySentBackIsRefused() throws {
         var h = try Self.harness()
         let ours = try SpecKeys.pairA().publicKey
-        h.tamperPeripheral = { pdu in
+        h.tamperPeripheral { pdu in
             if case .pairingPublicKey = pdu { return SMPPDU.pairingPublicKey(SMPPairingPublicKey(key: ours)).bytes }
             return pdu.bytes
         }
@@ -143,7 +143,7 @@ import Testing
 
     @Test func theSMPTimeoutEndsPairingAndClosesTheChannel() throws {
         var h = try Self.harness()
-        h.peripheralSilent = true
+        h.silencePeripheral()
         h.run(.secure(.encrypted))
         let timers = h.centralActions.compactMap { if case .startTimer(let t) = $0 { return t } else { return nil } }
         let timer = try #require(timers.last)
