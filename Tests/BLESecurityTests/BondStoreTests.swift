@@ -142,6 +142,24 @@ final class ScratchDirectory {
         #expect(second.bonds(station: Self.station).count == 2)
     }
 
+    @Test func manyDevicesBondingAtOnceAreAllKept() async throws {
+        let dir = try ScratchDirectory()
+        let store = try BondStore(path: dir.file("bonds.json"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                group.addTask {
+                    let bond = Bond(peer: BluetoothAddress(value: 0xC0_0000_0000_00 + UInt64(i), kind: .random), ltk: Key128(UInt128(i)),
+                                    keySize: 16, authenticated: false, secureConnections: true)
+                    try await store.save(bond, station: Self.station)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(store.bonds(station: Self.station).count == 50)
+        let reopened = try BondStore(path: dir.file("bonds.json"))
+        #expect(Set(reopened.bonds(station: Self.station).map(\.ltk.value)) == Set((0..<50).map { UInt128($0) }))
+    }
+
     @Test func removingABondForgetsIt() async throws {
         let dir = try ScratchDirectory()
         let store = try BondStore(path: dir.file("bonds.json"))

@@ -45,11 +45,35 @@ public struct BondStoreError: Error, Sendable, Hashable, CustomStringConvertible
 /// file lose nothing. A damaged file is an error naming the field, never silently replaced. Keys are
 /// never printed: neither the store nor a `Bond` shows one.
 ///
-/// Lookups are in memory and cheap; `save` and `remove` write the file on a dedicated queue.
+/// Lookups are in memory and cheap. `save` and `remove` write the file on a dedicated queue, by group
+/// commit: changes that arrive while a write is under way go to disk together in the next one, so many
+/// devices bonding at once share one write and its fsyncs.
 public final class BondStore: Sendable, CustomStringConvertible {
     public let path: String
     private let contents: Mutex<Contents>
+    private let writer: Mutex<Writer>
     private let io = DispatchQueue(label: "provision.bonds")
+
+    /// Changes waiting for the next write, and the identity of the file this store wrote last.
+    private struct Writer: Sendable {
+        var pending: [Pending] = []
+        var written: FileStamp?
+    }
+
+    private struct Pending: Sendable {
+        let edit: @Sendable (inout [UInt64: Station]) -> Void
+        let done: CheckedContinuation<Result<Void, BondStoreError>, Never>
+    }
+
+    /// Which version of the file is on disk: every write renames a new file over it, so another
+    /// writer's version has another inode, size or time.
+    private struct FileStamp: Sendable, Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var seconds: Int
+        var nanoseconds: Int
+    }
 
     /// Bonds by station, then by peer; addresses compared by their 48 bits (the type is in the bond).
     private struct Contents: Sendable {
@@ -68,7 +92,9 @@ public final class BondStore: Sendable, CustomStringConvertible {
     /// Opens the store at `path`: reads the file if it exists (a missing file is an empty store).
     public init(path: String) throws(BondStoreError) {
         self.path = path
-        contents = Mutex(Contents(stations: try Self.read(path: path) ?? [:]))
+        let file = try Self.read(path: path)
+        contents = Mutex(Contents(stations: file?.stations ?? [:]))
+        writer = Mutex(Writer(written: file?.stamp))
     }
 
     public var description: String {
@@ -128,32 +154,48 @@ public final class BondStore: Sendable, CustomStringConvertible {
     // MARK: - Writing
 
     private func change(_ edit: @escaping @Sendable (inout [UInt64: Station]) -> Void) async throws(BondStoreError) {
-        let path = self.path
-        let result: Result<[UInt64: Station], BondStoreError> = await withCheckedContinuation { continuation in
-            io.async {
-                continuation.resume(returning: Result { () throws(BondStoreError) in try Self.update(path: path, edit) })
+        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Void, BondStoreError>, Never>) in
+            let first = writer.withLock { w in
+                w.pending.append(Pending(edit: edit, done: done))
+                return w.pending.count == 1
             }
+            if first { io.async { self.writePending() } }
         }
-        let stations = try result.get()
-        contents.withLock { c in
-            c.stations = stations
-            c.resolved.removeAll()
-        }
+        try result.get()
     }
 
-    /// Under the lock file: re-reads the file, applies `edit`, writes the result atomically; returns it.
-    private static func update(path: String, _ edit: (inout [UInt64: Station]) -> Void) throws(BondStoreError) -> [UInt64: Station] {
-        let lockPath = path + ".lock"
-        let lock = try openFile(lockPath, O_RDWR | O_CREAT, path: path)
-        defer { _ = Glibc.close(lock) }
-        while flock(lock, LOCK_EX) != 0 {
-            if errno == EINTR { continue }
-            throw BondStoreError(.io(errno: errno), path: path, detail: "locking \(lockPath): \(String(cString: strerror(errno)))")
+    /// On the io queue: every change waiting goes to disk in one write, under the lock file, on top of
+    /// the file as it is now (re-read unless it is still the version this store wrote last).
+    private func writePending() {
+        let (batch, written) = writer.withLock { w in
+            defer { w.pending.removeAll() }
+            return (w.pending, w.written)
         }
-        var stations = try read(path: path) ?? [:]
-        edit(&stations)
-        try writeAtomically(encode(stations, path: path), to: path)
-        return stations
+        guard !batch.isEmpty else { return }
+        let result = Result { () throws(BondStoreError) in
+            let lockPath = path + ".lock"
+            let lock = try Self.openFile(lockPath, O_RDWR | O_CREAT, path: path)
+            defer { _ = Glibc.close(lock) }
+            while flock(lock, LOCK_EX) != 0 {
+                if errno == EINTR { continue }
+                throw Self.ioError("locking \(lockPath)", path)
+            }
+            var stations: [UInt64: Station]
+            if let written, try Self.stamp(path: path) == written {
+                stations = contents.withLock { $0.stations }
+            } else {
+                stations = try Self.read(path: path)?.stations ?? [:]
+            }
+            for change in batch { change.edit(&stations) }
+            try Self.writeAtomically(Self.encode(stations, path: path), to: path)
+            let stamp = try Self.stamp(path: path)
+            writer.withLock { $0.written = stamp }
+            contents.withLock { c in
+                c.stations = stations
+                c.resolved.removeAll()
+            }
+        }
+        for change in batch { change.done.resume(returning: result) }
     }
 
     private static func writeAtomically(_ data: [UInt8], to path: String) throws(BondStoreError) {
@@ -197,8 +239,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
 
     // MARK: - Reading
 
-    /// The stations in the file, or nil when there is no file.
-    private static func read(path: String) throws(BondStoreError) -> [UInt64: Station]? {
+    /// The stations in the file and its stamp, or nil when there is no file.
+    private static func read(path: String) throws(BondStoreError) -> (stations: [UInt64: Station], stamp: FileStamp)? {
         var fd: Int32
         repeat { fd = Glibc.open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
         if fd < 0 {
@@ -223,7 +265,22 @@ public final class BondStore: Sendable, CustomStringConvertible {
             if n == 0 { break }
             data += buffer[0..<n]
         }
-        return try decode(data, path: path)
+        return (try decode(data, path: path), stamp(info))
+    }
+
+    /// The stamp of the file at `path` now, or nil when there is none.
+    private static func stamp(path: String) throws(BondStoreError) -> FileStamp? {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { return nil }
+            throw ioError("stat", path)
+        }
+        return stamp(info)
+    }
+
+    private static func stamp(_ info: stat) -> FileStamp {
+        FileStamp(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                  seconds: Int(info.st_mtim.tv_sec), nanoseconds: Int(info.st_mtim.tv_nsec))
     }
 
     private static func openFile(_ file: String, _ flags: Int32, path: String) throws(BondStoreError) -> Int32 {
