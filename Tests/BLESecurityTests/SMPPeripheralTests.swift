@@ -36,6 +36,17 @@ import Testing
         #expect(actions.first == .send(.pairingFailed(SMPPairingFailed(reason: .authenticationRequirements))))
     }
 
+    @Test func aDeviceThatRefusesToPairAnswersWithItsReason() throws {
+        var config = Fixture.peripheral(random: FixedRandom(seed: 0, keyPairs: [])).configuration
+        config.refusePairing = .repeatedAttempts
+        var h = PairingHarness(central: Fixture.central(random: FixedRandom(seed: 0, keyPairs: [])),
+                               peripheral: SMPPeripheral(configuration: config, random: FixedRandom(seed: 0, keyPairs: [])))
+        h.run(.secure(.encrypted))
+        #expect(h.codes == ["C:01", "P:05"] && h.wire[1].bytes == [0x05, 0x09])
+        #expect(h.centralFailure?.kind == .repeatedAttempts && h.centralFailure?.origin == .peer)
+        #expect(h.peripheralFailure?.kind == .repeatedAttempts && h.peripheralFailure?.origin == .local)
+    }
+
     @Test func reservedRequestValuesAreRefusedWithInvalidParameters() throws {
         for hex in ["01 07 00 29 10 02 03", "01 03 02 29 10 02 03", "01 03 00 29 06 02 03", "01 03 00 29 11 02 03"] {
             var p = Fixture.peripheral(random: FixedRandom(seed: 0, keyPairs: []))

@@ -149,12 +149,15 @@ public struct SMPPeripheralConfiguration: Sendable {
     public var distributeSigningKey: Bool
     /// The bond this device holds for the central, for encryption without pairing.
     public var storedBond: Bond?
+    /// Answer every Pairing Request with Pairing Failed for this reason (a device that does not pair,
+    /// or one that asks to wait: `.pairingNotSupported`, `.repeatedAttempts`); nil pairs normally.
+    public var refusePairing: SMPPairingFailedReason?
 
     public init(localAddress: BluetoothAddress, peerAddress: BluetoothAddress, ioCapability: SMPIOCapability = .noInputNoOutput,
                 passkey: Passkey? = nil, oob: SMPLocalOOB? = nil, secureConnections: Bool = true,
                 secureConnectionsOnly: Bool = false, requireMITM: Bool = false, bondable: Bool = true,
                 minimumKeySize: Int = 7, maximumKeySize: Int = 16, localIdentity: SMPLocalIdentity? = nil,
-                distributeSigningKey: Bool = false, storedBond: Bond? = nil) {
+                distributeSigningKey: Bool = false, storedBond: Bond? = nil, refusePairing: SMPPairingFailedReason? = nil) {
         self.localAddress = localAddress
         self.peerAddress = peerAddress
         self.ioCapability = ioCapability
@@ -169,5 +172,6 @@ public struct SMPPeripheralConfiguration: Sendable {
         self.localIdentity = localIdentity
         self.distributeSigningKey = distributeSigningKey
         self.storedBond = storedBond
+        self.refusePairing = refusePairing
     }
 }

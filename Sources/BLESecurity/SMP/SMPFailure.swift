@@ -92,6 +92,12 @@ public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The failure a peer's Pairing Failed reason means; `passkeyEntry` tells a confirm failure in
     /// Passkey Entry (a wrong passkey) from one in another method.
     public static func fromPeer(_ reason: SMPPairingFailedReason, passkeyEntry: Bool) -> SMPFailure {
+        SMPFailure(kind(of: reason, passkeyEntry: passkeyEntry), origin: .peer, reason: reason,
+                   detail: "the peer sent Pairing Failed: \(reason.name)")
+    }
+
+    /// The kind a Pairing Failed reason stands for.
+    public static func kind(of reason: SMPPairingFailedReason, passkeyEntry: Bool) -> Kind {
         let kind: Kind
         switch reason {
         case .passkeyEntryFailed: kind = .passkeyEntryFailed
@@ -111,7 +117,7 @@ public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
         case .busy: kind = .busy
         default: kind = .unspecified
         }
-        return SMPFailure(kind, origin: .peer, reason: reason, detail: "the peer sent Pairing Failed: \(reason.name)")
+        return kind
     }
 
     public var category: Category {

@@ -134,6 +134,10 @@ public struct SMPPeripheral: Sendable {
 
     /// Phase 1: answer the Pairing Request with this device's features, or refuse.
     private mutating func pairingRequested(_ request: SMPPairingParameters) throws(SMPFailure) -> PairingStep {
+        if let reason = configuration.refusePairing {
+            throw SMPFailure(SMPFailure.kind(of: reason, passkeyEntry: false), origin: .local, reason: reason,
+                             detail: "this device refuses to pair (\(reason.name))")
+        }
         if let bad = PairingFeatures.invalidField(in: request) {
             throw SMPFailure(.invalidParameters, origin: .local, reason: .invalidParameters, detail: "the Pairing Request has a reserved or out-of-range \(bad)")
         }
