@@ -12,11 +12,14 @@ let package = Package(
         // C system libraries, each behind one small Swift namespace.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
         .target(name: "BLE"),
+        // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
+        .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
         .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
@@ -34,6 +37,7 @@ let package = Package(
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
+        .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
