@@ -458,6 +458,9 @@ async def main():
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # A launcher may start us with these blocked (Foundation's Process on Linux passes its blocked
+    # mask on): SIGTERM would then wait forever, and the launcher falls back to SIGKILL.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     if args.exit_on_stdin_eof:
         def on_stdin():
             if not os.read(sys.stdin.fileno(), 4096):
