@@ -294,6 +294,10 @@ class PacedController(Controller):
 
     def on_hci_acl_data_packet(self, packet):
         connection = self.find_le_connection_by_handle(packet.connection_handle)
+        if connection is None and self.find_classic_connection_by_handle(packet.connection_handle) is None:
+            # Data the host sent before it saw the Disconnection Complete: dropped, as a controller does.
+            logger.debug("[%s] ACL data for handle 0x%04X, which has no link", self.name, packet.connection_handle)
+            return
         if connection is None or not self.paced:
             return super().on_hci_acl_data_packet(packet)
         handle = connection.handle
