@@ -18,8 +18,9 @@ Radio timing (defaults: today's fast, instant fixture):
   --adv-interval D        advertising interval of every device (default 20ms); each event adds advDelay,
                           a random 0-10 ms, so devices drift; the first event comes at a random phase.
   --link-latency D[-D]    delay of every LL PDU each way (a value, or a range drawn per PDU), as if
-                          each waited for a connection event; order kept per link and direction;
-                          airtime added at the link's data length and PHY. 0 (default): instant.
+                          each waited for a connection event (one handed over while earlier ones are
+                          still on the air follows them in the same event); order kept per link and
+                          direction; airtime added at the link's data length and PHY. 0 (default): instant.
   --seed N                seeds advDelay, link delays, ack delays and ack loss (default 1).
 Connections complete at the target's next advertising event heard inside the initiator's scan window.
 
@@ -103,11 +104,11 @@ def parse_latency(text):
 
 
 def write_json_atomically(path, document):
+    # Readers (tests, the benchmark) are processes on this machine: the rename makes the new state
+    # visible whole. No fsync: it cost milliseconds per blob chunk on a busy machine, in the radio's time.
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(document, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

@@ -7,9 +7,11 @@ This module fixes what matters for a provisioning host, and nothing more:
 PacedLink (every controller of the fleet is on one, so the host under test and the Python baseline
 get the same radio):
 - Every LL data or control PDU waits for a connection event: it is delivered `latency` after it was
-  handed to the link (a fixed value or drawn per PDU from a range), never before the PDU sent before it
-  on the same link in the same direction, plus its airtime (PDU, inter-frame spaces and the peer's
-  empty acknowledgement; at the connection's data length and PHY). `latency` 0 is Bumble's instant link.
+  handed to the link (a fixed value or drawn per PDU from a range) plus its airtime (PDU, inter-frame
+  spaces and the peer's empty acknowledgement; at the connection's data length and PHY). A PDU handed
+  over while earlier ones on the same link and direction are still on the air follows them in the same
+  connection event (More Data). Order is kept per link and direction. `latency` 0 is Bumble's instant
+  link.
 - A CONNECT_IND reaches the advertiser it names at once (it is sent T_IFS after the ADV_IND it answers),
   so of two initiators that answer the same advertising event only the first gets the device.
 - Advertising PDUs go only to controllers that listen (scanning or initiating): devices never scan,
@@ -157,7 +159,11 @@ class PacedLink(LocalLink):
             self.last_arrival = loop.time()
             return self.last_arrival
         key = (sender_address, receiver_address)
-        start = max(loop.time() + self.timing.sample(), self._air_free_at.get(key, 0.0))
+        now = loop.time()
+        busy_until = self._air_free_at.get(key, 0.0)
+        # A PDU handed over while earlier ones are still on the air goes right behind them in the same
+        # connection event (More Data); otherwise it waits for the next event.
+        start = busy_until if busy_until > now else now + self.timing.sample()
         end = start + airtime(length, octets, phy)
         self._air_free_at[key] = end
         loop.call_at(end, deliver)
