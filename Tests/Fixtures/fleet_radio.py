@@ -112,9 +112,9 @@ def airtime(length, octets, phy):
     return time
 
 
-def max_time(octets, phy):
-    """connMaxTxTime/connMaxRxTime for `octets` (Vol 6 Part B 4.5.10): (octets + 14) × 8 µs on 1M."""
-    return (octets + 14) * (4 if phy == PHY_2M else 8) + (0 if phy == PHY_1M else 4)
+def max_time(octets):
+    """connMaxTxTime/connMaxRxTime in µs for `octets` on 1M (Vol 6 Part B 4.5.10): (octets + 14) × 8."""
+    return (octets + 14) * 8
 
 
 class LinkTiming:
@@ -203,6 +203,9 @@ class PacedLink(LocalLink):
             return super().send_acl_data(sender_controller, destination_address, transport, data)
         destination = self.find_le_controller(destination_address)
         if destination is None:
+            # Nobody there any more: the PDU is lost on the air, and it has left the sender.
+            self.data_pdus += 1
+            self.last_arrival = asyncio.get_running_loop().time()
             return
         source_address = sender_controller.random_address
         connection = sender_controller.le_connections.get(destination_address)
@@ -215,6 +218,7 @@ class PacedLink(LocalLink):
         receiver = self.find_le_controller(receiver_address)
         if receiver is None:
             logger.debug("LL control PDU for %s, which is gone: %s", receiver_address, packet)
+            self.last_arrival = asyncio.get_running_loop().time()
             return
         size = LL_TERMINATE_IND if isinstance(packet, ll.TerminateInd) else LL_CONTROL_PDU
         self.schedule(sender_address, receiver_address, size, LL_MAX_OCTETS, PHY_1M,
@@ -274,9 +278,9 @@ class PacedController(Controller):
     # The fleet's devices only advertise; stations scan and initiate (see PacedLink).
     listens = False
     supported_max_tx_octets = LL_MAX_OCTETS
-    supported_max_tx_time = max_time(LL_MAX_OCTETS, PHY_1M)
+    supported_max_tx_time = max_time(LL_MAX_OCTETS)
     supported_max_rx_octets = LL_MAX_OCTETS
-    supported_max_rx_time = max_time(LL_MAX_OCTETS, PHY_1M)
+    supported_max_rx_time = max_time(LL_MAX_OCTETS)
 
     def __init__(self, name, *, link, seed=1, **kwargs):
         super().__init__(name, link=link, **kwargs)
@@ -493,8 +497,8 @@ def set_data_length(controller, connection, tx, rx):
     if controller.le_event_enabled(LE_DATA_LENGTH_CHANGE):
         controller.send_hci_packet(hci.HCI_LE_Data_Length_Change_Event(
             connection_handle=connection.handle,
-            max_tx_octets=tx, max_tx_time=max_time(tx, PHY_1M),
-            max_rx_octets=rx, max_rx_time=max_time(rx, PHY_1M)))
+            max_tx_octets=tx, max_tx_time=max_time(tx),
+            max_rx_octets=rx, max_rx_time=max_time(rx)))
 
 
 def set_phy(controller, connection, tx, rx, always_report):
