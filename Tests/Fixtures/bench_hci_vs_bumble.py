@@ -44,13 +44,11 @@ def parse_list(text, kind=str):
     return [kind(x.strip()) for x in text.split(",") if x.strip()]
 
 
-def seconds_of(duration):
-    """Seconds of `0`, `7.5ms`, `1s` (what bumble_fleet.py accepts, plus a bare 0)."""
-    if duration in ("0", "0ms", "0s"):
-        return 0.0
+def seconds_of(latency):
+    """The upper end, in seconds, of a link latency as bumble_fleet.py reads it (`0`, `7.5ms`, `7.5ms-25ms`)."""
     sys.path.insert(0, HERE)
-    from bumble_fleet import parse_duration
-    return parse_duration(duration)
+    from bumble_fleet import parse_latency
+    return parse_latency(latency)[1]
 
 
 def process_cpu(pid):

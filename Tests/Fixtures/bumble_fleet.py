@@ -86,7 +86,9 @@ BASE_UUID = "0000{:s}-0000-1000-8000-00805F9B34FB"
 
 
 def parse_duration(text):
-    """Seconds in `text`: a number with a unit (us, ms, s), e.g. `7.5ms`, `1s`."""
+    """Seconds in `text`: a number with a unit (us, ms, s), e.g. `7.5ms`, `1s`; or `0`."""
+    if text.strip() == "0":
+        return 0.0
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(us|ms|s)\s*", text)
     if not match:
         raise ValueError(f"`{text}` is not a duration: write a number and a unit, e.g. 100ms, 1s, 7.5ms")
@@ -101,6 +103,16 @@ def parse_latency(text):
     if hi < lo:
         raise ValueError(f"`{text}`: the range ends before it starts")
     return lo, hi
+
+
+def argument(parse):
+    """`parse` as an argparse type: its ValueError becomes the message argparse prints."""
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return convert
 
 
 def write_json_atomically(path, document):
@@ -380,9 +392,9 @@ def argument_parser():
                         help="probability that a device loses an ack (every device; seeded)")
     parser.add_argument("--quirk", action="append", default=[], choices=sorted(QUIRKS),
                         help="a quirk of every device (uuid128: SIG UUIDs declared in 128-bit form)")
-    parser.add_argument("--adv-interval", type=parse_duration, default=DEFAULT_ADV_INTERVAL,
+    parser.add_argument("--adv-interval", type=argument(parse_duration), default=DEFAULT_ADV_INTERVAL,
                         help="advertising interval of every device, e.g. 100ms, 1s (default 20ms; plus 0-10 ms advDelay)")
-    parser.add_argument("--link-latency", type=parse_latency, default=(0.0, 0.0),
+    parser.add_argument("--link-latency", type=argument(parse_latency), default=(0.0, 0.0),
                         help="delay of every LL PDU each way, e.g. 7.5ms or 7.5ms-25ms (default 0: instant)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every random choice of the fleet")
     parser.add_argument("--stations", type=int, default=1,
