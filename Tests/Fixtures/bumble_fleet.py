@@ -1,28 +1,59 @@
 #!/usr/bin/env python3
 """A fleet of virtual `sensor-v2` peripherals (REFERENCE-DEVICE.md) for testing the HCI host.
 
-One virtual controller is exposed to the host under test over Bumble's tcp-server transport; every
-peripheral runs Bumble's own host stack on its own virtual controller, all on one LocalLink.
+Station controllers are exposed to hosts over Bumble's tcp-server transport; every peripheral runs
+Bumble's own host stack on its own virtual controller, all on one virtual radio link (fleet_radio.py).
 
     bumble_fleet.py --port 0 --devices 8 --state-dir /tmp/fleet
     bumble_fleet.py --port 9000 --stations 2 --config fleet.json --state-dir /tmp/fleet
+    bumble_fleet.py --port 0 --devices 48 --adv-interval 1s --link-latency 7.5ms-25ms --state-dir /tmp/fleet
 
 On start it prints one JSON line to stdout: {"event": "ready", "port": P, "ports": [P, ...],
-"devices": [...]}. Every station controller (--stations, default 1) hears every device: one per
-adapter of a multi-adapter station, or one for baseline_provision.py.
+"devices": [...], "radio": {...}, "stations": {...}}. Every station controller (--stations, default 1)
+hears every device: one per adapter of a multi-adapter station, or one for baseline_provision.py.
 Each peripheral writes its device-side state to STATE_DIR/<id>.json (atomically) on every change and
 on SIGTERM.
 
+Radio timing (defaults: today's fast, instant fixture):
+  --adv-interval D        advertising interval of every device (default 20ms); each event adds advDelay,
+                          a random 0-10 ms, so devices drift; the first event comes at a random phase.
+  --link-latency D[-D]    delay of every LL PDU each way (a value, or a range drawn per PDU), as if
+                          each waited for a connection event (one handed over while earlier ones are
+                          still on the air follows them in the same event); order kept per link and
+                          direction; airtime added at the link's data length and PHY. 0 (default): instant.
+  --seed N                seeds advDelay, link delays, ack delays and ack loss (default 1).
+Connections complete at the target's next advertising event heard inside the initiator's scan window.
+
+Station controllers (what a real controller does; see fleet_radio.py):
+  --fal-size N            Filter Accept List entries (default 8).
+  --max-links N           links held at once; beyond, Connection Limit Exceeded (0x09).
+  --max-links-at WHERE    `create` (Command Status of LE Create Connection, default) or `complete`
+                          (LE Connection Complete).
+  --no-scan-while-initiating
+                          LE Read Supported States says scanning while initiating is not supported, and
+                          the combination is refused with Command Disallowed (0x0C).
+
+Devices:
+  --silent, --ack-loss, --old-firmware, --drop-on-commit INDICES   faults by 1-based index (below)
+  --ack-loss-rate P       every device loses each ack with probability P (seeded)
+  --quirk uuid128         every device declares its services and characteristics (180A, 2A25, FFF0, ...)
+                          in 128-bit form (legal; defeats discovery by 16-bit service UUID)
+
 Config file: {"devices": [{"id": "SN-0001", "name": "SNS-0001", "address": "F0:00:00:00:00:01",
-"firmware": "2.4.1", "battery": 87, "faults": ["silent" | "ack_loss" | "drop_on_commit"]}]}
+"firmware": "2.4.1", "battery": 87, "adv_interval": "1s", "quirks": ["uuid128"],
+"faults": ["silent" | "ack_loss" | "ack_loss:0.3" | "drop_on_commit"]}]}
 
-Faults: silent (never advertises), ack_loss (commands run, acks never sent), drop_on_commit (the
-device drops the link, reason 0x13, instead of executing a commit).
+Faults: silent (never advertises), ack_loss (commands run, acks never sent), ack_loss:P (each ack lost
+with probability P), drop_on_commit (the device drops the link, reason 0x13, instead of executing a
+commit).
 
-Workarounds for limits of Bumble's virtual controller live here, not in the product:
-- LE Create Connection Cancel answers success but leaves the connection pending: the host-facing
-  controller sends the Connection Complete (status 0x02) that a real controller sends.
-- Reset does not clear anything: the host-facing controller drops its links and pending connection.
+Workarounds for limits of Bumble's virtual controller live here and in fleet_radio.py, not in the product:
+- LE Create Connection Cancel answers success but leaves the connection pending: the station controller
+  sends the Connection Complete (status 0x02) that a real controller sends.
+- Reset does not clear anything: the station controller drops its links, pending connection, scanning
+  and Filter Accept List.
+- It ignores the Filter Accept List, scan windows, supported states and LE Set PHY; it reads the
+  advertising interval in the wrong unit. See fleet_radio.py.
 - Its tcp-server leaves Nagle on: the listening socket gets TCP_NODELAY (inherited by the client socket).
 """
 
@@ -33,79 +64,102 @@ import json
 import logging
 import os
 import random
+import re
 import signal
 import socket
 import sys
 
-from bumble import hci, ll
-from bumble.controller import Controller
+from bumble import hci
+from bumble.core import UUID
 from bumble.device import Device
 from bumble.gatt import Characteristic, CharacteristicValue, Service
-from bumble.link import LocalLink
 from bumble.transport.tcp_server import open_tcp_server_transport_with_socket
+
+from fleet_radio import LinkTiming, PacedController, PacedLink, StationController
 
 logger = logging.getLogger("bumble_fleet")
 
+DEFAULT_ADV_INTERVAL = 0.020
+QUIRKS = {"uuid128"}
+# The Bluetooth Base UUID (Vol 3 Part B 2.5.1), for 16-bit UUIDs written out in 128-bit form.
+BASE_UUID = "0000{:s}-0000-1000-8000-00805F9B34FB"
 
-class StationController(Controller):
-    """The controller the host under test drives, with real-controller behaviour where Bumble's differs."""
 
-    def on_hci_reset_command(self, command):
-        # A reset controller holds no links and initiates nothing (Vol 4 Part E 7.3.2).
-        for connection in list(self.le_connections.values()):
-            connection.send_ll_control_pdu(ll.TerminateInd(hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR))
-            self.le_connections.pop(connection.peer_address, None)
-        self.pending_le_connection = None
-        self.le_scan_enable = False
-        return super().on_hci_reset_command(command)
+def parse_duration(text):
+    """Seconds in `text`: a number with a unit (us, ms, s), e.g. `7.5ms`, `1s`; or `0`."""
+    if text.strip() == "0":
+        return 0.0
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(us|ms|s)\s*", text)
+    if not match:
+        raise ValueError(f"`{text}` is not a duration: write a number and a unit, e.g. 100ms, 1s, 7.5ms")
+    return float(match.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[match.group(2)]
 
-    def on_hci_le_create_connection_cancel_command(self, command):
-        pending = self.pending_le_connection
-        if pending is None:
-            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
-        self.pending_le_connection = None
-        event = hci.HCI_LE_Connection_Complete_Event(
-            status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR,
-            connection_handle=0,
-            role=hci.Role.CENTRAL,
-            peer_address_type=pending.peer_address_type,
-            peer_address=pending.peer_address,
-            connection_interval=0,
-            peripheral_latency=0,
-            supervision_timeout=0,
-            central_clock_accuracy=0,
-        )
-        # Scheduled so that it follows the Command Complete of the cancel.
-        asyncio.get_running_loop().call_soon(self.send_hci_packet, event)
-        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+
+def parse_latency(text):
+    """(low, high) seconds from `7.5ms` or `7.5ms-25ms`."""
+    low, _, high = text.partition("-")
+    lo = parse_duration(low)
+    hi = parse_duration(high) if high else lo
+    if hi < lo:
+        raise ValueError(f"`{text}`: the range ends before it starts")
+    return lo, hi
+
+
+def argument(parse):
+    """`parse` as an argparse type: its ValueError becomes the message argparse prints."""
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return convert
 
 
 def write_json_atomically(path, document):
+    # Readers (tests, the benchmark) are processes on this machine: the rename makes the new state
+    # visible whole. No fsync: it cost milliseconds per blob chunk on a busy machine, in the radio's time.
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(document, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
 class SensorV2:
     """One sensor-v2 peripheral: GATT database, control commands and acks, device-side state."""
 
-    def __init__(self, spec, link, state_dir):
+    def __init__(self, spec, link, state_dir, seed=1, adv_interval=DEFAULT_ADV_INTERVAL, quirks=(),
+                 ack_loss_rate=0.0):
         self.spec = spec
         self.id = spec["id"]
         self.name = spec["name"]
         self.address = spec["address"]
         self.firmware = spec.get("firmware", "2.4.1")
         self.battery = int(spec.get("battery", 87))
-        self.faults = set(spec.get("faults", []))
+        self.faults = list(spec.get("faults", []))
+        self.quirks = sorted(set(spec.get("quirks", [])) | set(quirks))
+        unknown = set(self.quirks) - QUIRKS
+        if unknown:
+            raise ValueError(f"{self.id}: unknown quirk(s) {sorted(unknown)}; known: {sorted(QUIRKS)}")
+        self.adv_interval = parse_duration(spec["adv_interval"]) if "adv_interval" in spec else adv_interval
+        self.ack_loss_rate = ack_loss_rate
+        for fault in self.faults:
+            name, _, value = fault.partition(":")
+            if name == "ack_loss":
+                self.ack_loss_rate = float(value) if value else 1.0
+            elif name not in ("silent", "drop_on_commit") or value:
+                raise ValueError(f"{self.id}: unknown fault `{fault}`")
+        if not 0.0 <= self.ack_loss_rate <= 1.0:
+            raise ValueError(f"{self.id}: an ack loss rate is a probability from 0 to 1")
+        # One generator per device and purpose: a device's ack delays and losses do not depend on what
+        # other devices do, so a seed reproduces them.
+        self.ack_rng = random.Random(f"{seed}/acks/{self.id}")
         self.state_path = os.path.join(state_dir, f"{self.id}.json")
         self.config = None
         self.state = 0
         self.blob_expected = None
         self.blob = bytearray()
         self.blob_ended = False
+        self.blob_dropped = 0
         self.commits = 0
         self.connections = 0
         self.disconnections = 0
@@ -115,29 +169,38 @@ class SensorV2:
         self.acks_lost = []
         self.drops = 0
         self.mtu = 23
-        self.controller = Controller(f"ctl-{self.id}", link=link)
+        self.controller = PacedController(f"ctl-{self.id}", link=link, seed=seed)
+        # Devices are powered on at different moments: the first advertising event at a random phase.
+        self.controller.le_legacy_advertiser.first_delay = self.controller.rng.uniform(0, self.adv_interval)
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
+        # REFERENCE-DEVICE.md: the device accepts an ATT MTU of up to 247.
+        self.device.gatt_server.max_mtu = 247
         self._build_gatt()
+
+    def uuid(self, short):
+        """A 16-bit UUID as this device declares it: as is, or in 128-bit form (quirk uuid128)."""
+        return UUID(BASE_UUID.format(short)) if "uuid128" in self.quirks else UUID(short)
 
     def _build_gatt(self):
         P = Characteristic.Properties
         R = Characteristic.READABLE
         W = Characteristic.WRITEABLE
-        self.fff3 = Characteristic("FFF3", P.NOTIFY, R, b"")
-        self.battery_char = Characteristic("2A19", P.READ | P.NOTIFY, R, bytes([self.battery]))
+        u = self.uuid
+        self.fff3 = Characteristic(u("FFF3"), P.NOTIFY, R, b"")
+        self.battery_char = Characteristic(u("2A19"), P.READ | P.NOTIFY, R, bytes([self.battery]))
         self.device.add_services([
-            Service("180A", [
-                Characteristic("2A29", P.READ, R, b"Acme"),
-                Characteristic("2A24", P.READ, R, b"sensor-v2"),
-                Characteristic("2A25", P.READ, R, self.id.encode()),
-                Characteristic("2A26", P.READ, R, self.firmware.encode()),
+            Service(u("180A"), [
+                Characteristic(u("2A29"), P.READ, R, b"Acme"),
+                Characteristic(u("2A24"), P.READ, R, b"sensor-v2"),
+                Characteristic(u("2A25"), P.READ, R, self.id.encode()),
+                Characteristic(u("2A26"), P.READ, R, self.firmware.encode()),
             ]),
-            Service("180F", [self.battery_char]),
-            Service("FFF0", [
-                Characteristic("FFF1", P.WRITE, W, CharacteristicValue(write=self._on_control)),
-                Characteristic("FFF2", P.READ, R, CharacteristicValue(read=lambda _c: bytes([self.state]))),
+            Service(u("180F"), [self.battery_char]),
+            Service(u("FFF0"), [
+                Characteristic(u("FFF1"), P.WRITE, W, CharacteristicValue(write=self._on_control)),
+                Characteristic(u("FFF2"), P.READ, R, CharacteristicValue(read=lambda _c: bytes([self.state]))),
                 self.fff3,
-                Characteristic("FFF4", P.WRITE_WITHOUT_RESPONSE, W, CharacteristicValue(write=self._on_blob)),
+                Characteristic(u("FFF4"), P.WRITE_WITHOUT_RESPONSE, W, CharacteristicValue(write=self._on_blob)),
             ]),
         ])
 
@@ -149,9 +212,10 @@ class SensorV2:
         await self.device.power_on()
         self.device.on("connection", self._on_connection)
         if "silent" not in self.faults:
+            interval_ms = self.adv_interval * 1000
             await self.device.start_advertising(
                 advertising_data=self.advertising_data(), auto_restart=True,
-                advertising_interval_min=20, advertising_interval_max=20)
+                advertising_interval_min=interval_ms, advertising_interval_max=interval_ms)
         self.save()
 
     def _on_connection(self, connection):
@@ -172,9 +236,12 @@ class SensorV2:
         self.save()
 
     def _on_blob(self, _connection, value):
+        # Bytes that arrive with no blob open (never begun, or already ended) are dropped.
         if self.blob_expected is not None and not self.blob_ended:
             self.blob.extend(value)
-            self.save()
+        else:
+            self.blob_dropped += len(value)
+        self.save()
 
     def _on_control(self, connection, value):
         value = bytes(value)
@@ -185,22 +252,27 @@ class SensorV2:
             asyncio.get_running_loop().create_task(self._drop(connection))
             return
         ack = self._execute(value)
+        # Decided here, in command order, so a seed gives every device the same losses.
+        lost = self.ack_loss_rate > 0 and self.ack_rng.random() < self.ack_loss_rate
+        delay = self.ack_rng.uniform(0.005, 0.050)
         self.save()
-        asyncio.get_running_loop().create_task(self._send_ack(connection, ack))
+        asyncio.get_running_loop().create_task(self._send_ack(connection, ack, delay, lost))
 
     def _execute(self, value):
+        """One command as REFERENCE-DEVICE.md says; only the commit is idempotent."""
         if not value:
             return bytes([0x00, 0xFF])
         command = value[0]
         if command == 0x01:
+            # A repeated 01 replaces the configuration.
             config = value[1:]
             if not 1 <= len(config) <= 200:
                 return b"\x01\x01"
             self.config = config
-            if self.state < 1:
-                self.state = 1
+            self.state = 1
             return b"\x01\x00"
         if command == 0x03:
+            # A repeated 03 starts a new blob: the buffer is cleared.
             if len(value) != 5:
                 return b"\x03\x01"
             self.blob_expected = int.from_bytes(value[1:5], "little")
@@ -208,11 +280,14 @@ class SensorV2:
             self.blob_ended = False
             return b"\x03\x00"
         if command == 0x04:
-            if self.blob_expected is None or len(self.blob) != self.blob_expected:
+            # No blob open (never begun, or already ended), or the wrong length: 04 01. A mismatch
+            # leaves the blob open.
+            if self.blob_expected is None or self.blob_ended or len(self.blob) != self.blob_expected:
                 return b"\x04\x01"
             self.blob_ended = True
             return b"\x04\x00"
         if command == 0x02:
+            # Valid after a config was set and a begun blob was ended; idempotent.
             blob_ok = self.blob_expected is None or self.blob_ended
             if self.config is None or not blob_ok:
                 return b"\x02\x01"
@@ -228,10 +303,10 @@ class SensorV2:
         except Exception as error:
             logger.info("%s: drop failed: %s", self.id, error)
 
-    async def _send_ack(self, connection, ack):
-        # The ack follows the write response by 5–50 ms.
-        await asyncio.sleep(random.uniform(0.005, 0.050))
-        if "ack_loss" in self.faults:
+    async def _send_ack(self, connection, ack, delay, lost):
+        # The ack follows the write response by 5-50 ms.
+        await asyncio.sleep(delay)
+        if lost:
             self.acks_lost.append(ack.hex())
             self.save()
             return
@@ -249,12 +324,14 @@ class SensorV2:
             "address": self.address,
             "firmware": self.firmware,
             "faults": sorted(self.faults),
+            "quirks": self.quirks,
             "config": self.config.hex() if self.config is not None else None,
             "state": self.state,
             "blob_expected": self.blob_expected,
             "blob_bytes": len(self.blob),
             "blob_sha256": hashlib.sha256(bytes(self.blob)).hexdigest(),
             "blob_ended": self.blob_ended,
+            "blob_dropped": self.blob_dropped,
             "commits": self.commits,
             "connections": self.connections,
             "disconnections": self.disconnections,
@@ -265,6 +342,12 @@ class SensorV2:
             "acks_lost": self.acks_lost,
             "drops": self.drops,
         }
+
+    def describe(self):
+        """This device in the ready line."""
+        return {"id": self.id, "name": self.name, "address": self.address, "state_file": self.state_path,
+                "faults": sorted(self.faults), "firmware": self.firmware, "quirks": self.quirks,
+                "adv_interval_ms": round(self.adv_interval * 1000, 3), "ack_loss_rate": self.ack_loss_rate}
 
     def save(self):
         write_json_atomically(self.state_path, self.snapshot())
@@ -295,7 +378,7 @@ def parse_indices(text):
     return {int(x) for x in text.split(",") if x.strip()} if text else set()
 
 
-async def main():
+def argument_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0, help="TCP port for the host (0: pick a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
@@ -305,16 +388,43 @@ async def main():
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
     parser.add_argument("--drop-on-commit", default="", help="indices of devices that drop the link on commit")
+    parser.add_argument("--ack-loss-rate", type=float, default=0.0,
+                        help="probability that a device loses an ack (every device; seeded)")
+    parser.add_argument("--quirk", action="append", default=[], choices=sorted(QUIRKS),
+                        help="a quirk of every device (uuid128: SIG UUIDs declared in 128-bit form)")
+    parser.add_argument("--adv-interval", type=argument(parse_duration), default=DEFAULT_ADV_INTERVAL,
+                        help="advertising interval of every device, e.g. 100ms, 1s (default 20ms; plus 0-10 ms advDelay)")
+    parser.add_argument("--link-latency", type=argument(parse_latency), default=(0.0, 0.0),
+                        help="delay of every LL PDU each way, e.g. 7.5ms or 7.5ms-25ms (default 0: instant)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every random choice of the fleet")
     parser.add_argument("--stations", type=int, default=1,
                         help="station controllers (one per adapter or per baseline host), on PORT, PORT+1, ... "
                              "(all picked freely with --port 0)")
+    parser.add_argument("--fal-size", type=int, default=8, help="Filter Accept List size of station controllers")
+    parser.add_argument("--max-links", type=int, default=None, help="links a station controller holds at once")
+    parser.add_argument("--max-links-at", choices=["create", "complete"], default="create",
+                        help="refuse a link beyond --max-links in LE Create Connection's Command Status (create) "
+                             "or in the Connection Complete (complete)")
+    parser.add_argument("--no-scan-while-initiating", dest="scan_while_initiating", action="store_false",
+                        help="station controllers cannot scan while initiating (LE Read Supported States says so)")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="stop when stdin closes (the launching test process died)")
     parser.add_argument("--log-level", default="WARNING")
+    return parser
+
+
+async def main():
+    parser = argument_parser()
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s.%(msecs)03d %(name)s %(message)s", datefmt="%H:%M:%S")
+    if not 0.0 <= args.ack_loss_rate <= 1.0:
+        parser.error("--ack-loss-rate is a probability from 0 to 1")
+    if args.max_links is not None and args.max_links < 1:
+        parser.error("--max-links must be at least 1")
+    if args.fal_size < 1:
+        parser.error("--fal-size must be at least 1")
 
     if args.config:
         with open(args.config) as f:
@@ -325,8 +435,12 @@ async def main():
                                   parse_indices(args.drop_on_commit))
     os.makedirs(args.state_dir, exist_ok=True)
 
-    link = LocalLink()
-    sensors = [SensorV2(spec, link, args.state_dir) for spec in devices]
+    link = PacedLink(LinkTiming(args.link_latency, seed=args.seed))
+    try:
+        sensors = [SensorV2(spec, link, args.state_dir, seed=args.seed, adv_interval=args.adv_interval,
+                            quirks=args.quirk, ack_loss_rate=args.ack_loss_rate) for spec in devices]
+    except ValueError as error:
+        parser.error(str(error))
     for sensor in sensors:
         await sensor.start()
 
@@ -340,7 +454,9 @@ async def main():
         sock.listen()
         transport = await open_tcp_server_transport_with_socket(sock)
         StationController(name, host_source=transport.source, host_sink=transport.sink, link=link,
-                          public_address=public_address)
+                          public_address=public_address, seed=args.seed, fal_size=args.fal_size,
+                          max_links=args.max_links, max_links_at=args.max_links_at,
+                          scan_while_initiating=args.scan_while_initiating)
         return transport, sock.getsockname()[1]
 
     transports = []
@@ -355,6 +471,9 @@ async def main():
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # A launcher may start us with these blocked (Foundation's Process on Linux passes its blocked
+    # mask on): SIGTERM would then wait forever, and the launcher falls back to SIGKILL.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     if args.exit_on_stdin_eof:
         def on_stdin():
             if not os.read(sys.stdin.fileno(), 4096):
@@ -362,12 +481,16 @@ async def main():
                 stop.set()
         loop.add_reader(sys.stdin.fileno(), on_stdin)
 
+    low, high = args.link_latency
     print(json.dumps({
         "event": "ready",
         "port": ports[0],
         "ports": ports,
-        "devices": [{"id": s.id, "name": s.name, "address": s.address, "state_file": s.state_path,
-                     "faults": sorted(s.faults), "firmware": s.firmware} for s in sensors],
+        "devices": [s.describe() for s in sensors],
+        "radio": {"adv_interval_ms": round(args.adv_interval * 1000, 3),
+                  "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed},
+        "stations": {"fal_size": args.fal_size, "max_links": args.max_links, "max_links_at": args.max_links_at,
+                     "scan_while_initiating": args.scan_while_initiating},
     }), flush=True)
 
     await stop.wait()

@@ -10,18 +10,146 @@ public final class BumbleFleet: Sendable {
         public var state_file: String
         public var faults: [String]
         public var firmware: String
+        /// `uuid128` when the device declares its SIG UUIDs in 128-bit form.
+        public var quirks: [String]?
+        public var adv_interval_ms: Double?
+        public var ack_loss_rate: Double?
+    }
+    /// The fleet's radio timing, as it reports it.
+    public struct Radio: Sendable, Decodable, Equatable {
+        public var adv_interval_ms: Double
+        /// Low and high end of the per-PDU link delay each way (equal for a fixed delay; 0 = instant).
+        public var link_latency_ms: [Double]
+        public var seed: Int
+    }
+    /// What every station controller of the fleet does, as it reports it.
+    public struct Stations: Sendable, Decodable, Equatable {
+        public var fal_size: Int
+        public var max_links: Int?
+        public var max_links_at: String
+        public var scan_while_initiating: Bool
     }
     private struct Ready: Sendable, Decodable {
         var event: String
         var port: Int
         var ports: [Int]
         var devices: [Device]
+        var radio: Radio?
+        var stations: Stations?
+    }
+
+    /// How a fleet is started: its devices and their faults, the radio's timing and what its station
+    /// controllers do (Tests/Fixtures/bumble_fleet.py --help). The defaults are the fixture's: devices
+    /// advertising every 20 ms on an instant link, station controllers with an 8-entry Filter Accept
+    /// List, no link limit, scanning allowed while initiating.
+    public struct Options: Sendable {
+        /// Where a connection beyond `maxLinks` is refused with Connection Limit Exceeded (0x09).
+        public enum LinkRefusal: String, Sendable {
+            /// In the Command Status of LE Create Connection.
+            case create
+            /// In the LE (Enhanced) Connection Complete, after the create was accepted.
+            case complete
+        }
+        /// A firmware quirk of every device.
+        public enum Quirk: String, Sendable {
+            /// Services and characteristics (180A, 2A25, FFF0, ...) declared in 128-bit form.
+            case uuid128
+        }
+
+        /// Devices SN-0001… (addresses F0:00:00:00:00:01…).
+        public var devices: Int
+        /// Station controllers, one TCP port each (`ports`).
+        public var stations: Int
+        /// 1-based indices of devices that never advertise.
+        public var silent: [Int]
+        /// Indices of devices that lose every ack (the command still runs).
+        public var ackLoss: [Int]
+        /// Indices of devices running firmware 1.9.0.
+        public var oldFirmware: [Int]
+        /// Indices of devices that drop the link instead of committing.
+        public var dropOnCommit: [Int]
+        /// Every device loses each ack with this probability (seeded).
+        public var ackLossRate: Double?
+        public var quirks: [Quirk]
+        /// Advertising interval of every device (each event adds 0–10 ms advDelay). Default 20 ms.
+        public var advertisingInterval: Duration?
+        /// Delay of every LL PDU each way, fixed (`x...x`) or drawn per PDU from the range. Default none.
+        public var linkLatency: ClosedRange<Duration>?
+        /// Seed of advDelay, link delays, ack delays and ack losses. Default 1.
+        public var seed: Int?
+        /// Filter Accept List entries of each station controller. Default 8.
+        public var filterAcceptListSize: Int?
+        /// Links a station controller holds at once. Default: no limit.
+        public var maxLinks: Int?
+        public var refuseLinksAt: LinkRefusal
+        /// False: LE Read Supported States says scanning while initiating is not supported, and the
+        /// controller refuses the combination with Command Disallowed.
+        public var scanWhileInitiating: Bool
+        /// Passed to bumble_fleet.py as they are, after the others.
+        public var extraArguments: [String]
+
+        public init(devices: Int = 4, stations: Int = 1, silent: [Int] = [], ackLoss: [Int] = [], oldFirmware: [Int] = [],
+                    dropOnCommit: [Int] = [], ackLossRate: Double? = nil, quirks: [Quirk] = [],
+                    advertisingInterval: Duration? = nil, linkLatency: ClosedRange<Duration>? = nil, seed: Int? = nil,
+                    filterAcceptListSize: Int? = nil, maxLinks: Int? = nil, refuseLinksAt: LinkRefusal = .create,
+                    scanWhileInitiating: Bool = true, extraArguments: [String] = []) {
+            self.devices = devices
+            self.stations = stations
+            self.silent = silent
+            self.ackLoss = ackLoss
+            self.oldFirmware = oldFirmware
+            self.dropOnCommit = dropOnCommit
+            self.ackLossRate = ackLossRate
+            self.quirks = quirks
+            self.advertisingInterval = advertisingInterval
+            self.linkLatency = linkLatency
+            self.seed = seed
+            self.filterAcceptListSize = filterAcceptListSize
+            self.maxLinks = maxLinks
+            self.refuseLinksAt = refuseLinksAt
+            self.scanWhileInitiating = scanWhileInitiating
+            self.extraArguments = extraArguments
+        }
+
+        /// The bumble_fleet.py arguments for these options.
+        public var arguments: [String] {
+            var a = ["--devices", "\(devices)", "--stations", "\(stations)"]
+            func indices(_ flag: String, _ list: [Int]) {
+                if !list.isEmpty { a += [flag, list.map(String.init).joined(separator: ",")] }
+            }
+            indices("--silent", silent)
+            indices("--ack-loss", ackLoss)
+            indices("--old-firmware", oldFirmware)
+            indices("--drop-on-commit", dropOnCommit)
+            if let ackLossRate { a += ["--ack-loss-rate", "\(ackLossRate)"] }
+            for quirk in quirks { a += ["--quirk", quirk.rawValue] }
+            if let advertisingInterval { a += ["--adv-interval", Self.text(advertisingInterval)] }
+            if let linkLatency {
+                let low = Self.text(linkLatency.lowerBound), high = Self.text(linkLatency.upperBound)
+                a += ["--link-latency", low == high ? low : "\(low)-\(high)"]
+            }
+            if let seed { a += ["--seed", "\(seed)"] }
+            if let filterAcceptListSize { a += ["--fal-size", "\(filterAcceptListSize)"] }
+            if let maxLinks { a += ["--max-links", "\(maxLinks)", "--max-links-at", refuseLinksAt.rawValue] }
+            if !scanWhileInitiating { a.append("--no-scan-while-initiating") }
+            return a + extraArguments
+        }
+
+        /// A duration as bumble_fleet.py reads it, in milliseconds: `7.5ms`, `1000ms`.
+        static func text(_ d: Duration) -> String {
+            let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+            return ms == ms.rounded() ? "\(Int(ms))ms" : "\(ms)ms"
+        }
     }
 
     public let port: Int
     /// One per station controller (`--stations`); `port` is the first.
     public let ports: [Int]
     public let devices: [Device]
+    /// The radio timing the fleet runs with.
+    public let radio: Radio?
+    /// What its station controllers do.
+    public let stations: Stations?
     public let stateDirectory: URL
     private let process: Process
     private let exited: DispatchSemaphore
@@ -41,6 +169,11 @@ public final class BumbleFleet: Sendable {
     public static let available = python != nil
 
     public var spec: String { "hci:tcp:127.0.0.1:\(port)" }
+
+    /// Starts a fleet with `options` and waits (with a deadline) for its ready line.
+    public static func start(_ options: Options, timeout: Duration = .seconds(30)) async throws -> BumbleFleet {
+        try await start(arguments: options.arguments, timeout: timeout)
+    }
 
     /// Starts the fleet and waits (with a deadline) for its ready line.
     public static func start(arguments: [String] = ["--devices", "4"], timeout: Duration = .seconds(30)) async throws -> BumbleFleet {
@@ -82,20 +215,21 @@ public final class BumbleFleet: Sendable {
                 return nil
             }
             guard let ready else { throw BLEError.timeout(operation: "Bumble fleet start", limit: timeout) }
-            return BumbleFleet(port: ready.port, ports: ready.ports, devices: ready.devices, stateDirectory: stateDirectory, process: process,
-                               exited: exited, stdin: stdin)
+            return BumbleFleet(ready: ready, stateDirectory: stateDirectory, process: process, exited: exited, stdin: stdin)
         } catch {
             process.terminate()
             throw error
         }
     }
 
-    private init(port: Int, ports: [Int], devices: [Device], stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
+    private init(ready: Ready, stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
         self.exited = exited
         self.stdin = stdin
-        self.port = port
-        self.ports = ports
-        self.devices = devices
+        self.port = ready.port
+        self.ports = ready.ports
+        self.devices = ready.devices
+        self.radio = ready.radio
+        self.stations = ready.stations
         self.stateDirectory = stateDirectory
         self.process = process
     }
@@ -117,6 +251,11 @@ public final class BumbleFleet: Sendable {
     }
 
     deinit { stop() }
+
+    /// Runs `body` with a fresh fleet started with `options` and always stops it.
+    public static func with<T>(_ options: Options, _ body: (BumbleFleet) async throws -> T) async throws -> T {
+        try await with(options.arguments, body)
+    }
 
     /// Runs `body` with a fresh fleet and always stops it.
     public static func with<T>(_ arguments: [String] = ["--devices", "4"],
