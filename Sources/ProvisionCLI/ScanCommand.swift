@@ -89,11 +89,17 @@ public struct ScanCommand: Command {
         let results: [Result<[DiscoveredDevice], ScanFailure>] = await withTaskGroup(of: (Int, Result<[DiscoveredDevice], ScanFailure>).self) { group in
             for (i, c) in centrals.enumerated() {
                 group.addTask {
+                    // The result is made before the tuple: Swift 6.3's optimizer drops the store of `i`
+                    // when a tuple returned from an async closure is built around a `try await` whose
+                    // error a local `catch` handles (`return (i, .success(try await …))`), so release
+                    // builds read an uninitialised index here and trapped.
+                    let result: Result<[DiscoveredDevice], ScanFailure>
                     do {
-                        return (i, .success(try await DeviceDiscovery.scan(on: c, for: listen, filter: scanFilter)))
+                        result = .success(try await DeviceDiscovery.scan(on: c, for: listen, filter: scanFilter))
                     } catch {
-                        return (i, .failure(ScanFailure(message: "\(error)")))
+                        result = .failure(ScanFailure(message: "\(error)"))
                     }
+                    return (i, result)
                 }
             }
             var out = [Result<[DiscoveredDevice], ScanFailure>](repeating: .success([]), count: centrals.count)
