@@ -45,6 +45,12 @@ public struct RunEvent: Codable, Sendable, Equatable {
     }
 }
 
+extension RunEvent {
+    /// An encoder that writes an event as one line of JSON (no newline), as `JSONLinesEventSink` does:
+    /// for sinks outside the engine (the command line's standard output).
+    public static func lineEncoder() -> JSONEncoder { EngineJSON.encoder(pretty: false) }
+}
+
 /// Receives run events. `emit` is called from many tasks and must be cheap and non-blocking.
 public protocol RunEventSink: Sendable {
     func emit(_ event: RunEvent)

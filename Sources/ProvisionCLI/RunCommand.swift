@@ -48,7 +48,9 @@ public struct RunCommand: Command {
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
-        let out = context.output
+        // With `--events -` standard output carries the events, and nothing else: every human line
+        // (plan, summary, paths) goes to standard error.
+        let out = arguments.value("events") == "-" ? context.output.humanOnStderr : context.output
         guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
         guard let inventoryPath = arguments.value("inventory") else {
             out.err("error: `--inventory FILE` is required for a run")
@@ -85,6 +87,9 @@ public struct RunCommand: Command {
         if let l = arguments.value("sim-latency") {
             guard let v = Double(l), v >= 0, v <= 100 else { return usageError(out, "`--sim-latency` must be a number from 0 to 100, not `\(l)`") }
             latency = v
+        }
+        if arguments.flag("retry-failed") && arguments.value("resume") == nil {
+            return usageError(out, "`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
         }
         let specs = arguments.values("adapter")
         if specs.isEmpty {
@@ -169,7 +174,9 @@ public struct RunCommand: Command {
         options.reportOptions = reported
 
         let events = EventBus()
-        if let path = arguments.value("events") {
+        if arguments.value("events") == "-" {
+            events.add(StandardOutputEventSink(output: context.output))
+        } else if let path = arguments.value("events") {
             do { events.add(try JSONLinesEventSink(path: path)) } catch {
                 out.err("error: cannot write events to \(path): \(error)")
                 return ExitCode.environment
@@ -252,13 +259,14 @@ public struct RunCommand: Command {
     }
 }
 
-/// Turns SIGINT (Ctrl-C) and SIGTERM into stop requests: the first stops new work, the second cuts.
+/// Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into stop requests: the first stops new work, the second cuts.
 final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
     init(controller: RunController, output: Output) {
         var sources: [any DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
+        // SIGHUP: the terminal or SSH session is gone; stop as for Ctrl-C (the messages go nowhere).
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {
