@@ -7,7 +7,8 @@ public struct Inventory: Sendable, Equatable {
     public var path: String
     /// SHA-256 of the file's bytes, lower-case hex.
     public var sha256: String
-    /// The directory relative file paths in variables are resolved against (the inventory's directory).
+    /// The file root: the directory file variables (`file:`, `length_of:`) resolve inside — the
+    /// inventory's directory, or what its `files: { root: DIR }` names (see `FileRoot`).
     public var baseDirectory: String
     public var devices: [InventoryDevice]
     /// `defaults.vars`: already merged into every device's `vars`; kept for reports.

@@ -1,3 +1,4 @@
+import Foundation
 import BLE
 import YAML
 
@@ -5,7 +6,7 @@ import YAML
 public struct InventoryParser: Sendable {
     public init() {}
 
-    static let topKeys = ["devices", "defaults", "secrets", "simulator"]
+    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
     /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
@@ -62,6 +63,27 @@ public struct InventoryParser: Sendable {
                 reader.error("`simulator` needs `model`", at: s.mark, hint: "for example `model: models/sensor-v2.yaml`")
             }
         }
+        // `files: { root: DIR }`: where file variables resolve (default: the inventory's directory).
+        var fileRoot = base
+        if let f = root["files"], let fp = reader.mapping(f, "`files`") {
+            reader.checkKeys(fp, allowed: ["root"], in: "`files`")
+            if let r = f["root"] {
+                if let text = reader.string(r, "`root`") {
+                    let dir = ValueSpec.resolve(path: text, baseDirectory: base)
+                    var isDirectory: ObjCBool = false
+                    if text.isEmpty {
+                        reader.error("`root` is empty", at: r.mark, hint: "name a directory, relative to the inventory or absolute")
+                    } else if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                        reader.error("file root `\(text)` is not a directory (\(dir))", at: r.mark,
+                                     hint: "relative roots start from the inventory's directory")
+                    } else {
+                        fileRoot = dir
+                    }
+                }
+            } else {
+                reader.error("`files` needs `root`", at: f.mark, hint: "for example `root: /srv/provision/blobs`")
+            }
+        }
         var devices: [InventoryDevice] = []
         if let d = root["devices"] {
             if let items = reader.sequence(d, "`devices`") {
@@ -76,7 +98,7 @@ public struct InventoryParser: Sendable {
         }
         var sink = reader.sink
         var inventory = Inventory(
-            path: path, sha256: sha, baseDirectory: base, devices: devices, defaultVars: defaultVars, secrets: secrets,
+            path: path, sha256: sha, baseDirectory: fileRoot, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
         Self.checkDevices(&inventory, sink: &sink)
         if !secretMarks.isEmpty {

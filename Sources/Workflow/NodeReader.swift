@@ -221,6 +221,11 @@ struct NodeReader {
             }
             return nil
         }
+        // `{ file: "${blob}", allow_empty: true }`: the one encoding that takes an option.
+        if node["file"] != nil, pairs.count == 2, let flag = node["allow_empty"] {
+            guard let allow = bool(flag, "`allow_empty`"), let path = node["file"] else { return nil }
+            return template(path, "a file path").map { .file($0, allowEmpty: allow) }
+        }
         guard pairs.count == 1, let pair = pairs.first, let key = pair.key.scalar else {
             error("\(what) must have exactly one encoding key (\(Self.valueKeys.joined(separator: ", "))), found \(pairs.count)", at: node.mark)
             return nil
