@@ -25,24 +25,25 @@ public struct RunCommand: Command {
         """
     public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
     public let options = [
-        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
+        OptionSpec("inventory", short: "i", kind: .value("FILE"), role: .input, help: "inventory (YAML, or CSV by its .csv extension)"),
         OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter: sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight at once (default 16)"),
         OptionSpec("slots", kind: .value("N"), help: "connection slots per adapter (default: the adapter's limit)"),
-        OptionSpec("report", kind: .value("PATH"), help: "report path (default reports/<workflow>-<time>.json)"),
-        OptionSpec("journal", kind: .value("PATH"), help: "journal path (default beside the report, .journal)"),
-        OptionSpec("resume", kind: .value("JOURNAL"), help: "resume a crashed or interrupted run from its journal"),
+        OptionSpec("report", kind: .value("PATH"), role: .output, help: "report path (default reports/<workflow>-<time>.json)"),
+        OptionSpec("journal", kind: .value("PATH"), role: .output, help: "journal path (default beside the report, .journal)"),
+        OptionSpec("resume", kind: .value("JOURNAL"), role: .output, help: "resume a crashed or interrupted run from its journal"),
+        OptionSpec("force", kind: .flag, help: "replace an existing report, JUnit, events or simulator dump file"),
         OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again"),
-        OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
+        OptionSpec("limit", short: "l", kind: .value("SEL"), role: .input, help: "devices: ids, globs (SN-00*), comma lists, @file"),
         OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed"),
         OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
-        OptionSpec("events", kind: .value("PATH"), help: "write every event as JSON lines (- for standard output)"),
-        OptionSpec("junit", kind: .value("PATH"), help: "also write a JUnit XML report (one test case per device)"),
-        OptionSpec("sim-state", kind: .value("PATH"), help: "simulator: keep the virtual devices' state in this file"),
-        OptionSpec("sim-dump", kind: .value("PATH"), help: "simulator: write the devices' final state (JSON) here"),
+        OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
+        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
+        OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
         OptionSpec("no-fsync", kind: .flag, help: "write the journal without fsync (survives a crash of provision, not of the machine)"),
     ]
@@ -115,16 +116,38 @@ public struct RunCommand: Command {
             return ExitCode.invalidInput
         }
 
-        // Paths.
+        // Paths: every output is checked against the inputs and the other outputs before anything is
+        // touched (OutputPaths); only then is the default `reports/` directory created.
         let stamp = Self.timestamp()
         let resumePath = arguments.value("resume")
+        if let r = resumePath, let j = arguments.value("journal"), r != j {
+            return usageError(out, "`--resume \(r)` continues that journal; `--journal \(j)` names another (give one of them)")
+        }
         let journalPath = resumePath ?? arguments.value("journal")
             ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
         let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
-        for path in [journalPath, reportPath] + [arguments.value("junit"), arguments.value("events"), arguments.value("sim-dump")].compactMap({ $0 }) where path != "-" {
-            let dir = (path as NSString).deletingLastPathComponent
-            if !dir.isEmpty { try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        var plan = OutputPaths(outputs: [
+            OutputPaths.Output(option: resumePath != nil ? "resume" : "journal", path: journalPath, kind: .journal,
+                               isDefault: resumePath == nil && arguments.value("journal") == nil),
+            OutputPaths.Output(option: "report", path: reportPath, kind: .document, isDefault: arguments.value("report") == nil),
+        ], inputs: result.inputFiles, currentDirectory: context.currentDirectory)
+        for option in options where option.role == .output && !["report", "journal", "resume"].contains(option.name) {
+            guard let path = arguments.value(option.name), !(option.name == "events" && path == "-") else { continue }
+            plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
         }
+        plan.force = arguments.flag("force")
+        plan.resume = resumePath != nil
+        if resumePath != nil {
+            plan.resumedRunID = (try? JournalState.read(path: plan.absolute(journalPath)))?.headers.first?.runId
+        }
+        let pathProblems = plan.problems()
+        if !pathProblems.isEmpty {
+            for p in pathProblems { out.err("error: \(p)") }
+            out.err("\(pathProblems.count) error(s) in output paths; nothing was touched")
+            return ExitCode.invalidInput
+        }
+        /// Paths as the engine and the adapters use them: relative ones start from the command's directory.
+        func file(_ path: String?) -> String? { path.map { $0 == "-" ? $0 : plan.absolute($0) } }
 
         if arguments.flag("dry-run") {
             out.out(ValidateCommand.summary(result))
@@ -138,12 +161,16 @@ public struct RunCommand: Command {
             return ExitCode.success
         }
 
+        for output in plan.outputs where output.isDefault {
+            try? FileManager.default.createDirectory(atPath: InventoryParser.directory(of: plan.absolute(output.path)), withIntermediateDirectories: true)
+        }
+
         // Adapters.
         var centrals: [any Central] = []
         for spec in specs {
             do {
                 centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: arguments.value("sim-state"), slots: slots))
+                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots))
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }
@@ -155,10 +182,10 @@ public struct RunCommand: Command {
             }
         }
 
-        var options = RunOptions(journalPath: journalPath, reportPath: reportPath)
+        var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency
         options.slotsPerAdapter = slots
-        options.junitPath = arguments.value("junit")
+        options.junitPath = file(arguments.value("junit"))
         options.resume = resumePath != nil
         options.retryFailed = arguments.flag("retry-failed")
         options.maxFailures = threshold
@@ -176,7 +203,7 @@ public struct RunCommand: Command {
         let events = EventBus()
         if arguments.value("events") == "-" {
             events.add(StandardOutputEventSink(output: context.output))
-        } else if let path = arguments.value("events") {
+        } else if let path = file(arguments.value("events")) {
             do { events.add(try JSONLinesEventSink(path: path)) } catch {
                 out.err("error: cannot write events to \(path): \(error)")
                 return ExitCode.environment
@@ -203,7 +230,7 @@ public struct RunCommand: Command {
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
-        if let dumpPath = arguments.value("sim-dump") {
+        if let dumpPath = file(arguments.value("sim-dump")) {
             for c in centrals { await AdapterFactory.writeSimulatorDump(c, to: dumpPath) }
         }
         for c in centrals { await c.close() }
@@ -242,6 +269,17 @@ public struct RunCommand: Command {
         out.err("error: \(message)")
         out.err("usage: \(usage)")
         return ExitCode.invalidInput
+    }
+
+    /// How each output option's file is written (OutputPaths.Kind); a new output option is a document
+    /// (written whole, never replaced without `--force`) until it says otherwise here.
+    static func outputKind(_ option: String) -> OutputPaths.Kind {
+        switch option {
+        case "journal", "resume": return .journal
+        case "events": return .stream
+        case "sim-state": return .state
+        default: return .document
+        }
     }
 
     static func timestamp() -> String {

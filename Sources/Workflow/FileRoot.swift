@@ -78,7 +78,7 @@ public struct FileRoot: Sendable, Equatable {
         }
     }
 
-    static func realPath(_ path: String) -> String? {
+    package static func realPath(_ path: String) -> String? {
         guard let p = realpath(path, nil) else { return nil }
         defer { free(p) }
         return String(cString: p)
