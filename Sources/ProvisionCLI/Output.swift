@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Workflow
 
 #if canImport(Glibc)
 import Glibc
@@ -24,6 +25,11 @@ public struct Output: Sendable {
     public func out(_ line: String) { writeOut(line + "\n") }
     /// Prints a line to standard error.
     public func err(_ line: String) { writeErr(line + "\n") }
+    /// Prints a line of text that holds what devices, files or reports said, every control character
+    /// escaped (`ControlCharacters.escaped`): an ESC or a newline from a device cannot rewrite the terminal.
+    public func out(escaping line: String) { out(ControlCharacters.escaped(line)) }
+    /// `out(escaping:)` for standard error.
+    public func err(escaping line: String) { err(ControlCharacters.escaped(line)) }
 
     /// `error:` (red when colours are on).
     public func styled(_ severity: String) -> String {

@@ -154,7 +154,7 @@ public struct RunCommand: Command {
             out.out("plan: \(devices.count) device(s), concurrency \(concurrency), adapters \(specs.joined(separator: ", "))\(slots.map { ", \($0) slot(s) per adapter" } ?? "")")
             out.out("      journal \(journalPath), report \(reportPath)\(resumePath != nil ? " (resuming)" : "")")
             for d in devices.prefix(20) {
-                out.out("      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
+                out.out(escaping: "      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
             }
             if devices.count > 20 { out.out("      ... and \(devices.count - 20) more") }
             out.out("dry run: no device was touched")
@@ -176,7 +176,7 @@ public struct RunCommand: Command {
                 for c in centrals { await c.close() }
                 return ExitCode.invalidInput
             } catch {
-                out.err("error: adapter `\(spec)`: \(error)")
+                out.err(escaping: "error: adapter `\(spec)`: \(error)")
                 for c in centrals { await c.close() }
                 return ExitCode.environment
             }
@@ -226,7 +226,7 @@ public struct RunCommand: Command {
         } catch {
             signals.cancel()
             for c in centrals { await c.close() }
-            out.err("error: \(error)")
+            out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
@@ -250,19 +250,19 @@ public struct RunCommand: Command {
     static func printSummary(_ report: RunReport, output out: Output) {
         let s = report.summary
         let o = s.outcomes
-        var line = "\(report.run.workflow.name ?? "run"): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
+        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
         if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
         if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
         if report.run.simulated { line += " [simulated]" }
         out.out(line)
         if !s.errors.isEmpty {
-            out.out("failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            out.out(escaping: "failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         if let d = s.durationMs {
             out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
         }
-        if let stop = report.run.stopped { out.out("stopped: \(stop.message)") }
+        if let stop = report.run.stopped { out.out(escaping: "stopped: \(stop.message)") }
     }
 
     private func usageError(_ out: Output, _ message: String) -> Int32 {

@@ -78,7 +78,7 @@ public struct ScanCommand: Command {
                 await closeAll()
                 return ExitCode.invalidInput
             } catch {
-                out.err("error: adapter `\(spec)`: \(error)")
+                out.err(escaping: "error: adapter `\(spec)`: \(error)")
                 await closeAll()
                 return ExitCode.environment
             }
@@ -112,7 +112,7 @@ public struct ScanCommand: Command {
             switch r {
             case .success(let found): devices += found
             case .failure(let error):
-                out.err("error: scan on `\(specs[i])` failed: \(error.message)")
+                out.err(escaping: "error: scan on `\(specs[i])` failed: \(error.message)")
                 return ExitCode.environment
             }
         }
@@ -130,7 +130,7 @@ public struct ScanCommand: Command {
                 let services = d.services.joined(separator: ",")
                 var row = "\(d.address)  \(d.addressType.padding(toLength: 6, withPad: " ", startingAt: 0))  \(String(format: "%4d", d.rssi))  \(name)  \(services)"
                 if specs.count > 1 { row = row.padding(toLength: max(row.count, 66), withPad: " ", startingAt: 0) + "  " + d.adapter }
-                out.out(row)
+                out.out(escaping: row)
             }
             out.out("\(devices.count) device(s) in \(duration)")
         }

@@ -122,13 +122,17 @@ public struct InventoryParser: Sendable {
         var device = InventoryDevice(id: id, vars: defaults, mark: node.mark)
         if let a = node["address"], !a.isNull {
             if let text = reader.string(a, "`address`") {
+                guard checkPrintable(text, "address", of: id, at: a.mark, sink: &reader.sink) else { return nil }
                 if let address = BluetoothAddress(text) { device.address = address } else {
                     reader.error("`\(text)` is not a Bluetooth address", at: a.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
                     return nil
                 }
             }
         }
-        if let n = node["name"], !n.isNull { device.name = reader.string(n, "`name`") }
+        if let n = node["name"], !n.isNull, let name = reader.string(n, "`name`") {
+            guard checkPrintable(name, "name", of: id, at: n.mark, sink: &reader.sink) else { return nil }
+            device.name = name
+        }
         if let v = node["vars"] {
             for (key, value) in Self.vars(v, reader: &reader) { device.vars[key] = value }
         }
@@ -163,11 +167,22 @@ public struct InventoryParser: Sendable {
             sink.error("device `id` is empty", at: mark)
             return false
         }
+        guard checkPrintable(id, "id", of: nil, at: mark, sink: &sink) else { return false }
         if id.contains(where: { $0 == "," || $0 == " " || $0 == "\t" || $0 == "@" || $0 == "*" || $0 == "?" }) {
             sink.error("device id `\(id)` contains a space, comma, `@`, `*` or `?`", at: mark, hint: "ids are used in `--limit` lists; keep them plain, like `SN-0001`")
             return false
         }
         return true
+    }
+
+    /// Ids, names and addresses are printed on progress lines and in reports: a control character (ESC,
+    /// BEL, a newline, U+2028, a bidi override, ...) would rewrite the terminal or hide what is shown.
+    static func checkPrintable(_ text: String, _ what: String, of id: String?, at mark: SourceMark, sink: inout DiagnosticSink) -> Bool {
+        guard let (scalar, position) = ControlCharacters.first(in: text) else { return true }
+        let whose = id.map { "device `\(ControlCharacters.escaped($0))`'s \(what)" } ?? "device \(what)"
+        sink.error("\(whose) `\(ControlCharacters.escaped(text))` contains the control character \(ControlCharacters.describe(scalar)) at character \(position)",
+                   at: mark, hint: "ids, names and addresses are printed on terminals and in reports; remove it")
+        return false
     }
 
     /// Unique ids and addresses; a device needs an address or a name to be found.
@@ -264,6 +279,11 @@ enum CSVInventory {
             var valid = true
             for (i, cell) in row.enumerated().dropFirst() {
                 let text = cell.text.trimmingSpaces
+                if names[i] == "address" || names[i] == "name",
+                   !InventoryParser.checkPrintable(text, names[i], of: id, at: cell.mark, sink: &sink) {
+                    valid = false
+                    continue
+                }
                 switch names[i] {
                 case "address":
                     if text.isEmpty { break }

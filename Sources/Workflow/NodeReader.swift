@@ -82,6 +82,13 @@ struct NodeReader {
     }
 
     /// A name (capture or subscription id): letters, digits, `_`, `-`, `.`.
+    /// Names that are printed on progress lines and in reports may not hold control characters.
+    mutating func refuseControlCharacters(_ text: String, _ what: String, at mark: SourceMark) {
+        guard let (scalar, position) = ControlCharacters.first(in: text) else { return }
+        error("\(what) `\(ControlCharacters.escaped(text))` contains the control character \(ControlCharacters.describe(scalar)) at character \(position)",
+              at: mark, hint: "names are printed on terminals and in reports; remove it")
+    }
+
     mutating func identifier(_ node: YAMLNode, _ what: String) -> String? {
         guard let text = string(node, what) else { return nil }
         guard Template.isValidName(text) else {

@@ -86,6 +86,7 @@ private struct State {
             if name.trimmingSpaces.isEmpty, n.scalar != nil, !n.isNull {
                 reader.error("`name` is empty", at: n.mark, hint: "reports identify the workflow by its name")
             }
+            reader.refuseControlCharacters(name, "the workflow's `name`", at: n.mark)
         } else if !reader.hasTypo(of: "name", in: root) {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
@@ -208,7 +209,10 @@ private struct State {
             return outerValue ?? inner
         }
         var explicitName: String?
-        if let n = common("name") { explicitName = reader.string(n, "the step `name`") }
+        if let n = common("name") {
+            explicitName = reader.string(n, "the step `name`")
+            if let name = explicitName { reader.refuseControlCharacters(name, "the step `name`", at: n.mark) }
+        }
         var timeout: Duration?
         if let t = common("timeout") { timeout = reader.duration(t, "`timeout`") }
         var retry: RetryPolicy?
