@@ -189,9 +189,15 @@ actor DeviceAgent {
         if let t = s.address {
             let text = try t.render(lookup)
             guard let a = BluetoothAddress(text) else { throw DeviceFailure(.invalidInput, "\"\(text)\" is not a Bluetooth address") }
+            if let own = device.address, !own.sameDevice(as: a) {
+                throw DeviceFailure(.invalidInput, "the scan step asks for address \(a), but the inventory gives this device \(own)")
+            }
             wanted.address = a
         } else if let t = s.name {
             wanted.name = try t.render(lookup)
+            // A device the inventory gives an address is that unit and no other: a second unit advertising
+            // the same name must never be provisioned in its place.
+            wanted.address = device.address
         } else if let a = device.address {
             wanted.address = a
         } else {

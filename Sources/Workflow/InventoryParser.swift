@@ -185,10 +185,12 @@ public struct InventoryParser: Sendable {
         return false
     }
 
-    /// Unique ids and addresses; a device needs an address or a name to be found.
+    /// Unique ids, addresses and names (a scan by name finds whichever unit advertises it first); a
+    /// device needs an address or a name to be found.
     static func checkDevices(_ inventory: inout Inventory, sink: inout DiagnosticSink) {
         var ids: [String: SourceMark] = [:]
         var addresses: [BluetoothAddress: (String, SourceMark)] = [:]
+        var names: [String: (String, SourceMark)] = [:]
         ids.reserveCapacity(inventory.devices.count)
         for d in inventory.devices {
             if let first = ids[d.id] {
@@ -201,6 +203,14 @@ public struct InventoryParser: Sendable {
                     sink.error("device `\(d.id)` has the same address \(a) as `\(other)` (line \(mark.line))", at: d.mark)
                 } else {
                     addresses[a] = (d.id, d.mark)
+                }
+            }
+            if let n = d.name, !n.isEmpty {
+                if let (other, mark) = names[n] {
+                    sink.error("device `\(d.id)` has the same name `\(n)` as `\(other)` (at \(mark))", at: d.mark,
+                               hint: "a unit is found by its advertised name: two devices with one name could be provisioned at each other's address")
+                } else {
+                    names[n] = (d.id, d.mark)
                 }
             }
             if d.address == nil && (d.name ?? "").isEmpty {
