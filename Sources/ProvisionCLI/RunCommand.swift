@@ -1,4 +1,5 @@
 import BLE
+import BLESimulator
 import Dispatch
 import Engine
 import Foundation
@@ -231,7 +232,22 @@ public struct RunCommand: Command {
         }
         signals.cancel()
         if let dumpPath = file(arguments.value("sim-dump")) {
-            for c in centrals { await AdapterFactory.writeSimulatorDump(c, to: dumpPath) }
+            for case let sim as SimulatedCentral in centrals {
+                do {
+                    try Self.writePrivately(Data(await sim.dump().json().utf8), to: dumpPath)
+                } catch {
+                    out.err(escaping: "error: cannot write the simulator dump: \(error)")
+                }
+            }
+        }
+        // The device side is kept as the devices received it (that is what it is for: proving what a
+        // unit got), so it holds the secrets in clear. Say so where it is written.
+        if !inventory.secrets.isEmpty, specs.contains("sim") {
+            let names = inventory.secrets.sorted().map { "`\($0)`" }.joined(separator: ", ")
+            for (option, path) in [("sim-dump", arguments.value("sim-dump")), ("sim-state", arguments.value("sim-state"))] {
+                guard let path else { continue }
+                out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted\(option == "sim-dump" ? " (written readable by its owner only)" : "")")
+            }
         }
         for c in centrals { await c.close() }
 
@@ -269,6 +285,42 @@ public struct RunCommand: Command {
         out.err("error: \(message)")
         out.err("usage: \(usage)")
         return ExitCode.invalidInput
+    }
+
+    /// A file the command line itself could not write.
+    struct WriteError: Error, CustomStringConvertible {
+        var path: String
+        var errno: Int32
+        var description: String { "\(path): \(String(cString: strerror(errno)))" }
+    }
+
+    /// Writes `data` to `path` readable by its owner only (mode 0600): a temporary file beside it, then a rename.
+    static func writePrivately(_ data: Data, to path: String) throws {
+        let tmp = path + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw WriteError(path: tmp, errno: errno) }
+        var failure: Int32 = 0
+        data.withUnsafeBytes { raw in
+            guard var p = raw.baseAddress else { return }
+            var left = raw.count
+            while left > 0 {
+                let n = write(fd, p, left)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                p += n
+                left -= n
+            }
+        }
+        if failure == 0, fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure == 0, rename(tmp, path) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(tmp)
+            throw WriteError(path: path, errno: failure)
+        }
     }
 
     /// How each output option's file is written (OutputPaths.Kind); a new output option is a document
