@@ -46,9 +46,11 @@ public struct RunEvent: Codable, Sendable, Equatable {
 }
 
 extension RunEvent {
-    /// An encoder that writes an event as one line of JSON (no newline), as `JSONLinesEventSink` does:
+    /// The event as one line of JSON, without its newline, exactly as `JSONLinesEventSink` writes it:
     /// for sinks outside the engine (the command line's standard output).
-    public static func lineEncoder() -> JSONEncoder { EngineJSON.encoder(pretty: false) }
+    public func jsonLine() -> Data { (try? RunEvent.lineEncoder.encode(self)) ?? Data() }
+
+    private static let lineEncoder = EngineJSON.encoder(pretty: false)
 }
 
 /// Receives run events. `emit` is called from many tasks and must be cheap and non-blocking.

@@ -8,15 +8,13 @@ import Foundation
 final class StandardOutputEventSink: RunEventSink {
     private let output: Output
     private let queue = DispatchQueue(label: "provision.events.stdout")
-    private let encoder = RunEvent.lineEncoder()
 
     init(output: Output) {
         self.output = output
     }
 
     func emit(_ event: RunEvent) {
-        guard let data = try? encoder.encode(event) else { return }
-        let line = String(decoding: data, as: UTF8.self)
+        let line = String(decoding: event.jsonLine(), as: UTF8.self)
         queue.async { [output] in output.out(line) }
     }
 
