@@ -81,9 +81,10 @@ struct OutputPaths {
 
     /// Directory and existing-file rules for one output.
     private func place(_ o: Output, full: String, shown: String) -> String? {
-        let dir = InventoryParser.directory(of: full)
+        let found = InventoryParser.directory(of: full)
+        let dir = found.isEmpty ? "." : found
         var st = stat()
-        if stat(dir.isEmpty ? "." : dir, &st) != 0 {
+        if stat(dir, &st) != 0 {
             if o.isDefault { return nil }  // `reports/` is created before the run
             return "\(shown): directory \(dir) does not exist"
         }

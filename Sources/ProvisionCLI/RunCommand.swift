@@ -143,7 +143,7 @@ public struct RunCommand: Command {
         }
         let pathProblems = plan.problems()
         if !pathProblems.isEmpty {
-            for p in pathProblems { out.err("error: \(p)") }
+            for p in pathProblems { out.err(escaping: "error: \(p)") }
             out.err("\(pathProblems.count) error(s) in output paths; nothing was touched")
             return ExitCode.invalidInput
         }
