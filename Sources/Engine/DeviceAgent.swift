@@ -22,6 +22,9 @@ actor DeviceAgent {
     /// Values of read steps fetched together with the read step before them (`readValue`), by step index.
     private var prefetched: [Int: Result<[UInt8], BLEError>] = [:]
     private var random: SplitMix64
+    /// Hides this device's secrets in every record, event and message it makes; learns the bytes it
+    /// writes from values that use a secret.
+    private var redactor: Redactor
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
         self.device = device
@@ -29,6 +32,7 @@ actor DeviceAgent {
         self.attemptNumber = attemptNumber
         self.resumed = resumed
         self.random = SplitMix64(seed: context.seed ^ DeviceAgent.hash(device.id))
+        self.redactor = context.inventory.redactor(for: device)
     }
 
     static func hash(_ s: String) -> UInt64 {
@@ -157,6 +161,7 @@ actor DeviceAgent {
         case .writeBlob(let w):
             let s = try requireSession(step)
             let data = try w.value.bytes(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+            learnSecretBytes(data, from: w.value)
             if let chunk = w.chunkSize, chunk > 0, chunk < data.count {
                 var offset = 0
                 let deadline = ContinuousClock.now + timeout
@@ -191,9 +196,15 @@ actor DeviceAgent {
         if let t = s.address {
             let text = try t.render(lookup)
             guard let a = BluetoothAddress(text) else { throw DeviceFailure(.invalidInput, "\"\(text)\" is not a Bluetooth address") }
+            if let own = device.address, !own.sameDevice(as: a) {
+                throw DeviceFailure(.invalidInput, "the scan step asks for address \(a), but the inventory gives this device \(own)")
+            }
             wanted.address = a
         } else if let t = s.name {
             wanted.name = try t.render(lookup)
+            // A device the inventory gives an address is that unit and no other: a second unit advertising
+            // the same name must never be provisioned in its place.
+            wanted.address = device.address
         } else if let a = device.address {
             wanted.address = a
         } else {
@@ -278,6 +289,7 @@ actor DeviceAgent {
 
     private func write(_ w: Step.Write, on s: Session, step: Step, index: Int, timeout: Duration) async throws {
         let data = try w.value.bytes(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        learnSecretBytes(data, from: w.value)
         if step.irreversible { try await context.recordIntent(device: device.id, step: step.name, index: index) }
         try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
                           withResponse: w.withResponse, timeout: timeout)
@@ -353,14 +365,20 @@ actor DeviceAgent {
 
     private func capturedForReport() -> [String: String] {
         var out: [String: String] = [:]
-        for (k, v) in captured { out[k] = context.inventory.redact(v, for: device) }
+        for (k, v) in captured { out[k] = redactor.redact(v) }
         return out
     }
 
     private func redacted(_ f: DeviceFailure) -> DeviceFailure {
-        guard !context.inventory.secrets.isEmpty else { return f }
-        return DeviceFailure(f.kind, context.inventory.redact(f.message, for: device),
-                             causes: f.causes.map { context.inventory.redact($0, for: device) })
+        guard !redactor.isEmpty else { return f }
+        return DeviceFailure(f.kind, redactor.redact(f.message), causes: f.causes.map { redactor.redact($0) })
+    }
+
+    /// The bytes of a value made from a secret are secret too, in whatever form a message shows them.
+    private func learnSecretBytes(_ data: [UInt8], from value: ValueSpec) {
+        guard !redactor.isEmpty,
+              value.templates.contains(where: { $0.referencedNames.contains(where: context.inventory.isSecret) }) else { return }
+        redactor.add(bytes: data)
     }
 
     // MARK: - Clean-up

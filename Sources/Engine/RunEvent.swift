@@ -45,6 +45,14 @@ public struct RunEvent: Codable, Sendable, Equatable {
     }
 }
 
+extension RunEvent {
+    /// The event as one line of JSON, without its newline, exactly as `JSONLinesEventSink` writes it:
+    /// for sinks outside the engine (the command line's standard output).
+    public func jsonLine() -> Data { (try? RunEvent.lineEncoder.encode(self)) ?? Data() }
+
+    private static let lineEncoder = EngineJSON.encoder(pretty: false)
+}
+
 /// Receives run events. `emit` is called from many tasks and must be cheap and non-blocking.
 public protocol RunEventSink: Sendable {
     func emit(_ event: RunEvent)

@@ -56,10 +56,4 @@ enum AdapterFactory {
             throw InputError(message: "\(error)")
         }
     }
-
-    static func writeSimulatorDump(_ central: any Central, to path: String) async {
-        guard let sim = central as? SimulatedCentral else { return }
-        let dump = await sim.dump()
-        try? Data(dump.json().utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-    }
 }

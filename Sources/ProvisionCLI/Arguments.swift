@@ -10,16 +10,28 @@ public struct OptionSpec: Sendable {
         case repeated(String)
     }
 
+    /// What a path-valued option's file is to the command.
+    public enum Role: Sendable, Equatable {
+        /// A file the command reads.
+        case input
+        /// A file the command writes: `provision run` checks every one before a device is touched
+        /// (`OutputPaths`).
+        case output
+    }
+
     /// The long name without dashes (`inventory`).
     public var name: String
     public var short: Character?
     public var kind: Kind
+    /// For options that name a file: read or written (nil for other options).
+    public var role: Role?
     public var help: String
 
-    public init(_ name: String, short: Character? = nil, kind: Kind, help: String) {
+    public init(_ name: String, short: Character? = nil, kind: Kind, role: Role? = nil, help: String) {
         self.name = name
         self.short = short
         self.kind = kind
+        self.role = role
         self.help = help
     }
 

@@ -47,8 +47,26 @@ public struct BenchCommand: Command {
         }
         let workflowPath = arguments.value("workflow") ?? "workflows/sensor-v2.yaml"
         let modelPath = arguments.value("model") ?? "inventory/models/sensor-v2.yaml"
-        let devicesArg = arguments.value("devices").flatMap(Int.init)
-        let concurrencyArg = arguments.value("concurrency").flatMap(Int.init)
+        func count(_ name: String, _ range: ClosedRange<Int>) -> Swift.Result<Int?, UsageError> {
+            guard let text = arguments.value(name) else { return .success(nil) }
+            guard let n = Int(text), range.contains(n) else {
+                return .failure(UsageError("`--\(name)` must be a whole number from \(range.lowerBound) to \(range.upperBound), not `\(text)`"))
+            }
+            return .success(n)
+        }
+        let devicesArg: Int?, concurrencyArg: Int?
+        switch (count("devices", 1...1_000_000), count("concurrency", 1...10_000)) {
+        case (.success(let d), .success(let c)):
+            devicesArg = d
+            concurrencyArg = c
+        case (.failure(let e), _), (_, .failure(let e)):
+            out.err("error: \(e.message)")
+            out.err("usage: \(usage)")
+            return ExitCode.invalidInput
+        }
+        // A measurement of a run in which devices failed measures the failures: it is an error (exit 1),
+        // printed after the numbers.
+        var incomplete: [String] = []
         var interval: Duration?
         if let text = arguments.value("connection-interval") {
             guard case .success(let d) = DurationText.parse(text), d >= .microseconds(7_500) else {
@@ -62,11 +80,13 @@ public struct BenchCommand: Command {
                 let r = try await Self.throughput(devices: devicesArg ?? 10_000, concurrency: concurrencyArg ?? 256,
                                                   workflowPath: workflowPath, modelPath: modelPath, fsync: !arguments.flag("no-fsync"))
                 out.out(arguments.flag("json") ? r.json : r.text)
+                if let problem = r.problem { incomplete.append("throughput: \(problem)") }
             }
             if scenario == "latency" || scenario == "all" {
                 let r = try await Self.latency(devices: devicesArg ?? 1_000, concurrency: concurrencyArg ?? 64,
                                                workflowPath: workflowPath, modelPath: modelPath, connectionInterval: interval)
                 out.out(arguments.flag("json") ? r.json : r.text)
+                if let problem = r.problem { incomplete.append("latency: \(problem)") }
             }
             // The layers underneath, for reading the engine's numbers against them.
             if scenario == "ble" {
@@ -79,17 +99,23 @@ public struct BenchCommand: Command {
             }
             if scenario == "sim" {
                 let model: DeviceModel
-                do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)") }
+                do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)", isInput: true) }
                 out.out(await SimulatorBenchmarks.run(model: model, fleetSize: devicesArg ?? 10_000, connections: 1_000, operations: 100_000))
             }
+        } catch let e as BenchError where e.isInput {
+            out.err(escaping: "error: \(e.description)")
+            return ExitCode.invalidInput
         } catch {
-            out.err("error: \(error)")
+            out.err(escaping: "error: \(error)")
             return ExitCode.environment
         }
-        return ExitCode.success
+        for problem in incomplete { out.err("error: \(problem); these numbers do not measure a clean run") }
+        return incomplete.isEmpty ? ExitCode.success : ExitCode.someDevicesFailed
     }
 
     struct Result {
+        /// Set when the measured run was not clean (devices failed).
+        var problem: String?
         var fields: [(String, String)]
         var text: String { fields.map { "\($0.0): \($0.1)" }.joined(separator: "\n") + "\n" }
         var json: String { "{" + fields.map { "\"\($0.0)\": \"\($0.1)\"" }.joined(separator: ", ") + "}" }
@@ -135,12 +161,23 @@ public struct BenchCommand: Command {
 
     struct BenchError: Error, CustomStringConvertible {
         var description: String
+        /// The workflow or the model is wrong (exit 2), rather than the environment (exit 3).
+        var isInput = false
+    }
+
+    /// "3 of 1000 devices did not succeed (verify_failed 3)", or nil when all did.
+    static func problem(_ report: RunReport, expected: Int) -> String? {
+        let ok = report.summary.outcomes["succeeded"] ?? 0
+        guard ok < expected else { return nil }
+        let kinds = report.summary.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return "\(expected - ok) of \(expected) devices did not succeed" + (kinds.isEmpty ? "" : " (\(kinds))")
     }
 
     static func load(workflowPath: String, inventoryPath: String, limit: String? = nil) throws -> ValidationResult {
         let r = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: limit)
         guard r.isValid else {
-            throw BenchError(description: r.errors.prefix(3).map { "\($0.path):\($0.line):\($0.column): \($0.message)" }.joined(separator: "\n"))
+            throw BenchError(description: r.errors.prefix(3).map { "\($0.path):\($0.line):\($0.column): \($0.message)" }.joined(separator: "\n"),
+                             isInput: true)
         }
         return r
     }
@@ -153,7 +190,7 @@ public struct BenchCommand: Command {
             sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: latency, statePath: nil,
                                                connectionInterval: connectionInterval)
         } catch let e as AdapterFactory.InputError {
-            throw BenchError(description: e.message)
+            throw BenchError(description: e.message, isInput: true)
         }
         var options = RunOptions(journalPath: dir + "/\(name).journal", reportPath: dir + "/\(name).json")
         options.concurrency = concurrency
@@ -181,7 +218,7 @@ public struct BenchCommand: Command {
                                                concurrency: concurrency, latency: 0, fsync: fsync)
         let ok = report.summary.outcomes["succeeded"] ?? 0
         let perSecond = Double(ok) / seconds(wall)
-        return Result(fields: [
+        return Result(problem: problem(report, expected: devices), fields: [
             ("scenario", "throughput"),
             ("devices", "\(devices)"), ("succeeded", "\(ok)"), ("concurrency", "\(concurrency)"),
             ("journal", fsync ? "fsync (group commit)" : "no fsync"),
@@ -216,12 +253,14 @@ public struct BenchCommand: Command {
         // time, and the simulator models that), each taking the model's mean connect latency. The run
         // cannot beat the larger.
         let concurrencyBound = Double(devices) / Double(concurrency) * perDevice
-        let connect = try DeviceModel.load(path: modelPath).latency.connect
+        let connect: LatencyRange
+        do { connect = try DeviceModel.load(path: modelPath).latency.connect } catch { throw BenchError(description: "\(error)", isInput: true) }
         let meanConnect = (seconds(connect.lower) + seconds(connect.upper)) / 2
         let connectBound = Double(devices) * meanConnect
         let bound = max(concurrencyBound, connectBound)
         let overhead = (seconds(wall) / bound - 1) * 100
-        return Result(fields: [
+        return Result(problem: problem(baseline, expected: sampleCount).map { "the uncontended sample: \($0)" } ?? problem(report, expected: devices),
+                      fields: [
             ("scenario", "latency"),
             ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes["succeeded"] ?? 0)"),
             ("concurrency", "\(concurrency)"),

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Synchronization
+import Workflow
 
 /// Shows a run's progress. On a terminal: one status line redrawn at most 10 times a second, however
 /// many events arrive (updates are coalesced into counters; a timer draws). Elsewhere: one line per
@@ -66,7 +67,7 @@ final class ProgressDisplay: RunEventSink {
                 }
             case .stopRequested:
                 s.stopping = event.message
-                line = "stopping: \(event.message ?? "")"
+                line = "stopping: \(ControlCharacters.escaped(event.message ?? ""))"
             default:
                 break
             }
@@ -81,15 +82,17 @@ final class ProgressDisplay: RunEventSink {
         }
     }
 
+    /// One device's line. What came from the device or the files (id, step, message) is escaped; only
+    /// the outcome's colour is a terminal sequence.
     static func deviceLine(_ e: RunEvent, color: Bool) -> String {
-        let id = e.device ?? "?"
+        let id = ControlCharacters.escaped(e.device ?? "?")
         let ms = e.durationMs.map { String(format: "%.0f ms", $0) } ?? ""
         switch e.outcome {
         case "succeeded":
             return "\(id)  \(color ? "\u{1B}[32msucceeded\u{1B}[0m" : "succeeded")  \(ms)"
         default:
-            let outcome = e.outcome ?? "?"
-            let err = e.error.map { "\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)" } ?? ""
+            let outcome = ControlCharacters.escaped(e.outcome ?? "?")
+            let err = e.error.map { ControlCharacters.escaped("\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)") } ?? ""
             return "\(id)  \(color ? "\u{1B}[31m\(outcome)\u{1B}[0m" : outcome)  \(ms)  \(err)"
         }
     }

@@ -17,6 +17,7 @@ public enum ProvisionCLI {
 
     /// Runs with the process's stdout/stderr and environment.
     public static func main(_ arguments: [String]) async -> Int32 {
+        ProcessEnvironment.prepare()
         let environment = ProcessInfo.processInfo.environment
         return await main(arguments, context: CommandContext(output: .standard(environment: environment), environment: environment))
     }

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import Workflow
 
 /// `provision report REPORT [--compare OTHER] [--csv]`: reads run reports back for an audit — the
 /// summary, one row per device with its outcome and captured values, or what changed between two runs.
@@ -25,23 +26,17 @@ public struct ReportCommand: Command {
         let out = context.output
         guard let path = arguments.positionals.first else { return ExitCode.invalidInput }
         func load(_ p: String) -> RunReport? {
-            let resolved = p.hasPrefix("/") ? p : context.currentDirectory + "/" + p
-            do {
-                let report = try RunReport.read(from: resolved)
-                guard report.schema == RunReport.schemaVersion else {
-                    out.err("error: \(p): schema `\(report.schema)` is not `\(RunReport.schemaVersion)`")
-                    return nil
-                }
-                return report
-            } catch {
-                out.err("error: \(p) is not a readable provision report: \(error)")
+            switch Self.read(p, currentDirectory: context.currentDirectory) {
+            case .success(let report): return report
+            case .failure(let problem):
+                out.err(escaping: "error: \(p): \(problem.message)")
                 return nil
             }
         }
         guard let report = load(path) else { return ExitCode.invalidInput }
         if let otherPath = arguments.value("compare") {
             guard let older = load(otherPath) else { return ExitCode.invalidInput }
-            for line in Self.compare(older: older, newer: report) { out.out(line) }
+            for line in Self.compare(older: older, newer: report) { out.out(escaping: line) }
             return ExitCode.success
         }
         if arguments.flag("csv") {
@@ -49,29 +44,122 @@ public struct ReportCommand: Command {
             return ExitCode.success
         }
         let r = report.run
-        out.out("run \(r.id)\(r.simulated ? " [simulated]" : "")\(r.resumed ? " (resumed)" : "")")
-        out.out("  workflow  \(r.workflow.name ?? "-")  \(r.workflow.path)  sha256 \(r.workflow.sha256.prefix(12))…")
-        out.out("  inventory \(r.inventory.path)  sha256 \(r.inventory.sha256.prefix(12))…")
-        out.out("  adapters  \(r.adapters.map { $0.id + ($0.failure.map { " (failed: \($0))" } ?? "") }.joined(separator: ", "))")
-        out.out("  station \(r.station), \(r.started) → \(r.finished ?? "?"), provision \(r.toolVersion)")
-        if let stop = r.stopped { out.out("  stopped: \(stop.message)") }
+        out.out(escaping: "run \(r.id)\(r.simulated ? " [simulated]" : "")\(r.resumed ? " (resumed)" : "")")
+        out.out(escaping: "  workflow  \(r.workflow.name ?? "-")  \(r.workflow.path)  sha256 \(r.workflow.sha256.prefix(12))…")
+        out.out(escaping: "  inventory \(r.inventory.path)  sha256 \(r.inventory.sha256.prefix(12))…")
+        out.out(escaping: "  adapters  \(r.adapters.map { $0.id + ($0.failure.map { " (failed: \($0))" } ?? "") }.joined(separator: ", "))")
+        out.out(escaping: "  station \(r.station), \(r.started) → \(r.finished ?? "?"), provision \(r.toolVersion)")
+        if let stop = r.stopped { out.out(escaping: "  stopped: \(stop.message)") }
         RunCommand.printSummary(report, output: out)
         let notOK = report.devices.filter { $0.outcome != .succeeded }
         if !notOK.isEmpty {
-            out.out("devices that did not succeed:")
+            out.out(escaping: "devices that did not succeed:")
             for d in notOK {
                 let why = d.error.map { "\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)" } ?? (d.skipReason ?? "")
-                out.out("  \(d.id)  \(d.outcome.rawValue)  \(why)")
+                out.out(escaping: "  \(d.id)  \(d.outcome.rawValue)  \(why)")
             }
         }
         return ExitCode.success
     }
 
-    /// RFC 4180 CSV: a header, then one row per device.
+    /// Why a report could not be read, in words (not Foundation's).
+    struct ReadProblem: Error {
+        var message: String
+    }
+
+    /// Reads a report, with a message for each way it can fail: missing, a directory, unreadable, not
+    /// JSON (with the position), not a provision report, another schema version, or a field missing or
+    /// of the wrong type (named by its path, `devices[3].outcome`).
+    static func read(_ path: String, currentDirectory: String) -> Result<RunReport, ReadProblem> {
+        let full = path.hasPrefix("/") ? path : currentDirectory + "/" + path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {
+            return .failure(ReadProblem(message: "no such file"))
+        }
+        if isDirectory.boolValue { return .failure(ReadProblem(message: "is a directory, not a report")) }
+        guard let data = FileManager.default.contents(atPath: full) else {
+            return .failure(ReadProblem(message: "cannot read the file (permissions?)"))
+        }
+        if data.isEmpty { return .failure(ReadProblem(message: "the file is empty, not a report")) }
+        struct Header: Decodable { var schema: String? }
+        let header: Header
+        do {
+            header = try JSONDecoder().decode(Header.self, from: data)
+        } catch DecodingError.dataCorrupted(let c) where c.codingPath.isEmpty {
+            return .failure(ReadProblem(message: "not JSON (\(jsonSyntaxError(data)))"))
+        } catch {
+            return .failure(ReadProblem(message: "not a provision report: " + describe(error)))
+        }
+        guard let schema = header.schema else {
+            return .failure(ReadProblem(message: "not a provision report (it has no `schema`)"))
+        }
+        guard schema == RunReport.schemaVersion else {
+            return .failure(ReadProblem(message: "schema `\(schema)` is not `\(RunReport.schemaVersion)`, the one this version of provision reads"))
+        }
+        do {
+            return .success(try RunReport.read(from: full))
+        } catch {
+            return .failure(ReadProblem(message: "not a valid \(RunReport.schemaVersion) report: " + describe(error)))
+        }
+    }
+
+    /// Where JSON text breaks, as `invalid value at line 2, column 7` (the parser counts characters).
+    static func jsonSyntaxError(_ data: Data) -> String {
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            return "unexpected content"
+        } catch {
+            let text = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "malformed"
+            guard let m = text.firstMatch(of: /(.*) around character ([0-9]+)\.?/), let offset = Int(m.2) else { return text }
+            var line = 1, column = 1
+            for b in data.prefix(offset) where b & 0xC0 != 0x80 {
+                if b == 0x0A { line += 1; column = 1 } else { column += 1 }
+            }
+            return "\(m.1.prefix(1).lowercased() + m.1.dropFirst()) at line \(line), column \(column)"
+        }
+    }
+
+    /// A decoding error in words: where in the document and what was wrong.
+    static func describe(_ error: any Error) -> String {
+        func at(_ path: [any CodingKey]) -> String {
+            var text = ""
+            for key in path {
+                if let i = key.intValue { text += "[\(i)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+            }
+            return text.isEmpty ? "the top level" : "`\(text)`"
+        }
+        guard let e = error as? DecodingError else { return "\(error)" }
+        switch e {
+        case .dataCorrupted(let c):
+            return c.codingPath.isEmpty ? "not JSON" : "\(at(c.codingPath)) has a value this version does not know"
+        case .keyNotFound(let key, let c):
+            return "\(at(c.codingPath + [key])) is missing"
+        case .typeMismatch(let type, let c):
+            let expected: String
+            switch "\(type)" {
+            case "String": expected = "text"
+            case "Bool": expected = "true or false"
+            case "Int", "Double", "Int64", "UInt64": expected = "a number"
+            case let t where t.hasPrefix("Array"): expected = "a list"
+            case let t where t.hasPrefix("Dictionary"): expected = "an object"
+            default: expected = "an object"
+            }
+            return "\(at(c.codingPath)) is not \(expected)"
+        case .valueNotFound(_, let c):
+            return "\(at(c.codingPath)) is null"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    /// RFC 4180 CSV: a header, then one row per device. A cell a spreadsheet would take for a formula
+    /// (it begins with `=`, `+`, `-`, `@`, a tab or a carriage return, OWASP's list) is written with a
+    /// leading `'`, so it is shown as text instead of run; plain numbers (`-73`) are left as they are.
     static func csv(_ report: RunReport) -> String {
         let keys = Set(report.devices.flatMap { $0.captured.keys }).sorted()
-        func field(_ s: String) -> String {
-            s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+        func field(_ raw: String) -> String {
+            let s = neutralised(raw)
+            return s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
                 ? "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : s
         }
         var rows = [(["id", "address", "name", "outcome", "error_kind", "error_step", "error_message", "adapter", "rssi", "duration_ms", "attempts"] + keys)
@@ -84,6 +172,16 @@ public struct ReportCommand: Command {
             rows.append(cells.map(field).joined(separator: ","))
         }
         return rows.joined(separator: "\r\n") + "\r\n"
+    }
+
+    /// `'` before a cell that begins like a formula (see `csv`).
+    static func neutralised(_ cell: String) -> String {
+        guard let first = cell.unicodeScalars.first else { return cell }
+        // OWASP's characters, and their full-width forms, which some spreadsheets also accept.
+        let triggers: Set<Unicode.Scalar> = ["=", "+", "-", "@", "\t", "\r", "\u{FF1D}", "\u{FF0B}", "\u{FF0D}", "\u{FF20}"]
+        guard triggers.contains(first) else { return cell }
+        if cell.wholeMatch(of: /[+-]?[0-9]+(\.[0-9]+)?/) != nil { return cell }
+        return "'" + cell
     }
 
     /// What changed from `older` to `newer`, one line per change; a last line counts them.

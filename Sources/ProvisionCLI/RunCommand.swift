@@ -1,4 +1,5 @@
 import BLE
+import BLESimulator
 import Dispatch
 import Engine
 import Foundation
@@ -25,30 +26,33 @@ public struct RunCommand: Command {
         """
     public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
     public let options = [
-        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
+        OptionSpec("inventory", short: "i", kind: .value("FILE"), role: .input, help: "inventory (YAML, or CSV by its .csv extension)"),
         OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter: sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight at once (default 16)"),
         OptionSpec("slots", kind: .value("N"), help: "connection slots per adapter (default: the adapter's limit)"),
-        OptionSpec("report", kind: .value("PATH"), help: "report path (default reports/<workflow>-<time>.json)"),
-        OptionSpec("journal", kind: .value("PATH"), help: "journal path (default beside the report, .journal)"),
-        OptionSpec("resume", kind: .value("JOURNAL"), help: "resume a crashed or interrupted run from its journal"),
+        OptionSpec("report", kind: .value("PATH"), role: .output, help: "report path (default reports/<workflow>-<time>.json)"),
+        OptionSpec("journal", kind: .value("PATH"), role: .output, help: "journal path (default beside the report, .journal)"),
+        OptionSpec("resume", kind: .value("JOURNAL"), role: .output, help: "resume a crashed or interrupted run from its journal"),
+        OptionSpec("force", kind: .flag, help: "replace an existing report, JUnit, events or simulator dump file"),
         OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again"),
-        OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
+        OptionSpec("limit", short: "l", kind: .value("SEL"), role: .input, help: "devices: ids, globs (SN-00*), comma lists, @file"),
         OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed"),
         OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
-        OptionSpec("events", kind: .value("PATH"), help: "write every event as JSON lines (- for standard output)"),
-        OptionSpec("junit", kind: .value("PATH"), help: "also write a JUnit XML report (one test case per device)"),
-        OptionSpec("sim-state", kind: .value("PATH"), help: "simulator: keep the virtual devices' state in this file"),
-        OptionSpec("sim-dump", kind: .value("PATH"), help: "simulator: write the devices' final state (JSON) here"),
+        OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
+        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
+        OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
         OptionSpec("no-fsync", kind: .flag, help: "write the journal without fsync (survives a crash of provision, not of the machine)"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
-        let out = context.output
+        // With `--events -` standard output carries the events, and nothing else: every human line
+        // (plan, summary, paths) goes to standard error.
+        let out = arguments.value("events") == "-" ? context.output.humanOnStderr : context.output
         guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
         guard let inventoryPath = arguments.value("inventory") else {
             out.err("error: `--inventory FILE` is required for a run")
@@ -86,6 +90,9 @@ public struct RunCommand: Command {
             guard let v = Double(l), v >= 0, v <= 100 else { return usageError(out, "`--sim-latency` must be a number from 0 to 100, not `\(l)`") }
             latency = v
         }
+        if arguments.flag("retry-failed") && arguments.value("resume") == nil {
+            return usageError(out, "`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
+        }
         let specs = arguments.values("adapter")
         if specs.isEmpty {
             out.err("error: no adapter: give `--adapter sim` to run on the simulated fleet, or a radio such as `--adapter hci:tcp:127.0.0.1:9000`")
@@ -110,27 +117,53 @@ public struct RunCommand: Command {
             return ExitCode.invalidInput
         }
 
-        // Paths.
+        // Paths: every output is checked against the inputs and the other outputs before anything is
+        // touched (OutputPaths); only then is the default `reports/` directory created.
         let stamp = Self.timestamp()
         let resumePath = arguments.value("resume")
+        if let r = resumePath, let j = arguments.value("journal"), r != j {
+            return usageError(out, "`--resume \(r)` continues that journal; `--journal \(j)` names another (give one of them)")
+        }
         let journalPath = resumePath ?? arguments.value("journal")
             ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
         let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
-        for path in [journalPath, reportPath] + [arguments.value("junit"), arguments.value("events"), arguments.value("sim-dump")].compactMap({ $0 }) where path != "-" {
-            let dir = (path as NSString).deletingLastPathComponent
-            if !dir.isEmpty { try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        var plan = OutputPaths(outputs: [
+            OutputPaths.Output(option: resumePath != nil ? "resume" : "journal", path: journalPath, kind: .journal,
+                               isDefault: resumePath == nil && arguments.value("journal") == nil),
+            OutputPaths.Output(option: "report", path: reportPath, kind: .document, isDefault: arguments.value("report") == nil),
+        ], inputs: result.inputFiles, currentDirectory: context.currentDirectory)
+        for option in options where option.role == .output && !["report", "journal", "resume"].contains(option.name) {
+            guard let path = arguments.value(option.name), !(option.name == "events" && path == "-") else { continue }
+            plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
         }
+        plan.force = arguments.flag("force")
+        plan.resume = resumePath != nil
+        if resumePath != nil {
+            plan.resumedRunID = (try? JournalState.read(path: plan.absolute(journalPath)))?.headers.first?.runId
+        }
+        let pathProblems = plan.problems()
+        if !pathProblems.isEmpty {
+            for p in pathProblems { out.err(escaping: "error: \(p)") }
+            out.err("\(pathProblems.count) error(s) in output paths; nothing was touched")
+            return ExitCode.invalidInput
+        }
+        /// Paths as the engine and the adapters use them: relative ones start from the command's directory.
+        func file(_ path: String?) -> String? { path.map { $0 == "-" ? $0 : plan.absolute($0) } }
 
         if arguments.flag("dry-run") {
             out.out(ValidateCommand.summary(result))
             out.out("plan: \(devices.count) device(s), concurrency \(concurrency), adapters \(specs.joined(separator: ", "))\(slots.map { ", \($0) slot(s) per adapter" } ?? "")")
             out.out("      journal \(journalPath), report \(reportPath)\(resumePath != nil ? " (resuming)" : "")")
             for d in devices.prefix(20) {
-                out.out("      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
+                out.out(escaping: "      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
             }
             if devices.count > 20 { out.out("      ... and \(devices.count - 20) more") }
             out.out("dry run: no device was touched")
             return ExitCode.success
+        }
+
+        for output in plan.outputs where output.isDefault {
+            try? FileManager.default.createDirectory(atPath: InventoryParser.directory(of: plan.absolute(output.path)), withIntermediateDirectories: true)
         }
 
         // Adapters.
@@ -138,22 +171,22 @@ public struct RunCommand: Command {
         for spec in specs {
             do {
                 centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: arguments.value("sim-state"), slots: slots))
+                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots))
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }
                 return ExitCode.invalidInput
             } catch {
-                out.err("error: adapter `\(spec)`: \(error)")
+                out.err(escaping: "error: adapter `\(spec)`: \(error)")
                 for c in centrals { await c.close() }
                 return ExitCode.environment
             }
         }
 
-        var options = RunOptions(journalPath: journalPath, reportPath: reportPath)
+        var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency
         options.slotsPerAdapter = slots
-        options.junitPath = arguments.value("junit")
+        options.junitPath = file(arguments.value("junit"))
         options.resume = resumePath != nil
         options.retryFailed = arguments.flag("retry-failed")
         options.maxFailures = threshold
@@ -169,7 +202,9 @@ public struct RunCommand: Command {
         options.reportOptions = reported
 
         let events = EventBus()
-        if let path = arguments.value("events") {
+        if arguments.value("events") == "-" {
+            events.add(StandardOutputEventSink(output: context.output))
+        } else if let path = file(arguments.value("events")) {
             do { events.add(try JSONLinesEventSink(path: path)) } catch {
                 out.err("error: cannot write events to \(path): \(error)")
                 return ExitCode.environment
@@ -192,12 +227,27 @@ public struct RunCommand: Command {
         } catch {
             signals.cancel()
             for c in centrals { await c.close() }
-            out.err("error: \(error)")
+            out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
-        if let dumpPath = arguments.value("sim-dump") {
-            for c in centrals { await AdapterFactory.writeSimulatorDump(c, to: dumpPath) }
+        if let dumpPath = file(arguments.value("sim-dump")) {
+            for case let sim as SimulatedCentral in centrals {
+                do {
+                    try Self.writePrivately(Data(await sim.dump().json().utf8), to: dumpPath)
+                } catch {
+                    out.err(escaping: "error: cannot write the simulator dump: \(error)")
+                }
+            }
+        }
+        // The device side is kept as the devices received it (that is what it is for: proving what a
+        // unit got), so it holds the secrets in clear. Say so where it is written.
+        if !inventory.secrets.isEmpty, specs.contains("sim") {
+            let names = inventory.secrets.sorted().map { "`\($0)`" }.joined(separator: ", ")
+            for (option, path) in [("sim-dump", arguments.value("sim-dump")), ("sim-state", arguments.value("sim-state"))] {
+                guard let path else { continue }
+                out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted\(option == "sim-dump" ? " (written readable by its owner only)" : "")")
+            }
         }
         for c in centrals { await c.close() }
 
@@ -216,25 +266,72 @@ public struct RunCommand: Command {
     static func printSummary(_ report: RunReport, output out: Output) {
         let s = report.summary
         let o = s.outcomes
-        var line = "\(report.run.workflow.name ?? "run"): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
+        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
         if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
         if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
         if report.run.simulated { line += " [simulated]" }
         out.out(line)
         if !s.errors.isEmpty {
-            out.out("failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            out.out(escaping: "failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         if let d = s.durationMs {
             out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
         }
-        if let stop = report.run.stopped { out.out("stopped: \(stop.message)") }
+        if let stop = report.run.stopped { out.out(escaping: "stopped: \(stop.message)") }
     }
 
     private func usageError(_ out: Output, _ message: String) -> Int32 {
         out.err("error: \(message)")
         out.err("usage: \(usage)")
         return ExitCode.invalidInput
+    }
+
+    /// A file the command line itself could not write.
+    struct WriteError: Error, CustomStringConvertible {
+        var path: String
+        var errno: Int32
+        var description: String { "\(path): \(String(cString: strerror(errno)))" }
+    }
+
+    /// Writes `data` to `path` readable by its owner only (mode 0600): a temporary file beside it, then a rename.
+    static func writePrivately(_ data: Data, to path: String) throws {
+        let tmp = path + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw WriteError(path: tmp, errno: errno) }
+        var failure: Int32 = 0
+        data.withUnsafeBytes { raw in
+            guard var p = raw.baseAddress else { return }
+            var left = raw.count
+            while left > 0 {
+                let n = write(fd, p, left)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                p += n
+                left -= n
+            }
+        }
+        if failure == 0, fsync(fd) != 0 { failure = errno }
+        close(fd)
+        if failure == 0, rename(tmp, path) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(tmp)
+            throw WriteError(path: path, errno: failure)
+        }
+    }
+
+    /// How each output option's file is written (OutputPaths.Kind); a new output option is a document
+    /// (written whole, never replaced without `--force`) until it says otherwise here.
+    static func outputKind(_ option: String) -> OutputPaths.Kind {
+        switch option {
+        case "journal", "resume": return .journal
+        case "events": return .stream
+        case "sim-state": return .state
+        default: return .document
+        }
     }
 
     static func timestamp() -> String {
@@ -252,13 +349,14 @@ public struct RunCommand: Command {
     }
 }
 
-/// Turns SIGINT (Ctrl-C) and SIGTERM into stop requests: the first stops new work, the second cuts.
+/// Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into stop requests: the first stops new work, the second cuts.
 final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
     init(controller: RunController, output: Output) {
         var sources: [any DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
+        // SIGHUP: the terminal or SSH session is gone; stop as for Ctrl-C (the messages go nowhere).
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler {

@@ -78,7 +78,7 @@ public struct ScanCommand: Command {
                 await closeAll()
                 return ExitCode.invalidInput
             } catch {
-                out.err("error: adapter `\(spec)`: \(error)")
+                out.err(escaping: "error: adapter `\(spec)`: \(error)")
                 await closeAll()
                 return ExitCode.environment
             }
@@ -89,11 +89,17 @@ public struct ScanCommand: Command {
         let results: [Result<[DiscoveredDevice], ScanFailure>] = await withTaskGroup(of: (Int, Result<[DiscoveredDevice], ScanFailure>).self) { group in
             for (i, c) in centrals.enumerated() {
                 group.addTask {
+                    // The result is made before the tuple: Swift 6.3's optimizer drops the store of `i`
+                    // when a tuple returned from an async closure is built around a `try await` whose
+                    // error a local `catch` handles (`return (i, .success(try await …))`), so release
+                    // builds read an uninitialised index here and trapped.
+                    let result: Result<[DiscoveredDevice], ScanFailure>
                     do {
-                        return (i, .success(try await DeviceDiscovery.scan(on: c, for: listen, filter: scanFilter)))
+                        result = .success(try await DeviceDiscovery.scan(on: c, for: listen, filter: scanFilter))
                     } catch {
-                        return (i, .failure(ScanFailure(message: "\(error)")))
+                        result = .failure(ScanFailure(message: "\(error)"))
                     }
+                    return (i, result)
                 }
             }
             var out = [Result<[DiscoveredDevice], ScanFailure>](repeating: .success([]), count: centrals.count)
@@ -106,7 +112,7 @@ public struct ScanCommand: Command {
             switch r {
             case .success(let found): devices += found
             case .failure(let error):
-                out.err("error: scan on `\(specs[i])` failed: \(error.message)")
+                out.err(escaping: "error: scan on `\(specs[i])` failed: \(error.message)")
                 return ExitCode.environment
             }
         }
@@ -124,7 +130,7 @@ public struct ScanCommand: Command {
                 let services = d.services.joined(separator: ",")
                 var row = "\(d.address)  \(d.addressType.padding(toLength: 6, withPad: " ", startingAt: 0))  \(String(format: "%4d", d.rssi))  \(name)  \(services)"
                 if specs.count > 1 { row = row.padding(toLength: max(row.count, 66), withPad: " ", startingAt: 0) + "  " + d.adapter }
-                out.out(row)
+                out.out(escaping: row)
             }
             out.out("\(devices.count) device(s) in \(duration)")
         }

@@ -44,7 +44,7 @@ public struct ValidateCommand: Command {
             out.err(Self.render(d, output: out))
         }
         if result.isValid {
-            out.out(summary)
+            out.out(escaping: summary)
             return ExitCode.success
         }
         let errors = result.errors.count
@@ -52,10 +52,12 @@ public struct ValidateCommand: Command {
         return ExitCode.invalidInput
     }
 
+    /// `path:line:column: error: message` and the hint, with control characters in what the files said
+    /// escaped (only the severity's colour is a terminal sequence).
     static func render(_ d: Diagnostic, output: Output) -> String {
-        let location = d.path.isEmpty ? "" : "\(d.path):\(d.line):\(d.column): "
-        var text = "\(location)\(output.styled(d.severity.rawValue)): \(d.message)"
-        if let hint = d.hint { text += "\n    hint: \(hint)" }
+        let location = d.path.isEmpty ? "" : "\(ControlCharacters.escaped(d.path)):\(d.line):\(d.column): "
+        var text = "\(location)\(output.styled(d.severity.rawValue)): \(ControlCharacters.escaped(d.message))"
+        if let hint = d.hint { text += "\n    hint: \(ControlCharacters.escaped(hint))" }
         return text
     }
 

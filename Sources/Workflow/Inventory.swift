@@ -7,7 +7,8 @@ public struct Inventory: Sendable, Equatable {
     public var path: String
     /// SHA-256 of the file's bytes, lower-case hex.
     public var sha256: String
-    /// The directory relative file paths in variables are resolved against (the inventory's directory).
+    /// The file root: the directory file variables (`file:`, `length_of:`) resolve inside — the
+    /// inventory's directory, or what its `files: { root: DIR }` names (see `FileRoot`).
     public var baseDirectory: String
     public var devices: [InventoryDevice]
     /// `defaults.vars`: already merged into every device's `vars`; kept for reports.
@@ -38,18 +39,19 @@ public struct Inventory: Sendable, Equatable {
         isSecret(name) ? Self.redacted : value
     }
 
-    /// Replaces every occurrence of a secret value of `device` in `text` (for error messages that quote values).
+    /// Hides every rendering of a secret value of `device` in `text` (see `Redactor`).
     public func redact(_ text: String, for device: InventoryDevice) -> String {
-        var out = text
-        for name in secrets {
-            guard let value = device.vars[name], value.count >= 2 else { continue }
-            out = out.replacingAll(value, with: Self.redacted)
-        }
-        return out
+        redactor(for: device).redact(text)
+    }
+
+    /// The redactor for one device's secret values; the engine keeps one per device and adds to it the
+    /// bytes it writes from values that use a secret.
+    public func redactor(for device: InventoryDevice) -> Redactor {
+        Redactor(secrets: secrets.sorted().compactMap { device.vars[$0] })
     }
 
     /// What a secret is shown as.
-    public static let redacted = "***"
+    public static let redacted = Redactor.mask
 
     /// All variable names any device defines.
     public var variableNames: Set<String> {
@@ -97,20 +99,5 @@ public struct InventoryDevice: Sendable, Equatable {
         case "address": return address?.description
         default: return vars[name]
         }
-    }
-}
-
-extension String {
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var out = ""
-        var rest = Substring(self)
-        while let range = rest.range(of: target) {
-            out += rest[rest.startIndex..<range.lowerBound]
-            out += replacement
-            rest = rest[range.upperBound...]
-        }
-        out += rest
-        return out
     }
 }

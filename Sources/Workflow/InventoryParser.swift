@@ -1,3 +1,4 @@
+import Foundation
 import BLE
 import YAML
 
@@ -5,7 +6,7 @@ import YAML
 public struct InventoryParser: Sendable {
     public init() {}
 
-    static let topKeys = ["devices", "defaults", "secrets", "simulator"]
+    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
     /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
@@ -62,6 +63,27 @@ public struct InventoryParser: Sendable {
                 reader.error("`simulator` needs `model`", at: s.mark, hint: "for example `model: models/sensor-v2.yaml`")
             }
         }
+        // `files: { root: DIR }`: where file variables resolve (default: the inventory's directory).
+        var fileRoot = base
+        if let f = root["files"], let fp = reader.mapping(f, "`files`") {
+            reader.checkKeys(fp, allowed: ["root"], in: "`files`")
+            if let r = f["root"] {
+                if let text = reader.string(r, "`root`") {
+                    let dir = ValueSpec.resolve(path: text, baseDirectory: base)
+                    var isDirectory: ObjCBool = false
+                    if text.isEmpty {
+                        reader.error("`root` is empty", at: r.mark, hint: "name a directory, relative to the inventory or absolute")
+                    } else if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                        reader.error("file root `\(text)` is not a directory (\(dir))", at: r.mark,
+                                     hint: "relative roots start from the inventory's directory")
+                    } else {
+                        fileRoot = dir
+                    }
+                }
+            } else {
+                reader.error("`files` needs `root`", at: f.mark, hint: "for example `root: /srv/provision/blobs`")
+            }
+        }
         var devices: [InventoryDevice] = []
         if let d = root["devices"] {
             if let items = reader.sequence(d, "`devices`") {
@@ -76,7 +98,7 @@ public struct InventoryParser: Sendable {
         }
         var sink = reader.sink
         var inventory = Inventory(
-            path: path, sha256: sha, baseDirectory: base, devices: devices, defaultVars: defaultVars, secrets: secrets,
+            path: path, sha256: sha, baseDirectory: fileRoot, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
         Self.checkDevices(&inventory, sink: &sink)
         if !secretMarks.isEmpty {
@@ -100,13 +122,17 @@ public struct InventoryParser: Sendable {
         var device = InventoryDevice(id: id, vars: defaults, mark: node.mark)
         if let a = node["address"], !a.isNull {
             if let text = reader.string(a, "`address`") {
+                guard checkPrintable(text, "address", of: id, at: a.mark, sink: &reader.sink) else { return nil }
                 if let address = BluetoothAddress(text) { device.address = address } else {
                     reader.error("`\(text)` is not a Bluetooth address", at: a.mark, hint: "write six hex pairs: `C0:5E:00:00:00:01`")
                     return nil
                 }
             }
         }
-        if let n = node["name"], !n.isNull { device.name = reader.string(n, "`name`") }
+        if let n = node["name"], !n.isNull, let name = reader.string(n, "`name`") {
+            guard checkPrintable(name, "name", of: id, at: n.mark, sink: &reader.sink) else { return nil }
+            device.name = name
+        }
         if let v = node["vars"] {
             for (key, value) in Self.vars(v, reader: &reader) { device.vars[key] = value }
         }
@@ -141,6 +167,7 @@ public struct InventoryParser: Sendable {
             sink.error("device `id` is empty", at: mark)
             return false
         }
+        guard checkPrintable(id, "id", of: nil, at: mark, sink: &sink) else { return false }
         if id.contains(where: { $0 == "," || $0 == " " || $0 == "\t" || $0 == "@" || $0 == "*" || $0 == "?" }) {
             sink.error("device id `\(id)` contains a space, comma, `@`, `*` or `?`", at: mark, hint: "ids are used in `--limit` lists; keep them plain, like `SN-0001`")
             return false
@@ -148,10 +175,22 @@ public struct InventoryParser: Sendable {
         return true
     }
 
-    /// Unique ids and addresses; a device needs an address or a name to be found.
+    /// Ids, names and addresses are printed on progress lines and in reports: a control character (ESC,
+    /// BEL, a newline, U+2028, a bidi override, ...) would rewrite the terminal or hide what is shown.
+    static func checkPrintable(_ text: String, _ what: String, of id: String?, at mark: SourceMark, sink: inout DiagnosticSink) -> Bool {
+        guard let (scalar, position) = ControlCharacters.first(in: text) else { return true }
+        let whose = id.map { "device `\(ControlCharacters.escaped($0))`'s \(what)" } ?? "device \(what)"
+        sink.error("\(whose) `\(ControlCharacters.escaped(text))` contains the control character \(ControlCharacters.describe(scalar)) at character \(position)",
+                   at: mark, hint: "ids, names and addresses are printed on terminals and in reports; remove it")
+        return false
+    }
+
+    /// Unique ids, addresses and names (a scan by name finds whichever unit advertises it first); a
+    /// device needs an address or a name to be found.
     static func checkDevices(_ inventory: inout Inventory, sink: inout DiagnosticSink) {
         var ids: [String: SourceMark] = [:]
         var addresses: [BluetoothAddress: (String, SourceMark)] = [:]
+        var names: [String: (String, SourceMark)] = [:]
         ids.reserveCapacity(inventory.devices.count)
         for d in inventory.devices {
             if let first = ids[d.id] {
@@ -164,6 +203,14 @@ public struct InventoryParser: Sendable {
                     sink.error("device `\(d.id)` has the same address \(a) as `\(other)` (line \(mark.line))", at: d.mark)
                 } else {
                     addresses[a] = (d.id, d.mark)
+                }
+            }
+            if let n = d.name, !n.isEmpty {
+                if let (other, mark) = names[n] {
+                    sink.error("device `\(d.id)` has the same name `\(n)` as `\(other)` (at \(mark))", at: d.mark,
+                               hint: "a unit is found by its advertised name: two devices with one name could be provisioned at each other's address")
+                } else {
+                    names[n] = (d.id, d.mark)
                 }
             }
             if d.address == nil && (d.name ?? "").isEmpty {
@@ -242,6 +289,11 @@ enum CSVInventory {
             var valid = true
             for (i, cell) in row.enumerated().dropFirst() {
                 let text = cell.text.trimmingSpaces
+                if names[i] == "address" || names[i] == "name",
+                   !InventoryParser.checkPrintable(text, names[i], of: id, at: cell.mark, sink: &sink) {
+                    valid = false
+                    continue
+                }
                 switch names[i] {
                 case "address":
                     if text.isEmpty { break }

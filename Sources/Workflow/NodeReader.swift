@@ -82,6 +82,13 @@ struct NodeReader {
     }
 
     /// A name (capture or subscription id): letters, digits, `_`, `-`, `.`.
+    /// Names that are printed on progress lines and in reports may not hold control characters.
+    mutating func refuseControlCharacters(_ text: String, _ what: String, at mark: SourceMark) {
+        guard let (scalar, position) = ControlCharacters.first(in: text) else { return }
+        error("\(what) `\(ControlCharacters.escaped(text))` contains the control character \(ControlCharacters.describe(scalar)) at character \(position)",
+              at: mark, hint: "names are printed on terminals and in reports; remove it")
+    }
+
     mutating func identifier(_ node: YAMLNode, _ what: String) -> String? {
         guard let text = string(node, what) else { return nil }
         guard Template.isValidName(text) else {
@@ -220,6 +227,11 @@ struct NodeReader {
                 error("\(what) must be a mapping like `{ hex: \"0102\" }`, not \(describe(node))", at: node.mark)
             }
             return nil
+        }
+        // `{ file: "${blob}", allow_empty: true }`: the one encoding that takes an option.
+        if node["file"] != nil, pairs.count == 2, let flag = node["allow_empty"] {
+            guard let allow = bool(flag, "`allow_empty`"), let path = node["file"] else { return nil }
+            return template(path, "a file path").map { .file($0, allowEmpty: allow) }
         }
         guard pairs.count == 1, let pair = pairs.first, let key = pair.key.scalar else {
             error("\(what) must have exactly one encoding key (\(Self.valueKeys.joined(separator: ", "))), found \(pairs.count)", at: node.mark)

@@ -10,6 +10,9 @@ public struct ValidationResult: Sendable {
     public var selectedDevices: [InventoryDevice]
     /// Every problem found, in file order (workflow first, then inventory, then cross-checks).
     public var diagnostics: [Diagnostic]
+    /// Every file the run would read: workflow, inventory, device model, `--limit @file`, and the files
+    /// the workflow's values name for the selected devices (real paths). Output paths must not be these.
+    public var inputFiles: [InputFile] = []
 
     public init(workflow: Workflow?, inventory: Inventory?, selectedDevices: [InventoryDevice], diagnostics: [Diagnostic]) {
         self.workflow = workflow
@@ -22,6 +25,16 @@ public struct ValidationResult: Sendable {
     public var isValid: Bool { workflow != nil && !diagnostics.contains { $0.severity == .error } }
 
     public var errors: [Diagnostic] { diagnostics.filter { $0.severity == .error } }
+}
+
+/// A file a command reads, and what it is to the run (for messages: "the inventory").
+public struct InputFile: Sendable, Equatable {
+    public var role: String
+    public var path: String
+    public init(role: String, path: String) {
+        self.role = role
+        self.path = path
+    }
 }
 
 /// Checks a workflow against an inventory before anything touches a radio.
@@ -59,15 +72,37 @@ public enum Validator {
             selected = s.devices
             diagnostics += s.diagnostics
         }
+        var files: [String: FileFacts] = [:]
         if let partial, let inventory {
-            let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared)
+            let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared, files: &files)
             if !cross.isEmpty {
                 // Keep the workflow file's diagnostics in position order.
                 let (mine, others) = (diagnostics.filter { $0.path == workflowPath }, diagnostics.filter { $0.path != workflowPath })
                 diagnostics = (mine + cross).sorted { $0.mark < $1.mark } + others
             }
         }
-        return ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
+        var inputs = [InputFile(role: "the workflow", path: ValueSpec.resolve(path: workflowPath, baseDirectory: currentDirectory))]
+        if let inventoryPath {
+            inputs.append(InputFile(role: "the inventory", path: ValueSpec.resolve(path: inventoryPath, baseDirectory: currentDirectory)))
+        }
+        if let model = inventory?.simulatorModel {
+            // The simulator loads every model beside the default one (devices may name them).
+            let dir = InventoryParser.directory(of: model)
+            let others = (try? FileManager.default.contentsOfDirectory(atPath: dir.isEmpty ? "." : dir)) ?? []
+            inputs.append(InputFile(role: "the device model", path: model))
+            for name in others.sorted() where name.hasSuffix(".yaml") && ValueSpec.resolve(path: name, baseDirectory: dir) != model {
+                inputs.append(InputFile(role: "a device model", path: ValueSpec.resolve(path: name, baseDirectory: dir)))
+            }
+        }
+        for item in (limit ?? "").split(separator: ",") where item.trimmingSpaces.hasPrefix("@") {
+            inputs.append(InputFile(role: "the --limit list", path: ValueSpec.resolve(path: String(item.trimmingSpaces.dropFirst()), baseDirectory: currentDirectory)))
+        }
+        for (_, f) in files.sorted(by: { $0.key < $1.key }) {
+            if case .success(let file) = f { inputs.append(InputFile(role: "a file the workflow sends", path: file.real)) }
+        }
+        var result = ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
+        result.inputFiles = inputs
+        return result
     }
 
     /// Reads and checks an inventory on its own (for commands that need no workflow, e.g. `scan --adapter sim`).
@@ -108,17 +143,19 @@ public enum Validator {
     /// Cross-checks: every template reference resolves for every selected device, and every value the
     /// workflow writes can be produced for every device (hex variables are hex, files exist and fit).
     public static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice]) -> [Diagnostic] {
-        check(workflow, against: inventory, devices: devices, alsoCaptured: [])
+        var files: [String: FileFacts] = [:]
+        return check(workflow, against: inventory, devices: devices, alsoCaptured: [], files: &files)
     }
 
-    static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice], alsoCaptured: Set<String>) -> [Diagnostic] {
+    /// `files` collects every file the workflow's values name for these devices (see `FileFacts`).
+    static func check(_ workflow: Workflow, against inventory: Inventory, devices: [InventoryDevice], alsoCaptured: Set<String>,
+                      files: inout [String: FileFacts]) -> [Diagnostic] {
         var out: [Diagnostic] = []
         let path = workflow.path
         var captured = Set<String>()
         let capturedAnywhere = Set(workflow.capturedNames).union(alsoCaptured)
         let known = inventory.variableNames
         var reported = Set<String>()
-        var fileSizes: [String: Int64?] = [:]
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
@@ -150,7 +187,7 @@ public enum Validator {
                 guard spec.templates.contains(where: { !$0.isLiteral }) else { continue }
                 var failures: [(InventoryDevice, String)] = []
                 for device in devices {
-                    if let problem = spec.problem(for: device, inventory: inventory, fileSizes: &fileSizes) {
+                    if let problem = spec.problem(for: device, inventory: inventory, files: &files) {
                         failures.append((device, problem))
                     }
                 }
@@ -161,7 +198,7 @@ public enum Validator {
                         message: "step `\(step.name)`: the value cannot be made for \(failures.count) device\(failures.count == 1 ? "" : "s") (\(ids)): \(inventory.redact(first.1, for: first.0))",
                         hint: (spec.fileTemplates.isEmpty
                             ? "fix the variable in the inventory"
-                            : "fix the variable in the inventory (file paths are relative to the inventory's directory, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))")
+                            : "fix the variable in the inventory (file paths are relative to the inventory's file root, \(inventory.baseDirectory.isEmpty ? "." : inventory.baseDirectory))")
                             + "; \(first.0.id) is at \(inventory.path):\(first.0.mark)"))
                 }
             }
@@ -184,29 +221,44 @@ public enum Validator {
     }
 }
 
+/// What validation learned about the file a rendered path names (cached: many devices share a blob).
+typealias FileFacts = Result<(real: String, size: Int64), ValueError>
+
 extension ValueSpec {
-    /// Why this value cannot be produced for `device`, without reading whole files (sizes are cached).
-    func problem(for device: InventoryDevice, inventory: Inventory, fileSizes: inout [String: Int64?]) -> String? {
+    /// Why this value cannot be produced for `device`, without reading whole files (sizes are cached in
+    /// `files`, by the path as rendered, through the inventory's `FileRoot`).
+    func problem(for device: InventoryDevice, inventory: Inventory, files: inout [String: FileFacts]) -> String? {
         let lookup = { (name: String) in device.value(of: name) }
-        func size(_ t: Template) -> (String, Int64?)? {
+        func facts(_ t: Template) -> (String, FileFacts)? {
             guard let rendered = try? t.render(lookup) else { return nil }
-            let path = ValueSpec.resolve(path: rendered, baseDirectory: inventory.baseDirectory)
-            if let cached = fileSizes[path] { return (path, cached) }
-            let s = try? ValueSpec.fileSize(path)
-            fileSizes[path] = s
-            return (path, s)
+            if let cached = files[rendered] { return (rendered, cached) }
+            let root = FileRoot(inventory.baseDirectory)
+            let f: FileFacts
+            do {
+                let real = try root.resolve(rendered)
+                f = .success((real, try root.size(of: rendered)))
+            } catch {
+                f = .failure(error)
+            }
+            files[rendered] = f
+            return (rendered, f)
         }
         switch self {
-        case .file(let t):
-            guard let (path, s) = size(t) else { return nil }
-            return s == nil ? "cannot read file \(path)" : nil
+        case .file(let t, let allowEmpty):
+            guard let (path, f) = facts(t) else { return nil }
+            switch f {
+            case .failure(let e): return e.message
+            case .success(let file): return file.size == 0 && !allowEmpty ? ValueSpec.emptyFile(path).message : nil
+            }
         case .integer(let format, .lengthOf(let t)):
-            guard let (path, s) = size(t) else { return nil }
-            guard let s else { return "cannot read file \(path)" }
-            return format.encode(s) == nil ? "file \(path) is \(s) bytes, too large for \(format.rawValue)" : nil
+            guard let (path, f) = facts(t) else { return nil }
+            switch f {
+            case .failure(let e): return e.message
+            case .success(let file): return format.encode(file.size) == nil ? "file \(path) is \(file.size) bytes, too large for \(format.rawValue)" : nil
+            }
         case .concat(let parts):
             for p in parts {
-                if let problem = p.problem(for: device, inventory: inventory, fileSizes: &fileSizes) { return problem }
+                if let problem = p.problem(for: device, inventory: inventory, files: &files) { return problem }
             }
             return nil
         default:

@@ -68,7 +68,8 @@ public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
 ///
 /// Forms (each a one-key mapping; a list concatenates parts):
 /// `{ hex: "01${config}" }`, `{ utf8: "hello" }`, `{ base64: "AQI=" }`, `{ uint16le: 300 }`,
-/// `{ uint32le: { length_of: "${blob}" } }` (the size of a file), `{ file: "${blob}" }`.
+/// `{ uint32le: { length_of: "${blob}" } }` (the size of a file), `{ file: "${blob}" }` (an empty file is
+/// an error unless the spec says `allow_empty: true`). Files are read through `FileRoot`.
 public indirect enum ValueSpec: Sendable, Equatable {
     /// Where an integer comes from.
     public enum IntegerSource: Sendable, Equatable {
@@ -82,13 +83,14 @@ public indirect enum ValueSpec: Sendable, Equatable {
     case utf8(Template)
     case base64(Template)
     case integer(IntegerFormat, IntegerSource)
-    case file(Template)
+    /// The contents of a file; `allowEmpty` accepts an empty one (`allow_empty: true`).
+    case file(Template, allowEmpty: Bool = false)
     case concat([ValueSpec])
 
     /// Every template inside, in order.
     public var templates: [Template] {
         switch self {
-        case .hex(let t), .utf8(let t), .base64(let t), .file(let t): return [t]
+        case .hex(let t), .utf8(let t), .base64(let t), .file(let t, _): return [t]
         case .integer(_, .literal(let t)), .integer(_, .lengthOf(let t)): return [t]
         case .concat(let parts): return parts.flatMap(\.templates)
         }
@@ -97,14 +99,14 @@ public indirect enum ValueSpec: Sendable, Equatable {
     /// Templates that name files (`file:` and `length_of:`).
     public var fileTemplates: [Template] {
         switch self {
-        case .file(let t), .integer(_, .lengthOf(let t)): return [t]
+        case .file(let t, _), .integer(_, .lengthOf(let t)): return [t]
         case .concat(let parts): return parts.flatMap(\.fileTemplates)
         default: return []
         }
     }
 
-    /// Produces the bytes. `lookup` resolves template references; relative file paths are resolved
-    /// against `baseDirectory` (the inventory file's directory).
+    /// Produces the bytes. `lookup` resolves template references; file paths are read inside
+    /// `baseDirectory` (the inventory's file root, see `FileRoot`).
     public func bytes(variables lookup: (String) -> String?, baseDirectory: String) throws(ValueError) -> [UInt8] {
         switch self {
         case .hex(let t):
@@ -127,18 +129,17 @@ public indirect enum ValueSpec: Sendable, Equatable {
             }
             return bytes
         case .integer(let format, .lengthOf(let t)):
-            let path = Self.resolve(path: try render(t, lookup), baseDirectory: baseDirectory)
-            let size = try Self.fileSize(path)
+            let path = try render(t, lookup)
+            let size = try FileRoot(baseDirectory).size(of: path)
             guard let bytes = format.encode(size) else {
                 throw ValueError("file \(path) is \(size) bytes, which does not fit in \(format.rawValue)")
             }
             return bytes
-        case .file(let t):
-            let path = Self.resolve(path: try render(t, lookup), baseDirectory: baseDirectory)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ValueError("cannot read file \(path)")
-            }
-            return [UInt8](data)
+        case .file(let t, let allowEmpty):
+            let path = try render(t, lookup)
+            let bytes = try FileRoot(baseDirectory).read(path)
+            if bytes.isEmpty && !allowEmpty { throw Self.emptyFile(path) }
+            return bytes
         case .concat(let parts):
             var out: [UInt8] = []
             for p in parts { out += try p.bytes(variables: lookup, baseDirectory: baseDirectory) }
@@ -159,13 +160,8 @@ public indirect enum ValueSpec: Sendable, Equatable {
         return Int64(t)
     }
 
-    static func fileSize(_ path: String) throws(ValueError) -> Int64 {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-              let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let size = attributes[.size] as? NSNumber
-        else { throw ValueError("cannot read file \(path)") }
-        return size.int64Value
+    static func emptyFile(_ path: String) -> ValueError {
+        ValueError("file \(path) is empty; if an empty file is meant, say `allow_empty: true` beside `file:`")
     }
 
     private func render(_ t: Template, _ lookup: (String) -> String?) throws(ValueError) -> String {

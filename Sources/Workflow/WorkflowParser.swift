@@ -53,7 +53,7 @@ public struct WorkflowParser: Sendable {
         "read": ["service", "characteristic", "id", "as"],
         "verify": ["value", "equals", "matches", "in", "one_of"],
         "write": ["service", "characteristic", "value", "with_response", "irreversible"],
-        "write_blob": ["service", "characteristic", "value", "file", "chunk_size"],
+        "write_blob": ["service", "characteristic", "value", "file", "allow_empty", "chunk_size"],
         "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
         "unsubscribe": ["id"],
         "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend"],
@@ -86,6 +86,7 @@ private struct State {
             if name.trimmingSpaces.isEmpty, n.scalar != nil, !n.isNull {
                 reader.error("`name` is empty", at: n.mark, hint: "reports identify the workflow by its name")
             }
+            reader.refuseControlCharacters(name, "the workflow's `name`", at: n.mark)
         } else if !reader.hasTypo(of: "name", in: root) {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
@@ -208,7 +209,10 @@ private struct State {
             return outerValue ?? inner
         }
         var explicitName: String?
-        if let n = common("name") { explicitName = reader.string(n, "the step `name`") }
+        if let n = common("name") {
+            explicitName = reader.string(n, "the step `name`")
+            if let name = explicitName { reader.refuseControlCharacters(name, "the step `name`", at: n.mark) }
+        }
         var timeout: Duration?
         if let t = common("timeout") { timeout = reader.duration(t, "`timeout`") }
         var retry: RetryPolicy?
@@ -285,9 +289,14 @@ private struct State {
             var value: ValueSpec?
             switch (options["value"], options["file"]) {
             case (let v?, nil): value = reader.valueSpec(v, "`value`")
-            case (nil, let f?): value = reader.template(f, "`file`").map { .file($0) }
+            case (nil, let f?):
+                let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
+                value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
             case (_?, let f?): reader.error("`write_blob` takes `value` or `file`, not both", at: f.mark)
             case (nil, nil): reader.error("`write_blob` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
+            }
+            if let a = options["allow_empty"], options["file"] == nil {
+                reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
             }
             if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
             var chunk: Int?

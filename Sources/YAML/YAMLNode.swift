@@ -45,13 +45,10 @@ public struct YAMLNode: Sendable, Equatable {
 
     public var kind: Kind
     public var mark: SourceMark
-    /// An explicit tag such as `!!str`, if the document wrote one.
-    public var tag: String?
 
-    public init(_ kind: Kind, mark: SourceMark, tag: String? = nil) {
+    public init(_ kind: Kind, mark: SourceMark) {
         self.kind = kind
         self.mark = mark
-        self.tag = tag
     }
 
     /// The scalar's text, or nil for a sequence or mapping.

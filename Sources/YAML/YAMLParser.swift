@@ -140,7 +140,6 @@ private struct Builder {
     struct Frame {
         var isMapping: Bool
         var mark: SourceMark
-        var tag: String?
         var items: [YAMLNode] = []
         var pairs: [YAMLNode.Pair] = []
         var pendingKey: YAMLNode?
@@ -203,29 +202,31 @@ private struct Builder {
                 case YAML_FOLDED_SCALAR_STYLE: style = .folded
                 default: style = .plain
                 }
-                let tag = s.tag.map { String(cString: $0) }
-                try add(YAMLNode(.scalar(text, style), mark: mark, tag: tag), to: &stack, root: &root)
+                try Self.refuseTag(s.tag, at: mark)
+                try add(YAMLNode(.scalar(text, style), mark: mark), to: &stack, root: &root)
             case YAML_SEQUENCE_START_EVENT:
                 let s = e.data.sequence_start
                 if s.anchor != nil {
                     throw YAMLError("anchors (&name) are not supported", at: mark, hint: "remove the anchor")
                 }
-                try push(Frame(isMapping: false, mark: mark, tag: s.tag.map { String(cString: $0) }), on: &stack, at: mark)
+                try Self.refuseTag(s.tag, at: mark)
+                try push(Frame(isMapping: false, mark: mark), on: &stack, at: mark)
             case YAML_MAPPING_START_EVENT:
                 let m = e.data.mapping_start
                 if m.anchor != nil {
                     throw YAMLError("anchors (&name) are not supported", at: mark, hint: "remove the anchor")
                 }
-                try push(Frame(isMapping: true, mark: mark, tag: m.tag.map { String(cString: $0) }), on: &stack, at: mark)
+                try Self.refuseTag(m.tag, at: mark)
+                try push(Frame(isMapping: true, mark: mark), on: &stack, at: mark)
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 guard let frame = stack.popLast() else {
                     throw YAMLError("unbalanced collection end", at: mark)
                 }
                 let node: YAMLNode
                 if frame.isMapping {
-                    node = YAMLNode(.mapping(frame.pairs), mark: frame.mark, tag: frame.tag)
+                    node = YAMLNode(.mapping(frame.pairs), mark: frame.mark)
                 } else {
-                    node = YAMLNode(.sequence(frame.items), mark: frame.mark, tag: frame.tag)
+                    node = YAMLNode(.sequence(frame.items), mark: frame.mark)
                 }
                 try add(node, to: &stack, root: &root)
             default:
@@ -271,6 +272,17 @@ private struct Builder {
         }
         stack[top].keys[text] = node.mark
         stack[top].pendingKey = node
+    }
+
+    /// Explicit tags (`!!binary`, `!x`, `!<tag:...>`) are refused: every value is read as text and typed
+    /// by where it stands, so a tag would be dropped silently or, worse, mean something to one reader only.
+    static func refuseTag(_ tag: UnsafeMutablePointer<yaml_char_t>?, at mark: SourceMark) throws(YAMLError) {
+        guard let tag else { return }
+        let text = String(cString: tag)
+        let shown = text.hasPrefix("tag:yaml.org,2002:") ? "!!" + text.dropFirst("tag:yaml.org,2002:".count) : text
+        throw YAMLError(
+            "YAML tags such as `\(shown)` are not supported", at: mark,
+            hint: "remove the tag: values are read as text (write bytes as `{ hex: … }` or `{ base64: … }`)")
     }
 
     static func string(_ pointer: UnsafeMutablePointer<yaml_char_t>?, count: Int) -> String {

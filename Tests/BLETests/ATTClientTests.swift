@@ -27,21 +27,32 @@ private func read(_ client: ATTClient, _ handle: UInt16) -> Task<ATTPDU, any Err
         #expect(await client.requestsSent == 1)
     }
 
+    /// Deterministic: b is started only once a is out, and c only once b waits in the queue (observed,
+    /// not assumed from the order the tasks were created in); "nothing more goes out" is checked once
+    /// both are known to wait, not by waiting a while.
     @Test func requestsWaitTheirTurnInOrder() async throws {
         let (client, bearer, _) = await makeClient()
+        let queued = Recorder<Int>()
+        await client.observeQueue { queued.append($0) }
         let a = read(client, 1)
         try await bearer.sent.wait(count: 1)
         let b = read(client, 2)
+        try await queued.wait(count: 1)
         let c = read(client, 3)
-        // Nothing more goes out while the first is unanswered.
-        await #expect(throws: BLEError.self) { try await bearer.sent.wait(count: 2, within: .milliseconds(50)) }
+        try await queued.wait(count: 2)
+        #expect(queued.items == [1, 2])
+        // Both wait while the first is unanswered: nothing more went out.
+        #expect(bearer.sent.items.count == 1)
         bearer.inject([0x0B, 1])
         #expect(try await a.value == .readResponse([1]))
+        // b's request goes next, and c's only once b has its answer.
         try await bearer.sent.wait(count: 2)
+        #expect(bearer.sent.items == [[0x0A, 0x01, 0x00], [0x0A, 0x02, 0x00]])
         bearer.inject([0x0B, 2])
-        try await bearer.sent.wait(count: 3)
-        bearer.inject([0x0B, 3])
         #expect(try await b.value == .readResponse([2]))
+        try await bearer.sent.wait(count: 3)
+        #expect(bearer.sent.items[2] == [0x0A, 0x03, 0x00])
+        bearer.inject([0x0B, 3])
         #expect(try await c.value == .readResponse([3]))
         #expect(bearer.sent.items.count == 3)
     }
@@ -201,8 +212,12 @@ private func read(_ client: ATTClient, _ handle: UInt16) -> Task<ATTPDU, any Err
         try await bearer.sent.wait(count: 1)
         a.cancel()
         await #expect(throws: BLEError.cancelled) { _ = try await a.value }
+        let queued = Recorder<Int>()
+        await client.observeQueue { queued.append($0) }
         let b = read(client, 2)
-        await #expect(throws: BLEError.self) { try await bearer.sent.wait(count: 2, within: .milliseconds(50)) }
+        // b waits for the slot the cancelled request still holds: nothing more went out.
+        try await queued.wait(count: 1)
+        #expect(bearer.sent.items.count == 1)
         bearer.inject([0x0B, 1])   // a's late response: consumed, not given to b
         try await bearer.sent.wait(count: 2)
         bearer.inject([0x0B, 2])
@@ -214,8 +229,9 @@ private func read(_ client: ATTClient, _ handle: UInt16) -> Task<ATTPDU, any Err
         let writes = Task {
             for i in 0..<5 { try await client.command(.writeCommand(ATTHandleValue(handle: 7, value: [UInt8(i)]))) }
         }
-        try await bearer.sent.wait(count: 2)
-        await #expect(throws: BLEError.self) { try await bearer.sent.wait(count: 3, within: .milliseconds(50)) }
+        // Two credits, two writes out; the third waits for a credit (observed), and nothing more went out.
+        try await bearer.creditWaits.wait(count: 1)
+        #expect(bearer.sent.items.count == 2)
         bearer.gate?.release(3)
         try await writes.value
         #expect(bearer.sent.items.map { $0.last } == [0, 1, 2, 3, 4])

@@ -12,10 +12,53 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         return url.path
     }()
 
-    /// The `provision` binary `swift build`/`swift test` built beside the tests.
+    /// The `provision` binary under test: `PROVISION_BIN` when set (`make test` runs the process suites
+    /// a second time against `.build/release/provision`, the binary users run), else the one
+    /// `swift build`/`swift test` built beside the tests.
     static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["PROVISION_BIN"], !path.isEmpty { return path }
         let candidates = [packageRoot + "/.build/debug/provision", packageRoot + "/.build/release/provision"]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+    }
+
+    /// Runs `script` with bash (`$PROVISION` is the binary under test), for pipelines and redirections
+    /// a `Process` cannot set up (`| head -1`, `>&-`). Returns bash's exit status and what it printed.
+    static func shell(_ script: String, directory: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = ["-c", script]
+        p.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var env = ProcessInfo.processInfo.environment
+        env["NO_COLOR"] = "1"
+        env["PROVISION"] = binary
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        let (exited, continuation) = AsyncStream.makeStream(of: Int32.self)
+        p.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
+        try p.run()
+        // Read both to their end on their own threads, so neither pipe fills up.
+        async let stdout = Self.readAll(out.fileHandleForReading)
+        async let stderr = Self.readAll(err.fileHandleForReading)
+        let (o, e) = await (stdout, stderr)
+        var status: Int32 = -1
+        for await s in exited { status = s }
+        return (status, o, e)
+    }
+
+    private static func readAll(_ handle: FileHandle) async -> String {
+        await withCheckedContinuation { (c: CheckedContinuation<String, Never>) in
+            Thread.detachNewThread {
+                var data = Data()
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    data.append(chunk)
+                }
+                c.resume(returning: String(decoding: data, as: UTF8.self))
+            }
+        }
     }
 
     let process = Process()
@@ -23,6 +66,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     private let exited: AsyncStream<Int32>
     private let stderrPipe = Pipe()
     private let stdoutPipe = Pipe()
+    private let stderrText: AsyncStream<String>
 
     init(_ arguments: [String], directory: String) throws {
         process.executableURL = URL(fileURLWithPath: Self.binary)
@@ -50,10 +94,19 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
             }
             continuation.finish()
         }
-        // Drain stderr so the child never blocks on a full pipe.
+        // Drain stderr so the child never blocks on a full pipe; keep it for `stderr()`.
         let errHandle = stderrPipe.fileHandleForReading
+        let (errStream, errContinuation) = AsyncStream.makeStream(of: String.self)
+        stderrText = errStream
         Thread.detachNewThread {
-            while !errHandle.availableData.isEmpty {}
+            var data = Data()
+            while true {
+                let chunk = errHandle.availableData
+                if chunk.isEmpty { break }
+                data.append(chunk)
+            }
+            errContinuation.yield(String(decoding: data, as: UTF8.self))
+            errContinuation.finish()
         }
         let (exitStream, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
         exited = exitStream
@@ -65,6 +118,12 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Everything the child wrote to stderr (waits for it to close its stderr).
+    func stderr() async -> String {
+        for await text in stderrText { return text }
+        return ""
+    }
 
     /// Waits for the child to exit (its stdout closes first) and returns its exit status.
     func wait() async -> Int32 {

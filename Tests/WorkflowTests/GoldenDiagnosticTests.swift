@@ -289,7 +289,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("blob file missing",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - write_blob: { service: FFF0, characteristic: FFF4, file: \"${blob}\" }\n",
             inventory: "devices:\n  - { id: SN-1, name: S1, vars: { config: \"0a0b\", blob: b.bin } }\n  - { id: SN-2, name: S2, vars: { config: \"0c0d\", blob: b.bin } }\n", inventoryName: "inv.yaml", limit: nil,
-            expect: ("wf.yaml", 4, 63, "step `write_blob FFF4`: the value cannot be made for 2 devices (SN-1, SN-2): cannot read file $DIR/b.bin", "fix the variable in the inventory (file paths are relative to the inventory's directory, $DIR); SN-1 is at $DIR/inv.yaml:2:5")),
+            expect: ("wf.yaml", 4, 63, "step `write_blob FFF4`: the value cannot be made for 2 devices (SN-1, SN-2): cannot read file $DIR/b.bin", "fix the variable in the inventory (file paths are relative to the inventory's file root, $DIR); SN-1 is at $DIR/inv.yaml:2:5")),
         GoldenCase("csv row with a missing cell",
             workflow: "name: t\nsteps:\n  - connect: {}\n",
             inventory: "id,address,name,config\nSN-1,C0:5E:00:00:00:01,S1,0a\nSN-2,C0:5E:00:00:00:02,S2\n", inventoryName: "inv.csv", limit: nil,

@@ -201,3 +201,18 @@ import YAML
         #expect(r.diagnostics.first?.hint == "did you mean `device_key`?")
     }
 }
+
+/// Two devices with one advertised name: a scan by name could provision either at the other's address.
+@Suite struct DuplicateNameTests {
+    @Test func duplicateNamesAreRefusedWithBothPositions() {
+        let yaml = "devices:\n  - { id: SN-1, name: SNS-A, address: \"C0:5E:00:00:00:01\" }\n  - { id: SN-2, name: SNS-B }\n  - { id: SN-3, name: SNS-A, address: \"C0:5E:00:00:00:03\" }\n"
+        let r = InventoryParser().parse(bytes: Array(yaml.utf8), path: "inv.yaml")
+        #expect(r.inventory == nil)
+        #expect(r.diagnostics.map(\.message) == ["device `SN-3` has the same name `SNS-A` as `SN-1` (at 2:5)"])
+        #expect(r.diagnostics.map(\.mark) == [SourceMark(line: 4, column: 5)])
+        let csv = "id,address,name\nSN-1,C0:5E:00:00:00:01,SNS-A\nSN-2,C0:5E:00:00:00:02,SNS-A\n"
+        let c = InventoryParser().parse(bytes: Array(csv.utf8), path: "inv.csv")
+        #expect(c.diagnostics.map(\.message) == ["device `SN-2` has the same name `SNS-A` as `SN-1` (at 2:1)"])
+        #expect(c.diagnostics.map(\.mark) == [SourceMark(line: 3, column: 1)])
+    }
+}

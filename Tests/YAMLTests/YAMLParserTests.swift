@@ -59,6 +59,28 @@ import Testing
         #expect(throws: YAMLError.self) { try parser.parse(deep) }
     }
 
+    /// A tag used to vanish: `!!binary aGk=` was read as the text "aGk=" and `!x` was dropped.
+    @Test func tagsAreRefusedWithTheirPosition() {
+        let cases: [(String, String, SourceMark)] = [
+            ("a: !!binary aGk=\n", "!!binary", SourceMark(line: 1, column: 4)),
+            ("a: 1\nb: !x text\n", "!x", SourceMark(line: 2, column: 4)),
+            ("a: !!str 1\n", "!!str", SourceMark(line: 1, column: 4)),
+            ("a:\n  - !<tag:example.com,2024:k> v\n", "tag:example.com,2024:k", SourceMark(line: 2, column: 5)),
+            ("a: !!map { b: 1 }\n", "!!map", SourceMark(line: 1, column: 4)),
+            ("a: !!seq [1]\n", "!!seq", SourceMark(line: 1, column: 4)),
+            ("!x\na: 1\n", "!x", SourceMark(line: 1, column: 1)),
+        ]
+        for (text, tag, mark) in cases {
+            do {
+                _ = try parser.parse(text)
+                Issue.record("accepted \(text.debugDescription)")
+            } catch {
+                #expect(error.message == "YAML tags such as `\(tag)` are not supported", "\(text.debugDescription)")
+                #expect(error.mark == mark, "\(text.debugDescription)")
+            }
+        }
+    }
+
     @Test func hugeFileIsRefused() {
         let big = [UInt8](repeating: 0x20, count: 10 * 1024 * 1024 + 1)
         #expect(throws: YAMLError.self) { try parser.parse(big) }

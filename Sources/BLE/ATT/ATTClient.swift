@@ -68,6 +68,9 @@ public actor ATTClient {
     private var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
     private var waiterHead = 0
     private var nextID: UInt64 = 0
+    /// Told how many requests wait for the slot each time one starts waiting (tests observe the queue
+    /// instead of waiting a while to see that nothing was sent).
+    private var queueObserver: (@Sendable (Int) -> Void)?
     private var reader: Task<Void, Never>?
     private var watchdog: Task<Void, Never>?
 
@@ -265,11 +268,17 @@ public actor ATTClient {
                     c.resume(throwing: BLEError.cancelled)
                 } else {
                     waiters.append((id, c))
+                    queueObserver?(waiters.count - waiterHead)
                 }
             }
         } onCancel: {
             Task { await self.cancelWaiter(id) }
         }
+    }
+
+    /// Calls `observer` with the number of requests waiting for the slot whenever one starts waiting.
+    package func observeQueue(_ observer: @escaping @Sendable (Int) -> Void) {
+        queueObserver = observer
     }
 
     private func cancelWaiter(_ id: UInt64) {

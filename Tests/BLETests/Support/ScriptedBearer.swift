@@ -71,6 +71,8 @@ final class ScriptedBearer: ATTBearer {
     private let closed = Mutex<DisconnectReason?>(nil)
     let sent = Recorder<[UInt8]>()
     let gate: AsyncSemaphore?
+    /// The PDUs whose send found no credit free and waited (tests observe the backpressure, not the clock).
+    let creditWaits = Recorder<[UInt8]>()
 
     init(localMaxMTU: Int = 517, credits: Int? = nil) {
         (incoming, input) = AsyncStream.makeStream(of: [UInt8].self)
@@ -79,7 +81,10 @@ final class ScriptedBearer: ATTBearer {
     }
 
     func send(_ pdu: [UInt8]) async throws {
-        if let gate { try await gate.acquire() }
+        if let gate {
+            if gate.available == 0 { creditWaits.append(pdu) }
+            try await gate.acquire()
+        }
         if let reason = closed.withLock({ $0 }) { throw BLEError.disconnected(reason) }
         sent.append(pdu)
     }

@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+@testable import ProvisionCLI
+
+/// `provision bench` says when its numbers do not measure a clean run, and refuses bad arguments.
+@Suite(.serialized) struct BenchCommandTests {
+    static let workflow = cliRepositoryRoot + "/workflows/sensor-v2.yaml"
+
+    @Test func aRunInWhichDevicesFailedIsAnError() async throws {
+        let dir = FileManager.default.temporaryDirectory.path + "/provision-bench-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Every unit of this model runs firmware the workflow refuses.
+        let model = try String(contentsOfFile: cliRepositoryRoot + "/inventory/models/sensor-v2.yaml", encoding: .utf8)
+            .replacingOccurrences(of: "firmware: \"2.4.1\"", with: "firmware: \"1.0.0\"")
+        try Data(model.utf8).write(to: URL(fileURLWithPath: dir + "/old.yaml"))
+        let r = await run(["bench", "throughput", "--devices", "12", "--concurrency", "4", "--workflow", Self.workflow,
+                           "--model", dir + "/old.yaml", "--no-fsync"])
+        #expect(r.code == 1)
+        #expect(r.out.contains("succeeded: 0"))
+        #expect(r.err == "error: throughput: 12 of 12 devices did not succeed (verify_failed 12); these numbers do not measure a clean run\n")
+        let ok = await run(["bench", "throughput", "--devices", "12", "--concurrency", "4", "--workflow", Self.workflow,
+                            "--model", cliRepositoryRoot + "/inventory/models/sensor-v2.yaml", "--no-fsync"])
+        #expect(ok.code == 0)
+        #expect(ok.err == "")
+    }
+
+    @Test func badArgumentsAndInputsAreExitTwo() async {
+        for args in [["--devices", "x"], ["--devices", "0"], ["--devices", "-3"], ["--concurrency", "0"], ["--concurrency", "many"]] {
+            let r = await run(["bench", "throughput"] + args)
+            #expect(r.code == 2, "\(args)")
+            #expect(r.err.hasPrefix("error: `\(args[0])` must be a whole number"), "\(args): \(r.err)")
+        }
+        let missing = await run(["bench", "throughput", "--devices", "3", "--workflow", "/nonexistent/w.yaml"])
+        #expect(missing.code == 2)
+        #expect(missing.err.contains("no such file"))
+        let model = await run(["bench", "sim", "--devices", "3", "--model", "/nonexistent/m.yaml"])
+        #expect(model.code == 2)
+        #expect(await run(["bench", "fastest"]).code == 2)
+    }
+}
