@@ -141,8 +141,9 @@ public struct LESetEventMaskCommand: HCICommand {
     public init(mask: UInt64) { self.mask = mask }
 
     /// Connection Complete (bit 0), Advertising Report (1), Connection Update Complete (2),
-    /// Read Remote Features Complete (3), Enhanced Connection Complete (9).
-    public static let host = LESetEventMaskCommand(mask: 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 9)
+    /// Read Remote Features Complete (3), Data Length Change (6), Enhanced Connection Complete (9),
+    /// PHY Update Complete (11).
+    public static let host = LESetEventMaskCommand(mask: 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9 | 1 << 11)
 
     public init(from reader: inout ByteReader) throws(DecodeError) {
         let low = try reader.readUInt32LE("LE_Event_Mask")
@@ -280,13 +281,15 @@ public struct LECreateConnectionCommand: HCICommand {
     public var minCELength: UInt16
     public var maxCELength: UInt16
 
-    public init(peer: BluetoothAddress, ownAddressType: UInt8 = 1,
+    /// `filterPolicy` 0 connects to `peer`; 1 connects to whichever device of the Filter Accept List
+    /// advertises first, and the controller ignores `peer` (Vol 4 Part E 7.8.12).
+    public init(peer: BluetoothAddress, filterPolicy: UInt8 = 0, ownAddressType: UInt8 = 1,
                 scanInterval: UInt16 = 0x0060, scanWindow: UInt16 = 0x0060,
                 intervalMin: UInt16 = 0x0018, intervalMax: UInt16 = 0x0028, maxLatency: UInt16 = 0,
                 supervisionTimeout: UInt16 = 0x01F4, minCELength: UInt16 = 0, maxCELength: UInt16 = 0) {
         self.scanInterval = scanInterval
         self.scanWindow = scanWindow
-        self.filterPolicy = 0
+        self.filterPolicy = filterPolicy
         self.peerAddressType = peer.kind.rawValue
         self.peer = peer
         self.ownAddressType = ownAddressType

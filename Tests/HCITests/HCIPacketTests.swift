@@ -52,7 +52,7 @@ private let peer = BluetoothAddress("F0:00:00:00:00:01", kind: .random)!
 
     @Test func eventMasksEncodeLittleEndian() throws {
         try roundTrip(SetEventMaskCommand.host, "010c08 9080000200800020")
-        try roundTrip(LESetEventMaskCommand.host, "012008 0f02000000000000")
+        try roundTrip(LESetEventMaskCommand.host, "012008 4f0a000000000000")
     }
 
     @Test func addressScanAndConnectionCommandsEncodeInWireOrder() throws {
