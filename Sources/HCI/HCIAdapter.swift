@@ -26,7 +26,7 @@ public actor HCIAdapter: Central {
         public var teardownTimeout: Duration
         /// Deadline of commands the host can do without (capabilities at bring-up, data length,
         /// PHY): a controller that ignores one costs this once, then is not asked again.
-        public var optionalCommandTimeout: Duration = .seconds(1)
+        public var optionalCommandTimeout: Duration = .milliseconds(500)
         /// Links held at once (further connects fail at once). Lowered for the rest of the run when
         /// the controller answers Connection Limit Exceeded.
         public var connectionSlots: Int
@@ -241,19 +241,45 @@ public actor HCIAdapter: Central {
             // The list starts empty (after Reset it is; a controller that cannot clear it is not used).
             listSize = (try? await execute(LEClearFilterAcceptListCommand(), timeout: optional)) != nil ? Int(size.size) : 0
         }
-        if options.dataLength, let f = features, f.features & LEFeaturesReturn.dataLengthExtension != 0 {
+        var leFeatures = features?.features
+        if options.dataLength, leFeatures.map({ $0 & LEFeaturesReturn.dataLengthExtension != 0 }) == true {
             do {
                 try await execute(LEWriteSuggestedDefaultDataLengthCommand(), timeout: optional)
+                try await probe(LESetDataLengthCommand(handle: Self.probeHandle), timeout: optional)
             } catch {
-                options.log("\(id): LE Write Suggested Default Data Length: \(error)")
+                options.log("\(id): the controller does not take LE Data Length commands (\(error)); links keep the default length")
+                leFeatures? &= ~LEFeaturesReturn.dataLengthExtension
             }
         }
-        let capabilities = HCIHost.Capabilities(aclMaxLength: length, aclPackets: count, leFeatures: features?.features,
+        if options.twoMegabitPHY, leFeatures.map({ $0 & LEFeaturesReturn.twoMegabitPHY != 0 }) == true {
+            do {
+                try await probe(LESetPHYCommand(handle: Self.probeHandle), timeout: optional)
+            } catch {
+                options.log("\(id): the controller does not take LE Set PHY (\(error)); links stay on LE 1M")
+                leFeatures? &= ~LEFeaturesReturn.twoMegabitPHY
+            }
+        }
+        let capabilities = HCIHost.Capabilities(aclMaxLength: length, aclPackets: count, leFeatures: leFeatures,
                                                 supportedStates: states?.states, acceptListSize: listSize)
         feed(.controllerReady(capabilities))
         info = ControllerInfo(version: version, publicAddress: bdaddr.address, ownAddress: own, aclMaxLength: length, aclPackets: count,
                               acceptListSize: listSize, leFeatures: features?.features, supportedStates: states?.states)
         options.log("\(id): controller up, HCI version \(version.hciVersion), BD_ADDR \(bdaddr.address), own \(own), ACL \(count)×\(length)")
+    }
+
+    /// A connection handle no link has (handles are 0x0000–0x0EFF, Vol 4 Part E 5.4.2).
+    static let probeHandle: UInt16 = 0x0EFF
+
+    /// Sends a per-link command for a handle that does not exist, at bring-up, to learn whether the
+    /// controller takes the command at all: it must answer Unknown Connection Identifier (0x02). A
+    /// controller that does not answer, or does not know the command, throws; once in use it would
+    /// have stalled the command queue (or been asked in vain) on every link.
+    private func probe<C: HCICommand>(_ command: C, timeout: Duration) async throws {
+        do {
+            try await execute(command, timeout: timeout)
+        } catch let error as HCIError where error.status != .unknownCommand && error.status != .unsupportedFeature {
+            // Unknown Connection Identifier (or another per-link refusal): the command is understood.
+        }
     }
 
     /// A static random device address (Vol 6 Part B 1.3.2.1): the two top bits set, the rest random

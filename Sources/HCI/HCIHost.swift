@@ -26,7 +26,7 @@ public struct HCIHost: Sendable {
         public var commandTimeout: Duration = .seconds(3)
         /// Deadline of commands the host can do without (data length, PHY, parameter updates): a
         /// controller that ignores one stalls the command queue only this long, once.
-        public var optionalCommandTimeout: Duration = .seconds(1)
+        public var optionalCommandTimeout: Duration = .milliseconds(500)
         /// How long to wait for Disconnection Complete after Disconnect.
         public var teardownTimeout: Duration = .seconds(3)
         public var initiator = ConnectionInitiator.Configuration()

@@ -12,12 +12,22 @@ enum AdapterFactory {
         var message: String
     }
 
-    static func isWellFormed(_ spec: String) -> Bool {
-        if spec == "sim" { return true }
-        return (try? AdapterSpec(parsing: spec)) != nil
+    static func isWellFormed(_ spec: String) -> Bool { problem(with: spec) == nil }
+
+    /// What is wrong with a spec (`sim`, or an HCI spec with its `,option=value` pairs), nil when nothing.
+    static func problem(with spec: String) -> String? {
+        if spec == "sim" { return nil }
+        do {
+            _ = try AdapterConfiguration(parsing: spec)
+            return nil
+        } catch {
+            return error.description
+        }
     }
 
-    /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold).
+    /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
+    /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
+    /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
                      statePath: String?, slots: Int? = nil) async throws -> any Central {
         if spec == "sim" {

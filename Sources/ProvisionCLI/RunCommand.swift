@@ -92,8 +92,10 @@ public struct RunCommand: Command {
             out.err("    hint: a run never falls back to the simulator by itself")
             return ExitCode.invalidInput
         }
-        for spec in specs where !AdapterFactory.isWellFormed(spec) {
-            return usageError(out, "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N)")
+        for spec in specs {
+            if let problem = AdapterFactory.problem(with: spec) {
+                return usageError(out, "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(problem)")
+            }
         }
 
         // Validate everything before anything touches a radio.
@@ -148,6 +150,12 @@ public struct RunCommand: Command {
                 for c in centrals { await c.close() }
                 return ExitCode.environment
             }
+        }
+        // Without --slots, say when the radios hold fewer links than the concurrency asked for.
+        let held = centrals.reduce(0) { $0 + $1.connectionSlots }
+        if slots == nil, centrals.contains(where: { !$0.isSimulated }), concurrency > held {
+            out.err("note: --concurrency \(concurrency) but the adapters hold \(held) link(s) at once (\(centrals.map { "\($0.id): \($0.connectionSlots)" }.joined(separator: ", ")));"
+                    + " at most \(held) device(s) are connected at a time. If a controller holds more, say so with --slots N or slots=N in its spec")
         }
 
         var options = RunOptions(journalPath: journalPath, reportPath: reportPath)
