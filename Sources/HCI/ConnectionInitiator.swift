@@ -279,7 +279,8 @@ public struct ConnectionInitiator: Sendable {
             if rotateNext || plan().map({ $0.policy != current.policy || Set($0.members) != Set(current.members) }) ?? true {
                 return cancel(current)
             }
-            return []
+            // Still right; someone who arrived since may need the turn to come round.
+            return rotationArmed == nil ? armRotation() : []
         case .idle:
             break
         }
