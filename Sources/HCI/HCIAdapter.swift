@@ -71,7 +71,7 @@ public actor HCIAdapter: Central {
         }
 
         /// The host's configuration for these options (wire units, clamped to the spec's ranges).
-        var hostConfiguration: HCIHost.Configuration {
+        public var hostConfiguration: HCIHost.Configuration {
             var c = HCIHost.Configuration()
             c.commandTimeout = commandTimeout
             c.optionalCommandTimeout = optionalCommandTimeout

@@ -214,6 +214,8 @@ public struct HCIHost: Sendable {
         return s
     }
 
+    /// Bytes of an incomplete packet held back by the H4 decoder.
+    public var pendingInputBytes: Int { decoder.pendingBytes }
     /// Links the controller holds now (including ones being dropped).
     public var linkCount: Int { links.count }
     /// Usable connection slots (lowered by Connection Limit Exceeded).
