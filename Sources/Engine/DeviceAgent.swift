@@ -213,11 +213,14 @@ actor DeviceAgent {
     /// A scan that only has to hear a device whose address is known is satisfied by connecting to that
     /// address on an adapter that connects by address (`Central.connectsByAddress`): the controller
     /// connects the device when it advertises, within the scan's timeout, or the device is `not_found`.
-    /// The link is held for the next `connect` step. False when the step needs a real scan: no address,
+    /// The link is held for the next `connect` step. False when the step needs a real scan: no address
+    /// (in the step or the inventory),
     /// an RSSI or manufacturer filter, no connect step after it, a session already up, no such adapter,
     /// or an advertisement heard lately from the address that the step's filters reject.
     private func scanByConnecting(_ wanted: ScanHub.Wanted, _ s: Step.Scan, index: Int, timeout: Duration) async throws -> Bool {
-        guard let address = wanted.address, s.minRSSI == nil, s.manufacturer == nil, session == nil, heldLink == nil,
+        // The step's own address, else the inventory's (a device listed with an address is that address,
+        // whatever name or services the step also asks for; those are checked against what was heard).
+        guard let address = wanted.address ?? device.address, s.minRSSI == nil, s.manufacturer == nil, session == nil, heldLink == nil,
               context.workflow.steps[(index + 1)...].contains(where: { if case .connect = $0.kind { return true } else { return false } }),
               let adapter = context.adapters.connectingAdapter(avoid: avoidAdapters) else { return false }
         let byAddress = ScanHub.Wanted(address: address, name: nil, filter: ScanFilter())

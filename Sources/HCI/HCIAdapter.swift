@@ -130,14 +130,17 @@ public actor HCIAdapter: Central {
     public nonisolated let id: String
     public nonisolated var isSimulated: Bool { false }
     /// Devices with known addresses are connected without a scan first (by the controller's own
-    /// initiator, batched through the Filter Accept List).
-    public nonisolated var connectsByAddress: Bool { true }
+    /// initiator, batched through the Filter Accept List) — where the controller can read a link's
+    /// RSSI (HCI Read RSSI, probed at bring-up), so that a scan satisfied by connecting still tells
+    /// what a scan would have. Without it, scan steps scan first.
+    public nonisolated var connectsByAddress: Bool { readsLinkRSSI.withLock { $0 } }
     /// Links the adapter can hold; lowered when the controller answers Connection Limit Exceeded.
     public nonisolated var connectionSlots: Int { slotCount.withLock { $0 } }
 
     private let transport: any HCITransport
     private let options: Options
     private let slotCount: Mutex<Int>
+    private let readsLinkRSSI = Mutex(false)
     private var host: HCIHost
     public private(set) var info: ControllerInfo?
     private var failure: BLEError?
@@ -258,6 +261,12 @@ public actor HCIAdapter: Central {
                 options.log("\(id): the controller does not take LE Set PHY (\(error)); links stay on LE 1M")
                 leFeatures? &= ~LEFeaturesReturn.twoMegabitPHY
             }
+        }
+        do {
+            try await probe(ReadRSSICommand(handle: Self.probeHandle), timeout: optional)
+            readsLinkRSSI.withLock { $0 = true }
+        } catch {
+            options.log("\(id): the controller cannot read a link's RSSI (\(error)); scan steps scan before connecting, so each device's RSSI is known")
         }
         let capabilities = HCIHost.Capabilities(aclMaxLength: length, aclPackets: count, leFeatures: leFeatures,
                                                 supportedStates: states?.states, acceptListSize: listSize)
