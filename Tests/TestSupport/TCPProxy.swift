@@ -75,7 +75,8 @@ public final class TCPProxy: Sendable {
             if n <= 0 { break }
             var sent = 0
             while sent < n {
-                let m = buffer.withUnsafeBytes { write(to, $0.baseAddress! + sent, n - sent) }
+                // MSG_NOSIGNAL: a side that has gone is an error here, not a SIGPIPE that ends the test process.
+                let m = buffer.withUnsafeBytes { send(to, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }
                 if m < 0 && errno == EINTR { continue }
                 if m <= 0 { shutdown(from, Int32(SHUT_RDWR)); return }
                 sent += m
