@@ -40,6 +40,17 @@ enum AdapterFactory {
         }
     }
 
+    /// The line `provision run` prints at start when, without `--slots`, the concurrency asked for
+    /// exceeds the links the radios hold (nil otherwise): fewer devices are connected at once than the
+    /// operator may think.
+    static func concurrencyNote(concurrency: Int, slots: Int?, adapters: [any Central]) -> String? {
+        let held = adapters.reduce(0) { $0 + $1.connectionSlots }
+        guard slots == nil, adapters.contains(where: { !$0.isSimulated }), concurrency > held else { return nil }
+        let each = adapters.map { "\($0.id): \($0.connectionSlots)" }.joined(separator: ", ")
+        return "note: --concurrency \(concurrency) but the adapters hold \(held) link(s) at once (\(each)); at most \(held) device(s)"
+            + " are connected at a time. If a controller holds more, say so with --slots N or slots=N in its spec"
+    }
+
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
     /// each with the model its `simulator:` entry names or the inventory's default model.
     static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?) throws -> SimulatedCentral {

@@ -152,11 +152,7 @@ public struct RunCommand: Command {
             }
         }
         // Without --slots, say when the radios hold fewer links than the concurrency asked for.
-        let held = centrals.reduce(0) { $0 + $1.connectionSlots }
-        if slots == nil, centrals.contains(where: { !$0.isSimulated }), concurrency > held {
-            out.err("note: --concurrency \(concurrency) but the adapters hold \(held) link(s) at once (\(centrals.map { "\($0.id): \($0.connectionSlots)" }.joined(separator: ", ")));"
-                    + " at most \(held) device(s) are connected at a time. If a controller holds more, say so with --slots N or slots=N in its spec")
-        }
+        if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: slots, adapters: centrals) { out.err(note) }
 
         var options = RunOptions(journalPath: journalPath, reportPath: reportPath)
         options.concurrency = concurrency
