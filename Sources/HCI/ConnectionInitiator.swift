@@ -188,6 +188,7 @@ public struct ConnectionInitiator: Sendable {
     private var phase: Phase = .idle
     private var holdsRadio = false
     private var rotateNext = false
+    private var yieldAfterConnection = false
     private var scanWaiting = false
     private var yielding = false
     private var generation: UInt64 = 0
@@ -205,6 +206,10 @@ public struct ConnectionInitiator: Sendable {
 
     /// Requests waiting for a link.
     public var pendingCount: Int { pending.count }
+
+    /// How long scanning gets the radio when it must pause for initiating (a quarter of a turn, at
+    /// least 50 ms): after each connection made, and after each turn that made none.
+    public var scanSlice: Duration { max(.milliseconds(50), configuration.rotation / 4) }
     /// Whether an LE Create Connection is (or may be) pending on the controller.
     public var isInitiating: Bool {
         switch phase {
@@ -284,23 +289,27 @@ public struct ConnectionInitiator: Sendable {
         case .idle:
             break
         }
+        let turnEnded = rotateNext
         if rotateNext {
             rotateNext = false
             rotate()
-            if scanWaiting && !yielding {
-                // A radio that cannot scan while initiating: scanning gets its slice now.
-                yielding = true
-                generation += 1
-                let slice = Timer.scanSlice(generation)
-                sliceArmed = slice
-                var actions: [Action] = [.arm(slice, configuration.rotation)]
-                if holdsRadio {
-                    holdsRadio = false
-                    actions.append(.releaseRadio)
-                }
-                return actions
-            }
         }
+        if (turnEnded || yieldAfterConnection) && scanWaiting && !yielding && !pending.isEmpty {
+            // A radio that cannot scan while initiating, with devices waiting to be heard: scanning
+            // gets a slice after each connection made and after each turn that made none.
+            yieldAfterConnection = false
+            yielding = true
+            generation += 1
+            let slice = Timer.scanSlice(generation)
+            sliceArmed = slice
+            var actions: [Action] = [.arm(slice, scanSlice)]
+            if holdsRadio {
+                holdsRadio = false
+                actions.append(.releaseRadio)
+            }
+            return actions
+        }
+        yieldAfterConnection = false
         guard let next = plan(), links < configuration.slots, !yielding else {
             if holdsRadio {
                 holdsRadio = false
@@ -458,6 +467,7 @@ public struct ConnectionInitiator: Sendable {
         switch phase {
         case .creating(let current), .initiating(let current):
             phase = .idle
+            yieldAfterConnection = true
             return disarmRotation() + outcome(e, current) + reconcile()
         case .cancelling(let current, let acknowledged, _):
             var actions = outcome(e, current)

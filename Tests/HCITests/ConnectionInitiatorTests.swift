@@ -292,6 +292,20 @@ private struct Driver {
         #expect(create(failed)?.peer == b)
     }
 
+    @Test func afterEachConnectionWaitingScansGetTheRadioForASlice() {
+        var d = Driver(config(size: 0))
+        _ = d.settle(d.on(.request(1, peer: a, inferredType: false)))
+        _ = d.on(.request(2, peer: b, inferredType: false))
+        _ = d.on(.scanWaiting(true))
+        let done = d.on(.connectionComplete(complete(a)))
+        #expect(done.contains(.connected(1, complete(a))))
+        #expect(done.contains(.releaseRadio))
+        #expect(command(done) == nil, "B waits for the slice to end")
+        let slice = try! #require(armed(done))
+        #expect(done.contains(.arm(slice, d.machine.scanSlice)))
+        #expect(d.on(.deadline(slice)) == [.requestRadio])
+    }
+
     @Test func scanningGetsItsSliceWhenTheRadioCannotDoBoth() {
         var d = Driver(config())
         _ = d.settle(d.on(.request(1, peer: a, inferredType: false)))
