@@ -56,8 +56,11 @@ final class AdapterPool: Sendable {
         return usable.max { score($0) < score($1) }
     }
 
+    /// Starts the shared scans ahead of the first device. Not on adapters that connect by address: their
+    /// devices with known addresses need no scan (a scan started then would only take turns with the
+    /// first connections on a radio that cannot do both); a device found by name starts it on demand.
     func startScanning() async {
-        for a in adapters { await a.hub.start() }
+        for a in adapters where !a.central.connectsByAddress { await a.hub.start() }
     }
 
     func stop() async {
