@@ -563,12 +563,3 @@ public struct ConnectionInitiator: Sendable {
         }
     }
 }
-
-extension HCICommandPacket {
-    /// The packet of a command.
-    public init<C: HCICommand>(command: C) {
-        var w = ByteWriter()
-        command.encode(into: &w)
-        self.init(opcode: C.opcode, parameters: w.bytes)
-    }
-}

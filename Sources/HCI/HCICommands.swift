@@ -11,11 +11,7 @@ public protocol HCICommand: Sendable, Equatable {
 
 extension HCICommand {
     /// The full command packet (opcode, length, parameters) without the H4 indicator.
-    public var packet: [UInt8] {
-        var params = ByteWriter()
-        encode(into: &params)
-        return HCICommandPacket(opcode: Self.opcode, parameters: params.bytes).bytes
-    }
+    public var packet: [UInt8] { HCICommandPacket(command: self).bytes }
 
     /// Parses the parameter bytes of a command packet, rejecting trailing bytes.
     public init(parameters: [UInt8]) throws(DecodeError) {
@@ -53,6 +49,15 @@ public struct HCICommandPacket: Sendable, Equatable {
         w.write(UInt8(truncatingIfNeeded: parameters.count))
         w.write(parameters)
         return w.bytes
+    }
+}
+
+extension HCICommandPacket {
+    /// The packet of a command.
+    public init<C: HCICommand>(command: C) {
+        var w = ByteWriter()
+        command.encode(into: &w)
+        self.init(opcode: C.opcode, parameters: w.bytes)
     }
 }
 
