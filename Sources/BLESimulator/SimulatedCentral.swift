@@ -13,6 +13,9 @@ public final class SimulatedCentral: Central {
     public let id: String
     public let connectionSlots: Int
     public var isSimulated: Bool { true }
+    /// False: the simulator connects one device at a time and a device that does not advertise holds
+    /// that one connect until its deadline (no Filter Accept List), so scan steps scan first.
+    public var connectsByAddress: Bool { false }
     public let options: SimulatorOptions
 
     /// Devices in order of first advertisement (then id).

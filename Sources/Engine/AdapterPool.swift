@@ -8,6 +8,8 @@ final class AdapterPool: Sendable {
         let slots: AsyncSemaphore
         let hub: ScanHub
         let failure = Mutex<String?>(nil)
+        /// Permits taken out of `slots` for good because the adapter holds fewer links than it said.
+        private let withheld = Mutex(0)
 
         init(central: any Central, slots: Int) {
             self.central = central
@@ -22,6 +24,20 @@ final class AdapterPool: Sendable {
         func markFailed(_ why: String) {
             failure.withLock { if $0 == nil { $0 = why } }
         }
+
+        /// Follows the adapter's slot count down (a controller that answered Connection Limit Exceeded):
+        /// the permits above it are taken and never given back, for the rest of the run.
+        func followSlots() {
+            let target = max(1, min(slots.capacity, central.connectionSlots))
+            let more = withheld.withLock { w -> Int in
+                let n = max(0, slots.capacity - target - w)
+                w += n
+                return n
+            }
+            for _ in 0..<more {
+                Task { [slots] in try? await slots.acquire() }
+            }
+        }
     }
 
     let adapters: [Adapter]
@@ -30,8 +46,21 @@ final class AdapterPool: Sendable {
         adapters = centrals.map { Adapter(central: $0, slots: slotsPerAdapter ?? $0.connectionSlots) }
     }
 
+    /// An adapter that connects by address without a scan (see `Central.connectsByAddress`) for a device
+    /// whose address is known: not one to avoid if possible, then the most free slots.
+    func connectingAdapter(avoid: Set<String>) -> Adapter? {
+        let usable = adapters.filter { !$0.isFailed && $0.central.connectsByAddress }
+        func score(_ a: Adapter) -> (Int, Int) {
+            (avoid.contains(a.id) ? 0 : 1, a.slots.capacity - a.slots.usage.current)
+        }
+        return usable.max { score($0) < score($1) }
+    }
+
+    /// Starts the shared scans ahead of the first device. Not on adapters that connect by address: their
+    /// devices with known addresses need no scan (a scan started then would only take turns with the
+    /// first connections on a radio that cannot do both); a device found by name starts it on demand.
     func startScanning() async {
-        for a in adapters { await a.hub.start() }
+        for a in adapters where !a.central.connectsByAddress { await a.hub.start() }
     }
 
     func stop() async {

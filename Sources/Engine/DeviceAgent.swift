@@ -15,6 +15,8 @@ actor DeviceAgent {
     private var session: Session?
     private var adapter: AdapterPool.Adapter?
     private var holdsSlot = false
+    /// A link a `scan` step made by connecting to a known address, for the `connect` step to take.
+    private var heldLink: (any Link)?
     private var advertisement: Advertisement?
     private var mailboxes: [String: Mailbox] = [:]
     private var avoidAdapters: Set<String> = []
@@ -137,7 +139,7 @@ actor DeviceAgent {
         let timeout = step.effectiveTimeout
         switch step.kind {
         case .scan(let s):
-            try await scan(s, timeout: timeout)
+            try await scan(s, index: index, timeout: timeout)
         case .connect(let c):
             try await connect(c, timeout: timeout)
         case .discover(let d):
@@ -191,7 +193,7 @@ actor DeviceAgent {
         }
     }
 
-    private func scan(_ s: Step.Scan, timeout: Duration) async throws {
+    private func scan(_ s: Step.Scan, index: Int, timeout: Duration) async throws {
         var wanted = ScanHub.Wanted(address: nil, name: nil, filter: ScanFilter(services: s.services, minimumRSSI: s.minRSSI))
         if let t = s.address {
             let text = try t.render(lookup)
@@ -211,6 +213,7 @@ actor DeviceAgent {
             wanted.name = device.name
         }
         if let m = s.manufacturer { wanted.manufacturer = (m.company, m.prefix) }
+        if try await scanByConnecting(wanted, s, index: index, timeout: timeout) { return }
         guard let (ad, adapter) = await context.adapters.find(wanted, timeout: timeout, avoid: avoidAdapters) else {
             try Task.checkCancellation()
             let what = wanted.address.map { "address \($0)" } ?? wanted.name.map { "name \"\($0)\"" } ?? "a matching device"
@@ -220,11 +223,64 @@ actor DeviceAgent {
         self.adapter = adapter
     }
 
+    /// A scan that only has to hear a device whose address is known is satisfied by connecting to that
+    /// address on an adapter that connects by address (`Central.connectsByAddress`): the controller
+    /// connects the device when it advertises, within the scan's timeout, or the device is `not_found`.
+    /// The link is held for the next `connect` step. False when the step needs a real scan: no address
+    /// (in the step or the inventory),
+    /// an RSSI or manufacturer filter, no connect step after it, a session already up, no such adapter,
+    /// or an advertisement heard lately from the address that the step's filters reject.
+    private func scanByConnecting(_ wanted: ScanHub.Wanted, _ s: Step.Scan, index: Int, timeout: Duration) async throws -> Bool {
+        // The step's own address, else the inventory's (a device listed with an address is that address,
+        // whatever name or services the step also asks for; those are checked against what was heard).
+        guard let address = wanted.address ?? device.address, s.minRSSI == nil, s.manufacturer == nil, session == nil, heldLink == nil,
+              context.workflow.steps[(index + 1)...].contains(where: { if case .connect = $0.kind { return true } else { return false } }),
+              let adapter = context.adapters.connectingAdapter(avoid: avoidAdapters) else { return false }
+        let byAddress = ScanHub.Wanted(address: address, name: nil, filter: ScanFilter())
+        let heard = await adapter.hub.cached(byAddress)
+        if let heard, !wanted.matches(heard) { return false }
+        try await adapter.slots.acquire()
+        holdsSlot = true
+        self.adapter = adapter
+        let link: any Link
+        do {
+            link = try await adapter.central.connect(to: address, options: ConnectOptions(timeout: timeout))
+        } catch {
+            releaseSlot()
+            adapter.followSlots()
+            switch error as? BLEError {
+            case .timeout?:
+                throw DeviceFailure(.notFound, "no advertisement from address \(address) within \(timeout) (connecting by address on \(adapter.id))")
+            case .adapterFailure(let why)?:
+                adapter.markFailed(why)
+                context.events.emit(RunEvent(.adapterFailed, device: device.id, message: why, adapter: adapter.id))
+                self.adapter = nil
+                throw error
+            case .cancelled?, nil:
+                throw error
+            default:
+                // The controller reached the device and the link failed: it is there. The connect step
+                // connects again under its own policy.
+                return true
+            }
+        }
+        heldLink = link
+        if let rssi = await link.readRSSI() ?? heard?.rssi {
+            advertisement = Advertisement(address: link.peer, rssi: rssi, data: heard?.data ?? AdvertisingData(), adapter: adapter.id)
+        }
+        return true
+    }
+
     private func connect(_ c: Step.Connect, timeout: Duration) async throws {
         if let s = session, await s.state == .ready { return }
-        await closeSession()
+        let held = heldLink
+        heldLink = nil
+        // A held link owns the slot the scan step took; anything else starts afresh.
+        if held == nil { await closeSession() }
         let peer: BluetoothAddress
-        if let ad = advertisement {
+        if let link = held {
+            peer = link.peer
+        } else if let ad = advertisement {
             peer = ad.address
         } else if let a = device.address {
             peer = a
@@ -240,8 +296,10 @@ actor DeviceAgent {
         } else {
             throw DeviceFailure(.adapterFailure, "no working adapter")
         }
-        try await adapter.slots.acquire()
-        holdsSlot = true
+        if held == nil {
+            try await adapter.slots.acquire()
+            holdsSlot = true
+        }
         let options = SessionOptions(
             connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247),
             reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
@@ -249,12 +307,15 @@ actor DeviceAgent {
             allowUnsupportedProperties: context.allowUndeclared,
             attTimeout: context.attTimeout,
             gattCache: context.gattCache, gattCacheKey: device.value(of: "model") ?? "")
-        let s = Session(central: adapter.central, peer: peer, options: options)
+        let central: any Central = held.map { HeldLinkCentral(base: adapter.central, link: $0) } ?? adapter.central
+        let s = Session(central: central, peer: peer, options: options)
         do {
             try await s.connect()
         } catch {
             await s.disconnect()
+            if let h = central as? HeldLinkCentral { await h.close() }
             releaseSlot()
+            adapter.followSlots()
             if case BLEError.adapterFailure(let why)? = error as? BLEError {
                 adapter.markFailed(why)
                 context.events.emit(RunEvent(.adapterFailed, device: device.id, message: why, adapter: adapter.id))
@@ -386,6 +447,10 @@ actor DeviceAgent {
     private func closeSession() async {
         for (_, m) in mailboxes { await m.close() }
         mailboxes = [:]
+        if let link = heldLink {
+            heldLink = nil
+            await link.disconnect()
+        }
         if let s = session {
             roundTripsBefore += await s.roundTrips
             await s.disconnect()

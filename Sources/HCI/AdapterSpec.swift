@@ -78,3 +78,158 @@ public struct AdapterSpecError: Error, Sendable, Equatable, CustomStringConverti
     public var reason: String
     public var description: String { "invalid adapter '\(spec)': \(reason)" }
 }
+
+/// An adapter spec with its options: `hci:tcp:127.0.0.1:9000,slots=16,phy=1m`. Options follow the
+/// transport after commas, each `name=value`:
+///
+/// | option | values | default |
+/// |---|---|---|
+/// | `slots` | links held at once, 1–64 | 8 (or `--slots`) |
+/// | `scan-interval`, `scan-window` | 2.5ms–10.24s, window ≤ interval | 60ms, 30ms |
+/// | `scan` | `active`, `passive` | `active` |
+/// | `conn-interval` | `MIN-MAX` or one value, 7.5ms–4s | `15ms-30ms` |
+/// | `supervision-timeout` | 100ms–32s | `5s` |
+/// | `data-length` | `on`, `off` | `on` (where supported) |
+/// | `phy` | `2m`, `1m` | `2m` (where supported) |
+/// | `accept-list` | `auto`, `on`, `off` | `auto` |
+/// | `scan-while-connecting` | `auto`, `on`, `off` | `auto` (LE Read Supported States) |
+/// | `rotation` | 100ms–60s | `2s` |
+public struct AdapterConfiguration: Sendable, Equatable {
+    public var spec: AdapterSpec
+    public var slots: Int?
+    public var scanInterval: Duration?
+    public var scanWindow: Duration?
+    public var activeScan: Bool?
+    public var connectionInterval: (min: Duration, max: Duration)?
+    public var supervisionTimeout: Duration?
+    public var dataLength: Bool?
+    public var twoMegabitPHY: Bool?
+    public var acceptList: HCIHost.AcceptListMode?
+    /// `.some(nil)`: `auto`.
+    public var scanWhileConnecting: Bool??
+    public var rotation: Duration?
+
+    public static let optionNames = ["slots", "scan-interval", "scan-window", "scan", "conn-interval", "supervision-timeout",
+                                     "data-length", "phy", "accept-list", "scan-while-connecting", "rotation"]
+
+    public init(parsing text: String) throws(AdapterSpecError) {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        spec = try AdapterSpec(parsing: parts.first ?? text)
+        func fail(_ reason: String) -> AdapterSpecError { AdapterSpecError(spec: text, reason: reason) }
+        for option in parts.dropFirst() {
+            guard let eq = option.firstIndex(of: "="), !option[..<eq].isEmpty else {
+                throw fail("option '\(option)' is not name=value; options: \(Self.optionNames.joined(separator: ", "))")
+            }
+            let name = String(option[..<eq]).lowercased()
+            let value = String(option[option.index(after: eq)...]).lowercased()
+            func duration(_ range: ClosedRange<Double>) throws(AdapterSpecError) -> Duration {
+                guard let ms = Self.milliseconds(value), range.contains(ms) else {
+                    throw fail("\(name) '\(value)' is not a duration from \(Self.text(range.lowerBound)) to \(Self.text(range.upperBound)) (write e.g. 30ms or 2s)")
+                }
+                return .microseconds(Int64((ms * 1000).rounded()))
+            }
+            func onOff() throws(AdapterSpecError) -> Bool {
+                switch value {
+                case "on", "true", "yes": return true
+                case "off", "false", "no": return false
+                default: throw fail("\(name) '\(value)' is not on or off")
+                }
+            }
+            switch name {
+            case "slots":
+                guard let n = Int(value), (1...64).contains(n) else { throw fail("slots '\(value)' is not a whole number from 1 to 64") }
+                slots = n
+            case "scan-interval":
+                scanInterval = try duration(2.5...10240)
+            case "scan-window":
+                scanWindow = try duration(2.5...10240)
+            case "scan":
+                switch value {
+                case "active": activeScan = true
+                case "passive": activeScan = false
+                default: throw fail("scan '\(value)' is not active or passive")
+                }
+            case "conn-interval":
+                let bounds = value.split(separator: "-", maxSplits: 1).map(String.init)
+                var parsed: [Duration] = []
+                for b in bounds {
+                    guard let ms = Self.milliseconds(b), (7.5...4000).contains(ms) else {
+                        throw fail("conn-interval '\(value)' is not MIN-MAX or one duration from 7.5ms to 4s")
+                    }
+                    parsed.append(.microseconds(Int64((ms * 1000).rounded())))
+                }
+                guard let lo = parsed.first, let hi = parsed.last, lo <= hi else {
+                    throw fail("conn-interval '\(value)': the minimum is above the maximum")
+                }
+                connectionInterval = (lo, hi)
+            case "supervision-timeout":
+                supervisionTimeout = try duration(100...32000)
+            case "data-length":
+                dataLength = try onOff()
+            case "phy":
+                switch value {
+                case "2m": twoMegabitPHY = true
+                case "1m": twoMegabitPHY = false
+                default: throw fail("phy '\(value)' is not 2m or 1m")
+                }
+            case "accept-list":
+                guard let mode = HCIHost.AcceptListMode(rawValue: value) else { throw fail("accept-list '\(value)' is not auto, on or off") }
+                acceptList = mode
+            case "scan-while-connecting":
+                scanWhileConnecting = value == "auto" ? .some(nil) : .some(try onOff())
+            case "rotation":
+                rotation = try duration(100...60000)
+            default:
+                throw fail("unknown option '\(name)'; options: \(Self.optionNames.joined(separator: ", "))")
+            }
+        }
+        if let i = scanInterval ?? (scanWindow != nil ? .milliseconds(60) : nil), let w = scanWindow, w > i {
+            throw fail("scan-window \(w) is longer than scan-interval \(i)")
+        }
+    }
+
+    /// Applies the options given over `options`.
+    public func apply(to options: inout HCIAdapter.Options) {
+        if let v = slots { options.connectionSlots = v }
+        if let v = scanInterval { options.scanInterval = v }
+        if let v = scanWindow { options.scanWindow = v }
+        if options.scanWindow > options.scanInterval { options.scanWindow = options.scanInterval }
+        if let v = activeScan { options.activeScan = v }
+        if let v = connectionInterval {
+            options.connectionIntervalMin = v.min
+            options.connectionIntervalMax = v.max
+        }
+        if let v = supervisionTimeout { options.supervisionTimeout = v }
+        if let v = dataLength { options.dataLength = v }
+        if let v = twoMegabitPHY { options.twoMegabitPHY = v }
+        if let v = acceptList { options.acceptList = v }
+        if let v = scanWhileConnecting { options.scanWhileConnecting = v }
+        if let v = rotation { options.rotation = v }
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.spec == b.spec && a.slots == b.slots && a.scanInterval == b.scanInterval && a.scanWindow == b.scanWindow
+            && a.activeScan == b.activeScan && a.connectionInterval?.min == b.connectionInterval?.min
+            && a.connectionInterval?.max == b.connectionInterval?.max && a.supervisionTimeout == b.supervisionTimeout
+            && a.dataLength == b.dataLength && a.twoMegabitPHY == b.twoMegabitPHY && a.acceptList == b.acceptList
+            && a.scanWhileConnecting == b.scanWhileConnecting && a.rotation == b.rotation
+    }
+
+    /// `30ms`, `7.5ms`, `2s` → milliseconds; nil when malformed.
+    static func milliseconds(_ text: String) -> Double? {
+        let (number, scale): (Substring, Double)
+        if text.hasSuffix("ms") {
+            (number, scale) = (text.dropLast(2), 1)
+        } else if text.hasSuffix("s") {
+            (number, scale) = (text.dropLast(1), 1000)
+        } else {
+            return nil
+        }
+        guard let v = Double(number), v.isFinite, v >= 0, number.allSatisfy({ $0.isNumber || $0 == "." }) else { return nil }
+        return v * scale
+    }
+
+    private static func text(_ ms: Double) -> String {
+        ms >= 1000 ? "\(ms / 1000)s".replacingOccurrences(of: ".0s", with: "s") : "\(ms)ms".replacingOccurrences(of: ".0ms", with: "ms")
+    }
+}

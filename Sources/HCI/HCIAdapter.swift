@@ -1,12 +1,18 @@
 import BLE
 import Foundation
+import Synchronization
 
 /// A Bluetooth LE central implemented as a user-space HCI host over an H4 byte stream.
 ///
 /// Open one with `HCIAdapter.open(spec:)` (`hci:tcp:HOST:PORT`, `hci:serial:/dev/ttyACM0[@BAUD]`,
-/// `hci:user:0`). The actor owns the controller: command flow control, one shared scan fanned out
-/// to every `scan(_:)` consumer, serialized connection creation with a deadline, ACL credits and
-/// L2CAP fixed channels (ATT to the link's bearer; LE signalling and SMP answered here).
+/// `hci:user:0`, each optionally followed by `,option=value` pairs, see `AdapterConfiguration`).
+///
+/// The actor is an executor: every decision (command credits, connection creation and its cancel
+/// races, the Filter Accept List, the scan, ACL credits, the L2CAP fixed channels) is taken by the
+/// value-type `HCIHost`; the actor feeds it what happens (bytes read, callers' requests, deadlines
+/// from the shared `Timeouts`) and carries out its actions: writes to a non-blocking transport,
+/// deadlines, and the continuations of the callers waiting. Concurrent `connect(to:)` calls are
+/// batched by the host (several pending devices go through the controller's Filter Accept List).
 /// Every byte from the controller is distrusted: malformed input is logged and dropped.
 public actor HCIAdapter: Central {
     /// Tunables of an adapter.
@@ -18,11 +24,37 @@ public actor HCIAdapter: Central {
         /// How long to wait for the Connection Complete after LE Create Connection Cancel, and for
         /// Disconnection Complete after Disconnect.
         public var teardownTimeout: Duration
-        /// Links held at once (further connects fail at once).
+        /// Deadline of commands the host can do without (capabilities at bring-up, data length,
+        /// PHY): a controller that ignores one costs this once, then is not asked again.
+        public var optionalCommandTimeout: Duration = .milliseconds(500)
+        /// Links held at once (further connects fail at once). Lowered for the rest of the run when
+        /// the controller answers Connection Limit Exceeded.
         public var connectionSlots: Int
         /// The static random address used as own address; random when nil.
         public var staticRandomAddress: BluetoothAddress?
-        /// Where log lines go (dropped packets, late events). Default: stderr when
+        /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
+        /// scan interval and window).
+        public var scanInterval: Duration = .milliseconds(60)
+        public var scanWindow: Duration = .milliseconds(30)
+        /// Active scanning (scan requests, so scan responses with names arrive).
+        public var activeScan = true
+        /// Connection interval the host asks for.
+        public var connectionIntervalMin: Duration = .milliseconds(15)
+        public var connectionIntervalMax: Duration = .milliseconds(30)
+        public var supervisionTimeout: Duration = .seconds(5)
+        /// Ask for 251-byte LL payloads where the controller supports LE Data Length Extension.
+        public var dataLength = true
+        /// Ask for the LE 2M PHY where the controller supports it.
+        public var twoMegabitPHY = true
+        /// How connection creation uses the Filter Accept List.
+        public var acceptList: HCIHost.AcceptListMode = .auto
+        /// Whether scanning stays on while connecting; nil: as LE Read Supported States says.
+        public var scanWhileConnecting: Bool?
+        /// How long one connection initiation runs before devices outside it get their turn.
+        public var rotation: Duration = .seconds(2)
+        /// Receives SMP PDUs; nil answers every pairing request "pairing not supported".
+        public var security: (any SMPHandler)?
+        /// Where log lines go (dropped packets, late events, fallbacks). Default: stderr when
         /// `PROVISION_HCI_LOG` is set, nowhere otherwise.
         public var log: @Sendable (String) -> Void
 
@@ -37,17 +69,43 @@ public actor HCIAdapter: Central {
             self.staticRandomAddress = staticRandomAddress
             self.log = log
         }
+
+        /// The host's configuration for these options (wire units, clamped to the spec's ranges).
+        public var hostConfiguration: HCIHost.Configuration {
+            var c = HCIHost.Configuration()
+            c.commandTimeout = commandTimeout
+            c.optionalCommandTimeout = optionalCommandTimeout
+            c.teardownTimeout = teardownTimeout
+            c.scan.active = activeScan
+            c.scan.interval = Self.units(scanInterval, of: 0.625, in: 0x0004...0x4000)
+            c.scan.window = min(c.scan.interval, Self.units(scanWindow, of: 0.625, in: 0x0004...0x4000))
+            c.scanWhileInitiating = scanWhileConnecting
+            c.acceptList = acceptList
+            c.dataLength = dataLength
+            c.twoMegabitPHY = twoMegabitPHY
+            c.securityHandler = security != nil
+            var p = ConnectionInitiator.Parameters()
+            p.scanInterval = c.scan.interval
+            p.scanWindow = c.scan.interval
+            p.intervalMin = Self.units(connectionIntervalMin, of: 1.25, in: 0x0006...0x0C80)
+            p.intervalMax = max(p.intervalMin, Self.units(connectionIntervalMax, of: 1.25, in: 0x0006...0x0C80))
+            // Vol 6 Part B 4.5.2: the supervision timeout must exceed twice the interval.
+            let minimumTimeout = UInt16(min(3200, Int(p.intervalMax) * 125 * 2 / 1000 + 1))
+            p.supervisionTimeout = max(minimumTimeout, Self.units(supervisionTimeout, of: 10, in: 0x000A...0x0C80))
+            c.initiator = ConnectionInitiator.Configuration(slots: max(1, connectionSlots), rotation: rotation,
+                                                            cancelTimeout: teardownTimeout, parameters: p)
+            return c
+        }
+
+        private static func units(_ d: Duration, of milliseconds: Double, in range: ClosedRange<UInt16>) -> UInt16 {
+            let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
+            let n = (ms / milliseconds).rounded()
+            return UInt16(max(Double(range.lowerBound), min(Double(range.upperBound), n)))
+        }
     }
 
     /// Counters of hostile or surprising input, for tests and diagnostics.
-    public struct Statistics: Sendable, Equatable {
-        public var malformedEvents = 0
-        public var droppedACLPackets = 0
-        public var discardedH4Bytes = 0
-        public var ignoredCompletedPackets = 0
-        public var commandTimeouts = 0
-        public var unexpectedEvents = 0
-    }
+    public typealias Statistics = HCIHost.Statistics
 
     /// What the controller said about itself during bring-up.
     public struct ControllerInfo: Sendable, Equatable {
@@ -56,6 +114,11 @@ public actor HCIAdapter: Central {
         public var ownAddress: BluetoothAddress
         public var aclMaxLength: Int
         public var aclPackets: Int
+        /// LE Read Filter Accept List Size (0 when the controller would not say).
+        public var acceptListSize: Int
+        /// LE Read Local Supported Features and LE Read Supported States (nil when not answered).
+        public var leFeatures: UInt64?
+        public var supportedStates: UInt64?
     }
 
     public static let defaultLog: @Sendable (String) -> Void = { line in
@@ -65,71 +128,49 @@ public actor HCIAdapter: Central {
     }
 
     public nonisolated let id: String
-    public nonisolated let connectionSlots: Int
     public nonisolated var isSimulated: Bool { false }
+    /// Devices with known addresses are connected without a scan first (by the controller's own
+    /// initiator, batched through the Filter Accept List) — where the controller can read a link's
+    /// RSSI (HCI Read RSSI, probed at bring-up), so that a scan satisfied by connecting still tells
+    /// what a scan would have. Without it, scan steps scan first.
+    public nonisolated var connectsByAddress: Bool { readsLinkRSSI.withLock { $0 } }
+    /// Links the adapter can hold; lowered when the controller answers Connection Limit Exceeded.
+    public nonisolated var connectionSlots: Int { slotCount.withLock { $0 } }
 
     private let transport: any HCITransport
     private let options: Options
-    private var decoder = H4Decoder()
-    public private(set) var statistics = Statistics()
+    private let slotCount: Mutex<Int>
+    private let readsLinkRSSI = Mutex(false)
+    private var host: HCIHost
     public private(set) var info: ControllerInfo?
-    private var flow = ACLFlowControl(maxFragment: 27, credits: 1)
     private var failure: BLEError?
-    private var nextID: UInt64 = 1
+    private var nextToken: UInt64 = 1
     private var readTask: Task<Void, Never>?
-
-    // Commands and the events they wait for.
-    private enum WaitKey: Equatable {
-        case command(HCIOpcode)
-        case leConnection
-        case disconnection(UInt16)
-    }
-    private struct Waiter {
-        var key: WaitKey
-        var continuation: CheckedContinuation<HCIEvent, any Error>
-        var timer: Task<Void, Never>?
-    }
-    private var waiters: [UInt64: Waiter] = [:]
-    private var commandCredits = 1
-    private var commandQueue: [(waiter: UInt64, packet: [UInt8])] = []
-
-    // Connections.
-    private struct Connection {
-        var link: HCILink
-        var reassembler = ACLReassembler()
-        var localReason: DisconnectReason?
-    }
-    private var connections: [UInt16: Connection] = [:]
+    private var timers: [HCIHost.Deadline: Timeouts.Token] = [:]
+    private var commandWaiters: [UInt64: CheckedContinuation<HCICommandFlow.Outcome, any Error>] = [:]
+    private var connectWaiters: [UInt64: CheckedContinuation<HCILink, any Error>] = [:]
     private var sendWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-    private var creatingConnection = false
-    private var stashedConnectionComplete: HCIEvent?
+    private var links: [UInt64: HCILink] = [:]
 
-    // The radio: scan toggling and connection creation take turns.
-    private var radioBusy = false
-    private var radioQueue: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-
-    // Scanning.
     private struct ScanConsumer {
         var filter: ScanFilter
         var continuation: AsyncThrowingStream<Advertisement, any Error>.Continuation
-        var seen: Set<[UInt8]> = []
-    }
-    private struct AdvertiserEntry {
-        var kind: BluetoothAddress.Kind
-        var advertisement: AdvertisingData?
-        var scanResponse: AdvertisingData?
-        var connectable = true
+        var seen: Set<UInt64> = []
     }
     private var scanConsumers: [UInt64: ScanConsumer] = [:]
-    private var scanning = false
-    private var advertisers: [[UInt8]: AdvertiserEntry] = [:]
+
+    /// Counters of hostile or surprising input.
+    public var statistics: Statistics { host.statistics }
 
     // MARK: - Opening
 
-    /// Opens the adapter named by `spec` and brings its controller up.
+    /// Opens the adapter named by `spec` (with its `,option=value` pairs applied over `options`) and
+    /// brings its controller up.
     public static func open(spec: String, options: Options = Options()) async throws -> HCIAdapter {
-        let parsed = try AdapterSpec(parsing: spec)
-        let transport = try HCITransports.open(parsed)
+        let configuration = try AdapterConfiguration(parsing: spec)
+        var options = options
+        configuration.apply(to: &options)
+        let transport = try HCITransports.open(configuration.spec)
         return try await open(transport: transport, id: spec, options: options)
     }
 
@@ -150,7 +191,8 @@ public actor HCIAdapter: Central {
         self.transport = transport
         self.id = id
         self.options = options
-        self.connectionSlots = max(1, options.connectionSlots)
+        self.slotCount = Mutex(max(1, options.connectionSlots))
+        self.host = HCIHost(options.hostConfiguration)
     }
 
     private func startReading() {
@@ -159,7 +201,7 @@ public actor HCIAdapter: Central {
             do {
                 for try await chunk in reads {
                     guard let self else { return }
-                    await self.receive(chunk)
+                    await self.feed(.received(chunk))
                 }
                 await self?.shutdown(BLEError.adapterFailure("the controller transport closed"))
             } catch {
@@ -187,14 +229,66 @@ public actor HCIAdapter: Central {
         guard length > 0, count > 0 else {
             throw BLEError.adapterFailure("controller reports no ACL buffers (length \(length), count \(count))")
         }
-        flow = ACLFlowControl(maxFragment: length, credits: count)
         try await execute(SetEventMaskCommand.host)
         try await execute(LESetEventMaskCommand.host)
         let own = options.staticRandomAddress ?? Self.makeStaticRandomAddress()
         try await execute(LESetRandomAddressCommand(address: own))
-        info = ControllerInfo(version: version, publicAddress: bdaddr.address, ownAddress: own,
-                              aclMaxLength: length, aclPackets: count)
+
+        // What the controller can do; a controller that will not say gets the conservative choice.
+        let optional = options.optionalCommandTimeout
+        let features = try? decode(try await execute(LEReadLocalSupportedFeaturesCommand(), timeout: optional), LEFeaturesReturn.init(from:))
+        let states = try? decode(try await execute(LEReadSupportedStatesCommand(), timeout: optional), LESupportedStatesReturn.init(from:))
+        var listSize = 0
+        if options.acceptList != .off,
+           let size = try? decode(try await execute(LEReadFilterAcceptListSizeCommand(), timeout: optional), FilterAcceptListSizeReturn.init(from:)) {
+            // The list starts empty (after Reset it is; a controller that cannot clear it is not used).
+            listSize = (try? await execute(LEClearFilterAcceptListCommand(), timeout: optional)) != nil ? Int(size.size) : 0
+        }
+        var leFeatures = features?.features
+        if options.dataLength, leFeatures.map({ $0 & LEFeaturesReturn.dataLengthExtension != 0 }) == true {
+            do {
+                try await execute(LEWriteSuggestedDefaultDataLengthCommand(), timeout: optional)
+                try await probe(LESetDataLengthCommand(handle: Self.probeHandle), timeout: optional)
+            } catch {
+                options.log("\(id): the controller does not take LE Data Length commands (\(error)); links keep the default length")
+                leFeatures? &= ~LEFeaturesReturn.dataLengthExtension
+            }
+        }
+        if options.twoMegabitPHY, leFeatures.map({ $0 & LEFeaturesReturn.twoMegabitPHY != 0 }) == true {
+            do {
+                try await probe(LESetPHYCommand(handle: Self.probeHandle), timeout: optional)
+            } catch {
+                options.log("\(id): the controller does not take LE Set PHY (\(error)); links stay on LE 1M")
+                leFeatures? &= ~LEFeaturesReturn.twoMegabitPHY
+            }
+        }
+        do {
+            try await probe(ReadRSSICommand(handle: Self.probeHandle), timeout: optional)
+            readsLinkRSSI.withLock { $0 = true }
+        } catch {
+            options.log("\(id): the controller cannot read a link's RSSI (\(error)); scan steps scan before connecting, so each device's RSSI is known")
+        }
+        let capabilities = HCIHost.Capabilities(aclMaxLength: length, aclPackets: count, leFeatures: leFeatures,
+                                                supportedStates: states?.states, acceptListSize: listSize)
+        feed(.controllerReady(capabilities))
+        info = ControllerInfo(version: version, publicAddress: bdaddr.address, ownAddress: own, aclMaxLength: length, aclPackets: count,
+                              acceptListSize: listSize, leFeatures: features?.features, supportedStates: states?.states)
         options.log("\(id): controller up, HCI version \(version.hciVersion), BD_ADDR \(bdaddr.address), own \(own), ACL \(count)×\(length)")
+    }
+
+    /// A connection handle no link has (handles are 0x0000–0x0EFF, Vol 4 Part E 5.4.2).
+    static let probeHandle: UInt16 = 0x0EFF
+
+    /// Sends a per-link command for a handle that does not exist, at bring-up, to learn whether the
+    /// controller takes the command at all: it must answer Unknown Connection Identifier (0x02). A
+    /// controller that does not answer, or does not know the command, throws; once in use it would
+    /// have stalled the command queue (or been asked in vain) on every link.
+    private func probe<C: HCICommand>(_ command: C, timeout: Duration) async throws {
+        do {
+            try await execute(command, timeout: timeout)
+        } catch let error as HCIError where error.status != .unknownCommand && error.status != .unsupportedFeature {
+            // Unknown Connection Identifier (or another per-link refusal): the command is understood.
+        }
     }
 
     /// A static random device address (Vol 6 Part B 1.3.2.1): the two top bits set, the rest random
@@ -219,327 +313,132 @@ public actor HCIAdapter: Central {
         }
     }
 
-    private func makeID() -> UInt64 {
-        defer { nextID += 1 }
-        return nextID
+    private func makeToken() -> UInt64 {
+        defer { nextToken += 1 }
+        return nextToken
     }
 
-    // MARK: - Waiting for events
+    // MARK: - The executor
 
-    /// Registers a waiter for `key`, runs `start` once it is registered, and waits with a deadline.
-    private func waitFor(_ key: WaitKey, timeout: Duration, operation: String,
-                         start: (UInt64) -> Void = { _ in }) async throws -> HCIEvent {
-        if let failure { throw failure }
-        let id = makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCIEvent, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
+    /// Feeds one event to the host and carries out what it decides.
+    private func feed(_ event: HCIHost.Event) {
+        guard failure == nil else { return }
+        perform(host.handle(event))
+    }
+
+    private func perform(_ actions: [HCIHost.Action]) {
+        for action in actions {
+            guard failure == nil else { return }
+            switch action {
+            case .write(let bytes):
+                // Written at once and in order: the transport queues what the descriptor cannot take.
+                do {
+                    try transport.write(bytes)
+                } catch {
+                    shutdown(BLEError.adapterFailure("write to the controller failed: \(error)"))
                 }
-                let timer = Task { [weak self] in
-                    do { try await Task.sleep(for: timeout) } catch { return }
-                    await self?.expire(id, BLEError.timeout(operation: operation, limit: timeout))
+            case .arm(let deadline, let limit):
+                if let old = timers[deadline] { Timeouts.shared.cancel(old) }
+                timers[deadline] = Timeouts.shared.schedule(after: limit) { [weak self] in
+                    Task { await self?.expired(deadline) }
                 }
-                waiters[id] = Waiter(key: key, continuation: c, timer: timer)
-                start(id)
+            case .disarm(let deadline):
+                if let t = timers.removeValue(forKey: deadline) { Timeouts.shared.cancel(t) }
+            case .commandFinished(let token, let outcome):
+                commandWaiters.removeValue(forKey: token)?.resume(returning: outcome)
+            case .connected(let request, let info):
+                let link = HCILink(peer: info.peer, adapter: self, adapterID: id, handle: info.handle, linkID: info.id,
+                                   heardRSSI: info.heardRSSI)
+                links[info.id] = link
+                if let waiter = connectWaiters.removeValue(forKey: request) {
+                    waiter.resume(returning: link)
+                } else {
+                    feed(.disconnect(info.id, reason: .localHostTerminated))
+                }
+            case .connectFailed(let request, let error):
+                connectWaiters.removeValue(forKey: request)?.resume(throwing: error)
+            case .linkDown(let linkID, let reason):
+                links.removeValue(forKey: linkID)?.markDisconnected(reason)
+            case .att(let linkID, let pdu):
+                links[linkID]?.deliverATT(pdu)
+            case .smp(let linkID, let pdu):
+                if let link = links[linkID] { options.security?.received(pdu, on: link) }
+            case .sent(let token):
+                sendWaiters.removeValue(forKey: token)?.resume()
+            case .sendFailed(let token, let error):
+                sendWaiters.removeValue(forKey: token)?.resume(throwing: error)
+            case .advertisement(let entry):
+                deliver(entry)
+            case .scanFailed(let why):
+                for consumer in scanConsumers.values {
+                    consumer.continuation.finish(throwing: BLEError.adapterFailure("scan could not start: \(why)"))
+                }
+                scanConsumers = [:]
+                feed(.scanWanted(false))
+            case .slots(let n):
+                slotCount.withLock { $0 = max(1, n) }
+            case .log(let line):
+                options.log("\(id): \(line)")
+            case .failure(let error):
+                shutdown(error)
             }
-        } onCancel: {
-            Task { await self.expire(id, BLEError.cancelled) }
         }
     }
 
-    private func expire(_ id: UInt64, _ error: BLEError) {
-        guard let waiter = waiters.removeValue(forKey: id) else { return }
-        waiter.timer?.cancel()
-        if case .command = waiter.key {
-            if let i = commandQueue.firstIndex(where: { $0.waiter == id }) {
-                commandQueue.remove(at: i)
-            } else if case .timeout = error {
-                // The controller never answered: assume the credit is lost and carry on.
-                statistics.commandTimeouts += 1
-                commandCredits = max(commandCredits, 1)
-                options.log("\(id): \(error)")
-                pumpCommands()
-            }
-        }
-        waiter.continuation.resume(throwing: error)
-    }
-
-    private func resolveFirst(_ key: WaitKey, with event: HCIEvent) -> Bool {
-        guard let id = waiters.filter({ $0.value.key == key }).keys.min(),
-              let waiter = waiters.removeValue(forKey: id) else { return false }
-        waiter.timer?.cancel()
-        waiter.continuation.resume(returning: event)
-        return true
+    private func expired(_ deadline: HCIHost.Deadline) {
+        // A deadline disarmed (or re-armed) meanwhile is stale.
+        guard timers.removeValue(forKey: deadline) != nil else { return }
+        feed(.deadline(deadline))
     }
 
     // MARK: - Commands
 
     /// Sends a command and waits for its Command Complete (returning its return parameters) or
-    /// Command Status (returning nothing). A status other than success throws `HCIError`.
+    /// Command Status (returning nothing). A status other than success throws `HCIError`; no answer
+    /// within `timeout` (the default command timeout when nil) throws `BLEError.timeout`.
     @discardableResult
-    func execute<C: HCICommand>(_ command: C, timeout: Duration? = nil) async throws -> [UInt8] {
-        let packet = command.packet
-        let event = try await waitFor(.command(C.opcode), timeout: timeout ?? options.commandTimeout,
-                                      operation: "HCI \(C.opcode.name)") { id in
-            commandQueue.append((id, packet))
-            pumpCommands()
-        }
-        return try Self.result(of: event, opcode: C.opcode)
-    }
-
-    private static func result(of event: HCIEvent, opcode: HCIOpcode) throws -> [UInt8] {
-        switch event {
-        case .commandComplete(let e):
-            guard let status = e.status else {
-                throw BLEError.protocolError("Command Complete for \(opcode.name) without a status")
+    package func execute<C: HCICommand>(_ command: C, timeout: Duration? = nil) async throws -> [UInt8] {
+        if let failure { throw failure }
+        let token = makeToken()
+        let outcome = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCICommandFlow.Outcome, any Error>) in
+                if Task.isCancelled {
+                    c.resume(throwing: BLEError.cancelled)
+                    return
+                }
+                commandWaiters[token] = c
+                feed(.command(token, HCICommandPacket(command: command), timeout: timeout))
             }
-            guard status == .success else { throw HCIError(status: status, opcode: opcode) }
-            return e.returnParameters
-        case .commandStatus(let e):
-            guard e.status == .success else { throw HCIError(status: e.status, opcode: opcode) }
+        } onCancel: {
+            Task { await self.abandonCommand(token) }
+        }
+        switch outcome {
+        case .complete(let parameters):
+            guard let first = parameters.first else {
+                throw BLEError.protocolError("Command Complete for \(C.opcode.name) without a status")
+            }
+            let status = HCIStatus(rawValue: first)
+            guard status == .success else { throw HCIError(status: status, opcode: C.opcode) }
+            return parameters
+        case .status(let status):
+            guard status == .success else { throw HCIError(status: status, opcode: C.opcode) }
             return []
-        default:
-            throw BLEError.protocolError("unexpected answer to \(opcode.name)")
+        case .timedOut:
+            throw BLEError.timeout(operation: "HCI \(C.opcode.name)", limit: timeout ?? options.commandTimeout)
         }
     }
 
-    private func pumpCommands() {
-        while commandCredits > 0, !commandQueue.isEmpty, failure == nil {
-            let next = commandQueue.removeFirst()
-            commandCredits -= 1
-            write([H4PacketType.command.rawValue] + next.packet)
-        }
+    private func abandonCommand(_ token: UInt64) {
+        guard let waiter = commandWaiters.removeValue(forKey: token) else { return }
+        feed(.abandonCommand(token))
+        waiter.resume(throwing: BLEError.cancelled)
     }
 
-    private func write(_ bytes: [UInt8]) {
-        do {
-            try transport.write(bytes)
-        } catch {
-            shutdown(BLEError.adapterFailure("write to the controller failed: \(error)"))
-        }
-    }
-
-    // MARK: - Incoming bytes
-
-    private func receive(_ chunk: [UInt8]) {
-        let before = decoder.discardedBytes
-        let packets = decoder.feed(chunk)
-        if decoder.discardedBytes > before {
-            statistics.discardedH4Bytes += decoder.discardedBytes - before
-            options.log("\(id): skipped \(decoder.discardedBytes - before) byte(s) that are not an H4 packet indicator")
-        }
-        for packet in packets {
-            guard failure == nil else { return }
-            switch packet.type {
-            case .event: receiveEvent(packet.bytes)
-            case .acl: receiveACL(packet.bytes)
-            default:
-                statistics.droppedACLPackets += 1
-                options.log("\(id): dropped an H4 packet of type 0x\(String(packet.type.rawValue, radix: 16))")
-            }
-        }
-    }
-
-    private func receiveEvent(_ bytes: [UInt8]) {
-        let event: HCIEvent
-        do {
-            event = try HCIEvent(packet: bytes)
-        } catch {
-            statistics.malformedEvents += 1
-            options.log("\(id): dropped malformed event \(bytes.hexString): \(error)")
-            return
-        }
-        switch event {
-        case .commandComplete(let e):
-            commandCredits = Int(e.numCommandPackets)
-            if e.opcode.rawValue != 0 && !resolveFirst(.command(e.opcode), with: event) {
-                statistics.unexpectedEvents += 1
-                options.log("\(id): Command Complete for \(e.opcode.name) that nobody waits for")
-            }
-            pumpCommands()
-        case .commandStatus(let e):
-            commandCredits = Int(e.numCommandPackets)
-            if e.opcode.rawValue != 0 && !resolveFirst(.command(e.opcode), with: event) {
-                statistics.unexpectedEvents += 1
-                options.log("\(id): Command Status \(e.status) for \(e.opcode.name) that nobody waits for")
-            }
-            pumpCommands()
-        case .numberOfCompletedPackets(let e):
-            for entry in e.entries {
-                let (actions, ignored) = flow.completed(handle: entry.handle, count: Int(entry.count))
-                if ignored > 0 {
-                    statistics.ignoredCompletedPackets += ignored
-                    options.log("\(id): ignored \(ignored) completed packet(s) for handle 0x\(String(entry.handle, radix: 16)) not in flight")
-                }
-                perform(actions)
-            }
-        case .disconnectionComplete(let e):
-            guard e.status == .success else {
-                options.log("\(id): Disconnection Complete with status \(e.status) for handle 0x\(String(e.handle, radix: 16))")
-                return
-            }
-            linkDown(handle: e.handle, reason: e.reason.disconnectReason)
-        case .leConnectionComplete(let e):
-            connectionComplete(e, event: event)
-        case .leAdvertisingReport(let e):
-            advertisingReports(e.reports.map(\.report))
-        case .leExtendedAdvertisingReport(let e):
-            advertisingReports(e.reports.map(\.report))
-        case .leConnectionUpdateComplete(let e):
-            options.log("\(id): connection 0x\(String(e.handle, radix: 16)) parameters: status \(e.status), interval \(e.interval)")
-        case .hardwareError(let code):
-            shutdown(BLEError.adapterFailure("controller hardware error 0x\(String(code, radix: 16))"))
-        case .leMeta, .unknown:
-            break
-        }
-    }
-
-    private func receiveACL(_ bytes: [UInt8]) {
-        let packet: ACLDataPacket
-        do {
-            packet = try ACLDataPacket(packet: bytes)
-        } catch {
-            statistics.droppedACLPackets += 1
-            options.log("\(id): dropped malformed ACL packet: \(error)")
-            return
-        }
-        guard var connection = connections[packet.handle] else {
-            statistics.droppedACLPackets += 1
-            options.log("\(id): dropped ACL data for unknown handle 0x\(String(packet.handle, radix: 16))")
-            return
-        }
-        let outputs = connection.reassembler.push(packet)
-        connections[packet.handle] = connection
-        for output in outputs {
-            switch output {
-            case .dropped(let why):
-                statistics.droppedACLPackets += 1
-                options.log("\(id): handle 0x\(String(packet.handle, radix: 16)): \(why)")
-            case .frame(let frame):
-                route(frame, handle: packet.handle, link: connection.link)
-            }
-        }
-    }
-
-    private func route(_ frame: L2CAPBasicFrame, handle: UInt16, link: HCILink) {
-        switch frame.channel {
-        case .att:
-            link.deliverATT(frame.payload)
-        case .leSignaling:
-            let (response, accepted) = LESignalingResponder.respond(to: frame.payload)
-            if let response { sendInternal(handle: handle, channel: .leSignaling, payload: response.bytes) }
-            if let p = accepted {
-                let update = LEConnectionUpdateCommand(handle: handle, intervalMin: p.intervalMin, intervalMax: p.intervalMax,
-                                                       maxLatency: p.latency, supervisionTimeout: p.timeout)
-                Task {
-                    do { try await self.execute(update) } catch {
-                        self.options.log("\(self.id): LE Connection Update for 0x\(String(handle, radix: 16)) failed: \(error)")
-                    }
-                }
-            }
-        case .smp:
-            if let response = SMPResponder.respond(to: frame.payload) {
-                sendInternal(handle: handle, channel: .smp, payload: response)
-            }
-        default:
-            statistics.droppedACLPackets += 1
-            options.log("\(id): dropped L2CAP frame on unsupported CID 0x\(String(frame.channel.rawValue, radix: 16))")
-        }
-    }
-
-    // MARK: - ACL out
-
-    private func perform(_ actions: [ACLFlowControl.Action]) {
-        // Fragments released together go to the transport in one write.
-        var batch: [UInt8] = []
-        for case .transmit(let packet) in actions {
-            batch.append(H4PacketType.acl.rawValue)
-            batch.append(contentsOf: packet.packet)
-        }
-        if !batch.isEmpty { write(batch) }
-        for action in actions {
-            switch action {
-            case .transmit:
-                break
-            case .sent(let token):
-                sendWaiters.removeValue(forKey: token)?.resume()
-            case .failed(let token):
-                sendWaiters.removeValue(forKey: token)?.resume(throwing: BLEError.disconnected(.failedToEstablish))
-            }
-        }
-    }
-
-    /// Queues an L2CAP frame and returns once all of it is with the controller (so the caller waits
-    /// for ACL credits).
-    func sendL2CAP(linkID: UInt64, handle: UInt16, channel: L2CAPBasicFrame.ChannelID, payload: [UInt8]) async throws {
-        if let failure { throw failure }
-        guard let connection = connections[handle], connection.link.linkID == linkID else {
-            throw BLEError.disconnected(.remoteUserTerminated)
-        }
-        if let reason = connection.link.disconnectReason { throw BLEError.disconnected(reason) }
-        let frame = L2CAPBasicFrame(channel: channel, payload: payload).bytes
-        let token = makeID()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                sendWaiters[token] = c
-                perform(flow.enqueue(token: token, handle: handle, frame: frame))
-            }
-        } onCancel: {
-            Task { await self.cancelSend(token) }
-        }
-    }
-
-    private func cancelSend(_ token: UInt64) {
-        if flow.cancel(token: token) {
-            sendWaiters.removeValue(forKey: token)?.resume(throwing: BLEError.cancelled)
-        }
-    }
-
-    private func sendInternal(handle: UInt16, channel: L2CAPBasicFrame.ChannelID, payload: [UInt8]) {
-        perform(flow.enqueue(token: makeID(), handle: handle,
-                             frame: L2CAPBasicFrame(channel: channel, payload: payload).bytes))
-    }
-
-    // MARK: - Radio turn-taking
-
-    private func acquireRadio() async throws {
-        if let failure { throw failure }
-        if !radioBusy {
-            radioBusy = true
-            return
-        }
-        let id = makeID()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                radioQueue.append((id, c))
-            }
-        } onCancel: {
-            Task { await self.cancelRadioWait(id) }
-        }
-    }
-
-    private func cancelRadioWait(_ id: UInt64) {
-        if let i = radioQueue.firstIndex(where: { $0.id == id }) {
-            radioQueue.remove(at: i).continuation.resume(throwing: BLEError.cancelled)
-        }
-    }
-
-    private func releaseRadio() {
-        if radioQueue.isEmpty {
-            radioBusy = false
-        } else {
-            radioQueue.removeFirst().continuation.resume()
-        }
+    /// HCI Read RSSI on a link; nil when the controller will not say.
+    func readRSSI(handle: UInt16) async -> Int? {
+        guard let bytes = try? await execute(ReadRSSICommand(handle: handle), timeout: options.optionalCommandTimeout),
+              let r = try? decode(bytes, RSSIReturn.init(from:)), r.rssi != 127 else { return nil }
+        return Int(r.rssi)
     }
 
     // MARK: - Scanning
@@ -550,95 +449,42 @@ public actor HCIAdapter: Central {
         return stream
     }
 
-    private func addScanConsumer(_ filter: ScanFilter, _ continuation: AsyncThrowingStream<Advertisement, any Error>.Continuation) async {
+    private func addScanConsumer(_ filter: ScanFilter, _ continuation: AsyncThrowingStream<Advertisement, any Error>.Continuation) {
         if let failure {
             continuation.finish(throwing: failure)
             return
         }
-        let id = makeID()
+        let id = makeToken()
         scanConsumers[id] = ScanConsumer(filter: filter, continuation: continuation)
         continuation.onTermination = { [weak self] _ in
             Task { await self?.removeScanConsumer(id) }
         }
-        await reconcileScan()
+        if scanConsumers.count == 1 { feed(.scanWanted(true)) }
     }
 
-    private func removeScanConsumer(_ id: UInt64) async {
+    private func removeScanConsumer(_ id: UInt64) {
         guard scanConsumers.removeValue(forKey: id) != nil else { return }
-        await reconcileScan()
+        if scanConsumers.isEmpty { feed(.scanWanted(false)) }
     }
 
-    /// Makes the controller's scan state match the consumers (on while there is one).
-    private func reconcileScan() async {
-        guard failure == nil else { return }
-        let wanted = !scanConsumers.isEmpty
-        guard wanted != scanning else { return }
-        do {
-            try await acquireRadio()
-        } catch {
-            return
-        }
-        let desired = !scanConsumers.isEmpty
-        if desired != scanning {
-            do {
-                if desired {
-                    try await execute(LESetScanParametersCommand())
-                    try await execute(LESetScanEnableCommand(enable: true, filterDuplicates: false))
-                    scanning = true
-                } else {
-                    scanning = false
-                    try await execute(LESetScanEnableCommand(enable: false))
-                }
-            } catch {
-                options.log("\(id): could not \(desired ? "start" : "stop") scanning: \(error)")
-                if desired {
-                    for consumer in scanConsumers.values {
-                        consumer.continuation.finish(throwing: BLEError.adapterFailure("scan could not start: \(error)"))
-                    }
-                    scanConsumers = [:]
-                }
+    private func deliver(_ entry: AdvertisementCache.Entry) {
+        guard !scanConsumers.isEmpty else { return }
+        let ad = Advertisement(address: entry.address, rssi: entry.rssi, data: entry.merged,
+                               connectable: entry.connectable, time: .now, adapter: id)
+        let key = entry.address.value
+        var ended = false
+        for (consumerID, var consumer) in scanConsumers where consumer.filter.matches(ad) {
+            if !consumer.filter.allowDuplicates {
+                if consumer.seen.contains(key) { continue }
+                consumer.seen.insert(key)
+                scanConsumers[consumerID] = consumer
+            }
+            if case .terminated = consumer.continuation.yield(ad) {
+                scanConsumers[consumerID] = nil
+                ended = true
             }
         }
-        releaseRadio()
-    }
-
-    private func advertisingReports(_ reports: [AdvertisingReport]) {
-        for report in reports {
-            let key = report.address.bytes
-            var entry = advertisers[key] ?? AdvertiserEntry(kind: report.address.kind)
-            entry.kind = report.address.kind
-            let data: AdvertisingData
-            do {
-                data = try AdvertisingData(parsing: report.data)
-            } catch {
-                options.log("\(id): dropped malformed advertising data from \(report.address): \(error)")
-                continue
-            }
-            switch report.kind {
-            case .advertisement(let connectable):
-                entry.advertisement = data
-                entry.connectable = connectable
-            case .scanResponse:
-                entry.scanResponse = data
-            }
-            if advertisers.count > 4096 { advertisers = [:] }
-            advertisers[key] = entry
-            guard !scanConsumers.isEmpty else { continue }
-            let merged = (entry.advertisement ?? AdvertisingData()).merged(with: entry.scanResponse ?? AdvertisingData())
-            let ad = Advertisement(address: report.address, rssi: Int(report.rssi), data: merged,
-                                   connectable: entry.connectable, time: .now, adapter: id)
-            for (consumerID, var consumer) in scanConsumers where consumer.filter.matches(ad) {
-                if !consumer.filter.allowDuplicates {
-                    if consumer.seen.contains(key) { continue }
-                    consumer.seen.insert(key)
-                    scanConsumers[consumerID] = consumer
-                }
-                if case .terminated = consumer.continuation.yield(ad) {
-                    scanConsumers[consumerID] = nil
-                    Task { await self.reconcileScan() }
-                }
-            }
-        }
+        if ended && scanConsumers.isEmpty { feed(.scanWanted(false)) }
     }
 
     // MARK: - Connecting
@@ -650,184 +496,64 @@ public actor HCIAdapter: Central {
     /// `connect(to:options:)` with the concrete link type.
     public func connectLink(to peer: BluetoothAddress, options connect: ConnectOptions) async throws -> HCILink {
         if let failure { throw failure }
-        let deadline = ContinuousClock.now + connect.timeout
-        try await acquireRadio()
-        creatingConnection = true
-        stashedConnectionComplete = nil
-        defer {
-            creatingConnection = false
-            stashedConnectionComplete = nil
-            releaseRadio()
-            Task { await self.reconcileScan() }
-        }
-        guard connections.count < connectionSlots else {
-            throw BLEError.connectFailed("all \(connectionSlots) connection slots of \(id) are in use")
-        }
-        // Many controllers refuse to initiate while scanning; the scan resumes afterwards.
-        if scanning {
-            scanning = false
-            do { try await execute(LESetScanEnableCommand(enable: false)) } catch {
-                options.log("\(id): could not pause scanning: \(error)")
-            }
-        }
-        // Use the address type the device advertises with when we have heard it.
-        var target = peer
-        if let heard = advertisers[peer.bytes] { target.kind = heard.kind }
-        do {
-            try await execute(LECreateConnectionCommand(peer: target))
-            options.log("\(id): creating a connection to \(target)")
-            let remaining = deadline - .now
-            let event = try await waitForConnection(timeout: max(remaining, .milliseconds(1)), operation: "connect to \(peer)")
-            return try established(event, peer: target)
-        } catch let error as HCIError {
-            // The controller refused to initiate: nothing is pending.
-            throw BLEError.connectFailed("\(error)")
-        } catch let error as BLEError where error == .cancelled || Self.isTimeout(error) {
-            // Also when the Command Status itself was late: the controller may be initiating.
-            await cancelPendingConnection(peer: target)
-            throw error
-        }
-    }
-
-    private static func isTimeout(_ error: BLEError) -> Bool {
-        if case .timeout = error { return true }
-        return false
-    }
-
-    private func waitForConnection(timeout: Duration, operation: String) async throws -> HCIEvent {
-        if let stashed = stashedConnectionComplete {
-            stashedConnectionComplete = nil
-            return stashed
-        }
-        return try await waitFor(.leConnection, timeout: timeout, operation: operation)
-    }
-
-    /// LE Create Connection Cancel, then the Connection Complete it causes (Vol 4 Part E 7.8.13);
-    /// a connection that won the race is dropped. Runs to the end even when the caller is cancelled.
-    private func cancelPendingConnection(peer: BluetoothAddress) async {
-        let limit = options.teardownTimeout
-        do {
-            let event: HCIEvent?
-            if let stashed = stashedConnectionComplete {
-                stashedConnectionComplete = nil
-                event = stashed
-            } else {
-                event = try await Task {
-                    let packet = LECreateConnectionCancelCommand().packet
-                    let answer = try await self.waitFor(.command(.leCreateConnectionCancel), timeout: limit,
-                                                        operation: "LE Create Connection Cancel") { id in
-                        self.commandQueue.append((id, packet))
-                        self.pumpCommands()
-                    }
-                    do {
-                        _ = try Self.result(of: answer, opcode: .leCreateConnectionCancel)
-                    } catch let error as HCIError where error.status == .commandDisallowed {
-                        // Nothing pending any more: a Connection Complete that won the race has
-                        // already arrived (it precedes the cancel's Command Complete), or none comes.
-                        return self.stashedConnectionComplete
-                    }
-                    return try await self.waitForConnection(timeout: limit, operation: "Connection Complete after cancel")
-                }.value
-            }
-            stashedConnectionComplete = nil
-            if case .leConnectionComplete(let e)? = event, e.status == .success {
-                options.log("\(id): connection to \(peer) completed while being cancelled; dropping it")
-                let link = register(e, peer: peer)
-                await disconnect(linkID: link.linkID, handle: link.handle, reason: .localHostTerminated)
-            }
-        } catch {
-            options.log("\(id): cancelling the connection to \(peer): \(error)")
-        }
-    }
-
-    private func established(_ event: HCIEvent, peer: BluetoothAddress) throws -> HCILink {
-        guard case .leConnectionComplete(let e) = event else {
-            throw BLEError.protocolError("unexpected event while connecting")
-        }
-        guard e.status == .success else {
-            throw BLEError.connectFailed("controller: \(e.status)")
-        }
-        return register(e, peer: peer)
-    }
-
-    private func register(_ e: LEConnectionCompleteEvent, peer: BluetoothAddress) -> HCILink {
-        let link = HCILink(peer: e.peer, adapter: self, adapterID: id, handle: e.handle, linkID: makeID())
-        if let old = connections[e.handle] {
-            options.log("\(id): handle 0x\(String(e.handle, radix: 16)) reused while still known; dropping the old link")
-            linkDown(handle: e.handle, reason: old.localReason ?? .supervisionTimeout)
-        }
-        connections[e.handle] = Connection(link: link)
-        return link
-    }
-
-    private func connectionComplete(_ e: LEConnectionCompleteEvent, event: HCIEvent) {
-        if creatingConnection && e.role == 0 {
-            if !resolveFirst(.leConnection, with: event) {
-                stashedConnectionComplete = event
-            }
-            return
-        }
-        statistics.unexpectedEvents += 1
-        guard e.status == .success else { return }
-        // A connection nobody asked for (e.g. after a cancel gave up, or as peripheral): drop it.
-        options.log("\(id): unexpected connection 0x\(String(e.handle, radix: 16)) from \(e.peer); disconnecting")
-        let link = register(e, peer: e.peer)
-        Task { await self.disconnect(linkID: link.linkID, handle: link.handle, reason: .localHostTerminated) }
-    }
-
-    // MARK: - Disconnecting
-
-    /// Drops a link and waits (with a deadline) for Disconnection Complete. Idempotent.
-    func disconnect(linkID: UInt64, handle: UInt16, reason: DisconnectReason) async {
-        guard var connection = connections[handle], connection.link.linkID == linkID else { return }
-        if connection.localReason != nil {
-            // Already disconnecting: wait for the outcome.
-            _ = await connection.link.waitForDisconnect()
-            return
-        }
-        connection.localReason = reason
-        connections[handle] = connection
-        let limit = options.teardownTimeout
-        do {
-            _ = try await Task {
-                let packet = DisconnectCommand(handle: handle, reason: .remoteUserTerminated).packet
-                let answer = try await self.waitFor(.command(.disconnect), timeout: limit, operation: "HCI Disconnect") { id in
-                    self.commandQueue.append((id, packet))
-                    self.pumpCommands()
+        let request = makeToken()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCILink, any Error>) in
+                if Task.isCancelled {
+                    c.resume(throwing: BLEError.cancelled)
+                    return
                 }
-                _ = try Self.result(of: answer, opcode: .disconnect)
-                guard let c = self.connections[handle], c.link.linkID == linkID else { return }
-                _ = try await self.waitFor(.disconnection(handle), timeout: limit, operation: "Disconnection Complete")
-            }.value
-        } catch {
-            options.log("\(id): disconnecting 0x\(String(handle, radix: 16)): \(error); dropping the link locally")
-            if let c = connections[handle], c.link.linkID == linkID {
-                linkDown(handle: handle, reason: reason)
+                connectWaiters[request] = c
+                feed(.connect(request, peer, timeout: connect.timeout))
             }
+        } onCancel: {
+            Task { await self.feed(.cancelConnect(request)) }
         }
     }
 
-    private func linkDown(handle: UInt16, reason: DisconnectReason) {
-        guard let connection = connections.removeValue(forKey: handle) else {
-            statistics.unexpectedEvents += 1
-            options.log("\(id): Disconnection Complete for unknown handle 0x\(String(handle, radix: 16))")
-            return
+    // MARK: - Links
+
+    /// Drops a link and waits (within the host's deadlines) until it is down. Idempotent.
+    func disconnect(linkID: UInt64, reason: DisconnectReason) async {
+        guard let link = links[linkID] else { return }
+        feed(.disconnect(linkID, reason: reason))
+        _ = await link.waitForDisconnect()
+    }
+
+    /// Queues an L2CAP frame and returns once all of it is with the controller (so the caller waits
+    /// for ACL credits).
+    func sendL2CAP(linkID: UInt64, channel: L2CAPBasicFrame.ChannelID, payload: [UInt8]) async throws {
+        if let failure { throw failure }
+        guard let link = links[linkID] else { throw BLEError.disconnected(.remoteUserTerminated) }
+        if let reason = link.disconnectReason { throw BLEError.disconnected(reason) }
+        let token = makeToken()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled {
+                    c.resume(throwing: BLEError.cancelled)
+                    return
+                }
+                sendWaiters[token] = c
+                feed(.send(token, linkID, channel, payload))
+            }
+        } onCancel: {
+            Task { await self.feed(.cancelSend(token)) }
         }
-        connection.link.markDisconnected(connection.localReason ?? reason)
-        perform(flow.connectionClosed(handle: handle))
-        _ = resolveFirst(.disconnection(handle), with: .disconnectionComplete(
-            DisconnectionCompleteEvent(handle: handle, reason: HCIStatus(rawValue: reason.code))))
     }
 
     // MARK: - Closing
 
     public func close() async {
         guard failure == nil else { return }
-        for (handle, connection) in connections {
-            await disconnect(linkID: connection.link.linkID, handle: handle, reason: .localHostTerminated)
+        for consumer in scanConsumers.values { consumer.continuation.finish() }
+        scanConsumers = [:]
+        feed(.scanWanted(false))
+        await withTaskGroup(of: Void.self) { group in
+            for linkID in links.keys {
+                group.addTask { await self.disconnect(linkID: linkID, reason: .localHostTerminated) }
+            }
         }
-        if scanning {
-            scanning = false
+        if host.isScanning {
             _ = try? await execute(LESetScanEnableCommand(enable: false))
         }
         shutdown(BLEError.adapterFailure("adapter \(id) closed"), linkReason: .localHostTerminated)
@@ -840,19 +566,17 @@ public actor HCIAdapter: Central {
         options.log("\(id): \(error)")
         transport.close()
         readTask?.cancel()
-        for (_, waiter) in waiters {
-            waiter.timer?.cancel()
-            waiter.continuation.resume(throwing: error)
-        }
-        waiters = [:]
-        commandQueue = []
-        for (_, c) in sendWaiters { c.resume(throwing: BLEError.disconnected(linkReason)) }
+        for t in timers.values { Timeouts.shared.cancel(t) }
+        timers = [:]
+        for c in commandWaiters.values { c.resume(throwing: error) }
+        commandWaiters = [:]
+        for c in connectWaiters.values { c.resume(throwing: error) }
+        connectWaiters = [:]
+        for c in sendWaiters.values { c.resume(throwing: BLEError.disconnected(linkReason)) }
         sendWaiters = [:]
-        for waiter in radioQueue { waiter.continuation.resume(throwing: error) }
-        radioQueue = []
-        for (_, connection) in connections { connection.link.markDisconnected(connection.localReason ?? linkReason) }
-        connections = [:]
-        for (_, consumer) in scanConsumers { consumer.continuation.finish(throwing: error) }
+        for link in links.values { link.markDisconnected(linkReason) }
+        links = [:]
+        for consumer in scanConsumers.values { consumer.continuation.finish(throwing: error) }
         scanConsumers = [:]
     }
 

@@ -11,11 +11,7 @@ public protocol HCICommand: Sendable, Equatable {
 
 extension HCICommand {
     /// The full command packet (opcode, length, parameters) without the H4 indicator.
-    public var packet: [UInt8] {
-        var params = ByteWriter()
-        encode(into: &params)
-        return HCICommandPacket(opcode: Self.opcode, parameters: params.bytes).bytes
-    }
+    public var packet: [UInt8] { HCICommandPacket(command: self).bytes }
 
     /// Parses the parameter bytes of a command packet, rejecting trailing bytes.
     public init(parameters: [UInt8]) throws(DecodeError) {
@@ -53,6 +49,15 @@ public struct HCICommandPacket: Sendable, Equatable {
         w.write(UInt8(truncatingIfNeeded: parameters.count))
         w.write(parameters)
         return w.bytes
+    }
+}
+
+extension HCICommandPacket {
+    /// The packet of a command.
+    public init<C: HCICommand>(command: C) {
+        var w = ByteWriter()
+        command.encode(into: &w)
+        self.init(opcode: C.opcode, parameters: w.bytes)
     }
 }
 
@@ -141,8 +146,9 @@ public struct LESetEventMaskCommand: HCICommand {
     public init(mask: UInt64) { self.mask = mask }
 
     /// Connection Complete (bit 0), Advertising Report (1), Connection Update Complete (2),
-    /// Read Remote Features Complete (3), Enhanced Connection Complete (9).
-    public static let host = LESetEventMaskCommand(mask: 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 9)
+    /// Read Remote Features Complete (3), Data Length Change (6), Enhanced Connection Complete (9),
+    /// PHY Update Complete (11).
+    public static let host = LESetEventMaskCommand(mask: 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9 | 1 << 11)
 
     public init(from reader: inout ByteReader) throws(DecodeError) {
         let low = try reader.readUInt32LE("LE_Event_Mask")
@@ -280,13 +286,15 @@ public struct LECreateConnectionCommand: HCICommand {
     public var minCELength: UInt16
     public var maxCELength: UInt16
 
-    public init(peer: BluetoothAddress, ownAddressType: UInt8 = 1,
+    /// `filterPolicy` 0 connects to `peer`; 1 connects to whichever device of the Filter Accept List
+    /// advertises first, and the controller ignores `peer` (Vol 4 Part E 7.8.12).
+    public init(peer: BluetoothAddress, filterPolicy: UInt8 = 0, ownAddressType: UInt8 = 1,
                 scanInterval: UInt16 = 0x0060, scanWindow: UInt16 = 0x0060,
                 intervalMin: UInt16 = 0x0018, intervalMax: UInt16 = 0x0028, maxLatency: UInt16 = 0,
                 supervisionTimeout: UInt16 = 0x01F4, minCELength: UInt16 = 0, maxCELength: UInt16 = 0) {
         self.scanInterval = scanInterval
         self.scanWindow = scanWindow
-        self.filterPolicy = 0
+        self.filterPolicy = filterPolicy
         self.peerAddressType = peer.kind.rawValue
         self.peer = peer
         self.ownAddressType = ownAddressType

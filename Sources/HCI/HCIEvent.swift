@@ -268,6 +268,85 @@ public struct LEConnectionUpdateCompleteEvent: Sendable, Equatable {
     }
 }
 
+/// HCI_LE_Data_Length_Change (Vol 4 Part E 7.7.65.7): the LL payload sizes now in use on a link.
+///
+/// | Parameter | Size |
+/// |---|---|
+/// | Connection_Handle | 2 |
+/// | Max_TX_Octets | 2 |
+/// | Max_TX_Time | 2 |
+/// | Max_RX_Octets | 2 |
+/// | Max_RX_Time | 2 |
+public struct LEDataLengthChangeEvent: Sendable, Equatable {
+    public var handle: UInt16
+    public var maxTxOctets: UInt16
+    public var maxTxTime: UInt16
+    public var maxRxOctets: UInt16
+    public var maxRxTime: UInt16
+
+    public init(handle: UInt16, maxTxOctets: UInt16, maxTxTime: UInt16, maxRxOctets: UInt16, maxRxTime: UInt16) {
+        self.handle = handle
+        self.maxTxOctets = maxTxOctets
+        self.maxTxTime = maxTxTime
+        self.maxRxOctets = maxRxOctets
+        self.maxRxTime = maxRxTime
+    }
+
+    public init(from r: inout ByteReader) throws(DecodeError) {
+        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
+        maxTxOctets = try r.readUInt16LE("Max_TX_Octets")
+        maxTxTime = try r.readUInt16LE("Max_TX_Time")
+        maxRxOctets = try r.readUInt16LE("Max_RX_Octets")
+        maxRxTime = try r.readUInt16LE("Max_RX_Time")
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt16LE(handle)
+        w.writeUInt16LE(maxTxOctets)
+        w.writeUInt16LE(maxTxTime)
+        w.writeUInt16LE(maxRxOctets)
+        w.writeUInt16LE(maxRxTime)
+    }
+}
+
+/// HCI_LE_PHY_Update_Complete (Vol 4 Part E 7.7.65.12): the PHYs a link uses after LE Set PHY (or a
+/// peer's request).
+///
+/// | Parameter | Size |
+/// |---|---|
+/// | Status | 1 |
+/// | Connection_Handle | 2 |
+/// | TX_PHY | 1 |
+/// | RX_PHY | 1 |
+public struct LEPHYUpdateCompleteEvent: Sendable, Equatable {
+    public var status: HCIStatus
+    public var handle: UInt16
+    /// 1 LE 1M, 2 LE 2M, 3 LE Coded.
+    public var txPHY: UInt8
+    public var rxPHY: UInt8
+
+    public init(status: HCIStatus, handle: UInt16, txPHY: UInt8, rxPHY: UInt8) {
+        self.status = status
+        self.handle = handle
+        self.txPHY = txPHY
+        self.rxPHY = rxPHY
+    }
+
+    public init(from r: inout ByteReader) throws(DecodeError) {
+        status = HCIStatus(rawValue: try r.readUInt8("Status"))
+        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
+        txPHY = try r.readUInt8("TX_PHY")
+        rxPHY = try r.readUInt8("RX_PHY")
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.write(status.rawValue)
+        w.writeUInt16LE(handle)
+        w.write(txPHY)
+        w.write(rxPHY)
+    }
+}
+
 /// One report of an advertising report event, legacy or extended, reduced to what the host uses.
 public struct AdvertisingReport: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
@@ -473,6 +552,8 @@ public enum HCIEvent: Sendable, Equatable {
     case hardwareError(code: UInt8)
     case leConnectionComplete(LEConnectionCompleteEvent)
     case leConnectionUpdateComplete(LEConnectionUpdateCompleteEvent)
+    case leDataLengthChange(LEDataLengthChangeEvent)
+    case lePHYUpdateComplete(LEPHYUpdateCompleteEvent)
     case leAdvertisingReport(LEAdvertisingReportEvent)
     case leExtendedAdvertisingReport(LEExtendedAdvertisingReportEvent)
     case leMeta(subevent: HCILESubeventCode, parameters: [UInt8])
@@ -503,6 +584,8 @@ public enum HCIEvent: Sendable, Equatable {
             case .connectionComplete: self = .leConnectionComplete(try LEConnectionCompleteEvent(from: &r, enhanced: false))
             case .enhancedConnectionComplete: self = .leConnectionComplete(try LEConnectionCompleteEvent(from: &r, enhanced: true))
             case .connectionUpdateComplete: self = .leConnectionUpdateComplete(try LEConnectionUpdateCompleteEvent(from: &r))
+            case .dataLengthChange: self = .leDataLengthChange(try LEDataLengthChangeEvent(from: &r))
+            case .phyUpdateComplete: self = .lePHYUpdateComplete(try LEPHYUpdateCompleteEvent(from: &r))
             case .advertisingReport: self = .leAdvertisingReport(try LEAdvertisingReportEvent(from: &r))
             case .extendedAdvertisingReport: self = .leExtendedAdvertisingReport(try LEExtendedAdvertisingReportEvent(from: &r))
             default: self = .leMeta(subevent: sub, parameters: r.readRemaining())
@@ -527,6 +610,8 @@ public enum HCIEvent: Sendable, Equatable {
             w.write(e.isEnhanced ? HCILESubeventCode.enhancedConnectionComplete.rawValue : HCILESubeventCode.connectionComplete.rawValue)
             e.encode(into: &w)
         case .leConnectionUpdateComplete(let e): code = .leMeta; w.write(HCILESubeventCode.connectionUpdateComplete.rawValue); e.encode(into: &w)
+        case .leDataLengthChange(let e): code = .leMeta; w.write(HCILESubeventCode.dataLengthChange.rawValue); e.encode(into: &w)
+        case .lePHYUpdateComplete(let e): code = .leMeta; w.write(HCILESubeventCode.phyUpdateComplete.rawValue); e.encode(into: &w)
         case .leAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.advertisingReport.rawValue); e.encode(into: &w)
         case .leExtendedAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.extendedAdvertisingReport.rawValue); e.encode(into: &w)
         case .leMeta(let sub, let params): code = .leMeta; w.write(sub.rawValue); w.write(params)

@@ -17,19 +17,22 @@ public final class HCILink: Link {
     public let adapterID: String
     /// The controller's connection handle (reused by the controller after the link goes down).
     public let handle: UInt16
+    /// RSSI of the last advertisement the adapter heard from the peer before the link came up.
+    public let heardRSSI: Int?
     /// Unique for the adapter's lifetime, unlike `handle`.
     let linkID: UInt64
     private let adapter: HCIAdapter
     private let attBearer: HCIATTBearer
     private let state = Mutex(State())
 
-    init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64) {
+    init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64, heardRSSI: Int?) {
         self.peer = peer
         self.adapterID = adapterID
         self.handle = handle
         self.linkID = linkID
+        self.heardRSSI = heardRSSI
         self.adapter = adapter
-        self.attBearer = HCIATTBearer(adapter: adapter, handle: handle, linkID: linkID)
+        self.attBearer = HCIATTBearer(adapter: adapter, linkID: linkID)
     }
 
     public var bearer: any ATTBearer { attBearer }
@@ -61,7 +64,18 @@ public final class HCILink: Link {
     }
 
     public func disconnect() async {
-        await adapter.disconnect(linkID: linkID, handle: handle, reason: .localHostTerminated)
+        await adapter.disconnect(linkID: linkID, reason: .localHostTerminated)
+    }
+
+    /// The link's RSSI (HCI Read RSSI), or the RSSI of the advertisement heard before the link came up
+    /// when the controller will not say; nil when neither is known.
+    public func readRSSI() async -> Int? {
+        await adapter.readRSSI(handle: handle) ?? heardRSSI
+    }
+
+    /// Sends one SMP PDU on the link's SMP channel (CID 6); returns once it is with the controller.
+    public func sendSMP(_ pdu: [UInt8]) async throws {
+        try await adapter.sendL2CAP(linkID: linkID, channel: .smp, payload: pdu)
     }
 
     /// Records the end of the link once: wakes every waiter and finishes the ATT stream.
@@ -85,12 +99,10 @@ final class HCIATTBearer: ATTBearer {
     let incoming: AsyncStream<[UInt8]>
     private let continuation: AsyncStream<[UInt8]>.Continuation
     private let adapter: HCIAdapter
-    private let handle: UInt16
     private let linkID: UInt64
 
-    init(adapter: HCIAdapter, handle: UInt16, linkID: UInt64) {
+    init(adapter: HCIAdapter, linkID: UInt64) {
         self.adapter = adapter
-        self.handle = handle
         self.linkID = linkID
         (incoming, continuation) = AsyncStream<[UInt8]>.makeStream()
     }
@@ -99,13 +111,21 @@ final class HCIATTBearer: ATTBearer {
     var localMaxMTU: Int { 517 }
 
     func send(_ pdu: [UInt8]) async throws {
-        try await adapter.sendL2CAP(linkID: linkID, handle: handle, channel: .att, payload: pdu)
+        try await adapter.sendL2CAP(linkID: linkID, channel: .att, payload: pdu)
     }
 
     func close(reason: DisconnectReason) async {
-        await adapter.disconnect(linkID: linkID, handle: handle, reason: reason)
+        await adapter.disconnect(linkID: linkID, reason: reason)
     }
 
     func deliver(_ pdu: [UInt8]) { continuation.yield(pdu) }
     func finish() { continuation.finish() }
+}
+
+/// Where the SMP (CID 6) PDUs of an adapter's links go: the seam for a security manager. Without one,
+/// the adapter answers every pairing request Pairing Failed / Pairing Not Supported itself.
+public protocol SMPHandler: Sendable {
+    /// One SMP PDU from the peer of `link`, in arrival order, on the adapter's executor (return
+    /// quickly; answer with `link.sendSMP(_:)` from a task of your own).
+    func received(_ pdu: [UInt8], on link: HCILink)
 }

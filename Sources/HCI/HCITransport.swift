@@ -11,7 +11,8 @@ import Synchronization
 public protocol HCITransport: AnyObject, Sendable {
     /// Bytes as they arrive, in chunks of any size; finishes (or throws) when the transport closes.
     var reads: AsyncThrowingStream<[UInt8], any Error> { get }
-    /// Writes all bytes (one or more whole H4 packets).
+    /// Queues bytes (one or more whole H4 packets) for the controller, in order. Never blocks; throws
+    /// when the transport has failed or closed.
     func write(_ bytes: [UInt8]) throws
     /// Closes the transport; `reads` finishes. Idempotent.
     func close()
@@ -47,54 +48,124 @@ func posixCall(_ operation: String, _ body: () -> Int32) throws(TransportError) 
     }
 }
 
-/// A transport over one file descriptor (TCP socket, tty, HCI user-channel socket).
+/// A transport over one non-blocking file descriptor (TCP socket, tty, HCI user-channel socket).
 ///
-/// A dedicated thread blocks in poll(2) on the descriptor and a wake-up pipe and feeds `reads`;
-/// there is no polling loop. Writes are blocking and whole.
+/// One I/O thread per transport blocks in poll(2) on the descriptor and a wake-up pipe: it feeds
+/// `reads`, and drains the outbound buffer when the descriptor becomes writable. `write` never
+/// blocks the caller: it sends what the descriptor takes now and leaves the rest to the I/O thread.
+/// Sockets send with MSG_NOSIGNAL, so a peer that has gone away is an error (EPIPE, ECONNRESET) and
+/// never a SIGPIPE; the library does not depend on how the process handles signals.
 public final class FileDescriptorTransport: HCITransport {
+    /// Bytes queued for the controller beyond which the transport fails (the controller stopped reading).
+    public static let outboundLimit = 4 << 20
+
     private struct State {
         var fd: Int32
+        var wakeRead: Int32
+        var wakeWrite: Int32
+        /// `close()` was called.
         var closed = false
+        /// The I/O thread has ended.
+        var threadDone = false
+        var failure: TransportError?
+        var outbound: [UInt8] = []
+        var sent = 0
+
+        var pending: Int { outbound.count - sent }
+
+        /// Wakes the I/O thread (the pipe's read end stays open until both sides are done, so this
+        /// never raises SIGPIPE).
+        func poke() {
+            var one: UInt8 = 1
+            _ = Glibc.write(wakeWrite, &one, 1)
+        }
+
+        /// Closes every descriptor once `close()` was called and the I/O thread has ended.
+        mutating func releaseIfDone() {
+            guard closed && threadDone, fd >= 0 else { return }
+            _ = Glibc.close(fd)
+            _ = Glibc.close(wakeRead)
+            _ = Glibc.close(wakeWrite)
+            fd = -1
+        }
     }
-    /// The descriptor and whether it is closed, shared with the reader thread.
+
+    /// The descriptor, the outbound buffer and the transport's fate, shared with the I/O thread.
     private final class Shared: Sendable {
         let state: Mutex<State>
-        init(fd: Int32) { state = Mutex(State(fd: fd)) }
+        let isSocket: Bool
+        init(fd: Int32, wakeRead: Int32, wakeWrite: Int32, isSocket: Bool) {
+            state = Mutex(State(fd: fd, wakeRead: wakeRead, wakeWrite: wakeWrite))
+            self.isSocket = isSocket
+        }
+
+        /// Sends as much of the outbound buffer as the descriptor takes now (lock held by the caller).
+        func flush(_ s: inout State) throws(TransportError) {
+            while s.pending > 0 {
+                let n = s.outbound.withUnsafeBytes { raw -> Int in
+                    let base = raw.baseAddress.map { $0 + s.sent }
+                    return isSocket ? Glibc.send(s.fd, base, s.pending, Int32(MSG_NOSIGNAL)) : Glibc.write(s.fd, base, s.pending)
+                }
+                if n < 0 {
+                    let e = errno
+                    if e == EINTR { continue }
+                    if e == EAGAIN || e == EWOULDBLOCK { break }
+                    let error = TransportError(e == EPIPE || e == ECONNRESET ? "the controller closed the connection" : "write", errno: e)
+                    s.failure = error
+                    throw error
+                }
+                s.sent += n
+            }
+            if s.pending == 0 {
+                s.outbound.removeAll(keepingCapacity: s.outbound.count <= 65536)
+                s.sent = 0
+            } else if s.sent > 65536 {
+                s.outbound.removeFirst(s.sent)
+                s.sent = 0
+            }
+        }
     }
+
     private let shared: Shared
-    private let wakeWrite: Int32
     public let reads: AsyncThrowingStream<[UInt8], any Error>
 
-    /// Takes ownership of `fd`.
-    public init(fd: Int32, name: String) throws(TransportError) {
+    /// Takes ownership of `fd` (made non-blocking). `isSocket`: send with MSG_NOSIGNAL.
+    public init(fd: Int32, name: String, isSocket: Bool) throws(TransportError) {
         var pipeFDs: [Int32] = [0, 0]
         try posixCall("pipe") { pipe(&pipeFDs) }
         let wakeRead = pipeFDs[0]
-        wakeWrite = pipeFDs[1]
-        let shared = Shared(fd: fd)
+        let wakeWrite = pipeFDs[1]
+        for d in [fd, wakeRead, wakeWrite] {
+            let flags = fcntl(d, F_GETFL)
+            _ = fcntl(d, F_SETFL, flags | O_NONBLOCK)
+        }
+        let shared = Shared(fd: fd, wakeRead: wakeRead, wakeWrite: wakeWrite, isSocket: isSocket)
         self.shared = shared
         let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         reads = stream
         let thread = Thread {
-            Self.readLoop(fd: fd, wake: wakeRead, continuation: continuation)
+            Self.ioLoop(shared: shared, fd: fd, wake: wakeRead, continuation: continuation)
             shared.state.withLock { s in
-                if s.fd >= 0 { _ = Glibc.close(s.fd) }
-                s.fd = -1
-                s.closed = true
+                s.threadDone = true
+                s.releaseIfDone()
             }
-            _ = Glibc.close(wakeRead)
         }
-        thread.name = "hci-read \(name)"
+        thread.name = "hci-io \(name)"
         thread.start()
     }
 
-    private static func readLoop(fd: Int32, wake: Int32,
-                                 continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation) {
+    private static func ioLoop(shared: Shared, fd: Int32, wake: Int32,
+                               continuation: AsyncThrowingStream<[UInt8], any Error>.Continuation) {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var drain = [UInt8](repeating: 0, count: 64)
         while true {
-            fds[0].revents = 0
-            fds[1].revents = 0
+            let (closed, wantsOut) = shared.state.withLock { s in (s.closed, s.pending > 0) }
+            if closed {
+                continuation.finish()
+                return
+            }
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN) | (wantsOut ? Int16(POLLOUT) : 0), revents: 0),
+                       pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
             let n = poll(&fds, 2, -1)
             if n < 0 {
                 if errno == EINTR { continue }
@@ -102,10 +173,21 @@ public final class FileDescriptorTransport: HCITransport {
                 return
             }
             if fds[1].revents != 0 {
-                continuation.finish()
-                return
+                // A wake-up: closed, or bytes queued for POLLOUT. Drain it and look again.
+                _ = drain.withUnsafeMutableBytes { read(wake, $0.baseAddress, $0.count) }
+                continue
             }
-            if fds[0].revents != 0 {
+            if fds[0].revents & Int16(POLLOUT) != 0 {
+                let failed = shared.state.withLock { s -> TransportError? in
+                    do throws(TransportError) { try shared.flush(&s) } catch { return error }
+                    return nil
+                }
+                if let failed {
+                    continuation.finish(throwing: failed)
+                    return
+                }
+            }
+            if fds[0].revents & ~Int16(POLLOUT) != 0 {
                 let r = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if r > 0 {
                     continuation.yield(Array(buffer[0..<r]))
@@ -114,7 +196,7 @@ public final class FileDescriptorTransport: HCITransport {
                     return
                 } else {
                     let e = errno
-                    if e == EINTR || e == EAGAIN { continue }
+                    if e == EINTR || e == EAGAIN || e == EWOULDBLOCK { continue }
                     continuation.finish(throwing: TransportError("read", errno: e))
                     return
                 }
@@ -124,37 +206,28 @@ public final class FileDescriptorTransport: HCITransport {
 
     public func write(_ bytes: [UInt8]) throws {
         try shared.state.withLock { s throws(TransportError) in
+            if let failure = s.failure { throw failure }
             guard !s.closed, s.fd >= 0 else { throw TransportError("write on a closed transport", errno: EBADF) }
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { raw in
-                    Glibc.write(s.fd, raw.baseAddress.map { $0 + offset }, bytes.count - offset)
-                }
-                if n < 0 {
-                    let e = errno
-                    if e == EINTR { continue }
-                    if e == EAGAIN {
-                        var p = pollfd(fd: s.fd, events: Int16(POLLOUT), revents: 0)
-                        _ = poll(&p, 1, 1000)
-                        continue
-                    }
-                    throw TransportError("write", errno: e)
-                }
-                offset += n
+            let hadPending = s.pending > 0
+            s.outbound.append(contentsOf: bytes)
+            if !hadPending { try shared.flush(&s) }
+            if s.pending > Self.outboundLimit {
+                let error = TransportError("the controller is not reading (\(s.pending) bytes waiting)", errno: 0)
+                s.failure = error
+                throw error
             }
+            // Bytes left over: the I/O thread must watch for POLLOUT.
+            if !hadPending && s.pending > 0 { s.poke() }
         }
     }
 
     public func close() {
-        let first = shared.state.withLock { s -> Bool in
-            if s.closed { return false }
+        shared.state.withLock { s in
+            guard !s.closed else { return }
             s.closed = true
-            return true
+            s.poke()
+            s.releaseIfDone()
         }
-        guard first else { return }
-        var one: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &one, 1)
-        _ = Glibc.close(wakeWrite)
     }
 
     deinit {
@@ -213,10 +286,9 @@ public enum HCITransports {
                 _ = Glibc.close(fd)
                 continue
             }
-            _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
             var one: Int32 = 1
             _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            return try FileDescriptorTransport(fd: fd, name: "tcp:\(host):\(port)")
+            return try FileDescriptorTransport(fd: fd, name: "tcp:\(host):\(port)", isSocket: true)
         }
         throw lastError
     }
@@ -272,7 +344,7 @@ public enum HCITransports {
             throw TransportError("configure \(path) (tcsetattr)", errno: e)
         }
         _ = tcflush(fd, TCIOFLUSH)
-        return try FileDescriptorTransport(fd: fd, name: path)
+        return try FileDescriptorTransport(fd: fd, name: path, isSocket: false)
     }
 
     /// Opens the Linux HCI user channel of hci`index`: the device is brought down (the kernel lets go
@@ -297,7 +369,7 @@ public enum HCITransports {
             _ = Glibc.close(fd)
             throw userChannelError("bind hci\(index) to the HCI user channel", index: index, errno: e)
         }
-        return try FileDescriptorTransport(fd: fd, name: "hci\(index)")
+        return try FileDescriptorTransport(fd: fd, name: "hci\(index)", isSocket: true)
     }
 
     private static func userChannelError(_ operation: String, index: UInt16, errno e: Int32) -> TransportError {

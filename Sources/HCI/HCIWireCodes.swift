@@ -21,6 +21,16 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let leCreateConnection = HCIOpcode(ogf: 0x08, ocf: 0x000D)
     public static let leCreateConnectionCancel = HCIOpcode(ogf: 0x08, ocf: 0x000E)
     public static let leConnectionUpdate = HCIOpcode(ogf: 0x08, ocf: 0x0013)
+    public static let readRSSI = HCIOpcode(ogf: 0x05, ocf: 0x0005)
+    public static let leReadLocalSupportedFeatures = HCIOpcode(ogf: 0x08, ocf: 0x0003)
+    public static let leReadFilterAcceptListSize = HCIOpcode(ogf: 0x08, ocf: 0x000F)
+    public static let leClearFilterAcceptList = HCIOpcode(ogf: 0x08, ocf: 0x0010)
+    public static let leAddDeviceToFilterAcceptList = HCIOpcode(ogf: 0x08, ocf: 0x0011)
+    public static let leRemoveDeviceFromFilterAcceptList = HCIOpcode(ogf: 0x08, ocf: 0x0012)
+    public static let leReadSupportedStates = HCIOpcode(ogf: 0x08, ocf: 0x001C)
+    public static let leSetDataLength = HCIOpcode(ogf: 0x08, ocf: 0x0022)
+    public static let leWriteSuggestedDefaultDataLength = HCIOpcode(ogf: 0x08, ocf: 0x0024)
+    public static let leSetPHY = HCIOpcode(ogf: 0x08, ocf: 0x0032)
 
     public var name: String {
         switch self {
@@ -38,6 +48,16 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .leCreateConnection: return "LE Create Connection"
         case .leCreateConnectionCancel: return "LE Create Connection Cancel"
         case .leConnectionUpdate: return "LE Connection Update"
+        case .readRSSI: return "Read RSSI"
+        case .leReadLocalSupportedFeatures: return "LE Read Local Supported Features"
+        case .leReadFilterAcceptListSize: return "LE Read Filter Accept List Size"
+        case .leClearFilterAcceptList: return "LE Clear Filter Accept List"
+        case .leAddDeviceToFilterAcceptList: return "LE Add Device To Filter Accept List"
+        case .leRemoveDeviceFromFilterAcceptList: return "LE Remove Device From Filter Accept List"
+        case .leReadSupportedStates: return "LE Read Supported States"
+        case .leSetDataLength: return "LE Set Data Length"
+        case .leWriteSuggestedDefaultDataLength: return "LE Write Suggested Default Data Length"
+        case .leSetPHY: return "LE Set PHY"
         default: return "opcode 0x" + String(rawValue, radix: 16)
         }
     }
@@ -66,6 +86,8 @@ public struct HCILESubeventCode: RawRepresentable, Hashable, Sendable {
     public static let connectionComplete = HCILESubeventCode(rawValue: 0x01)
     public static let advertisingReport = HCILESubeventCode(rawValue: 0x02)
     public static let connectionUpdateComplete = HCILESubeventCode(rawValue: 0x03)
+    public static let dataLengthChange = HCILESubeventCode(rawValue: 0x07)
+    public static let phyUpdateComplete = HCILESubeventCode(rawValue: 0x0C)
     public static let enhancedConnectionComplete = HCILESubeventCode(rawValue: 0x0A)
     public static let extendedAdvertisingReport = HCILESubeventCode(rawValue: 0x0D)
 }
@@ -78,9 +100,11 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let success = HCIStatus(rawValue: 0x00)
     public static let unknownCommand = HCIStatus(rawValue: 0x01)
     public static let unknownConnectionIdentifier = HCIStatus(rawValue: 0x02)
+    public static let memoryCapacityExceeded = HCIStatus(rawValue: 0x07)
     public static let connectionTimeout = HCIStatus(rawValue: 0x08)
     public static let connectionLimitExceeded = HCIStatus(rawValue: 0x09)
     public static let commandDisallowed = HCIStatus(rawValue: 0x0C)
+    public static let unsupportedFeature = HCIStatus(rawValue: 0x11)
     public static let invalidParameters = HCIStatus(rawValue: 0x12)
     public static let remoteUserTerminated = HCIStatus(rawValue: 0x13)
     public static let remoteLowResources = HCIStatus(rawValue: 0x14)
@@ -105,6 +129,7 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 0x09: return "connection limit exceeded"
         case 0x0C: return "command disallowed"
         case 0x0D: return "connection rejected due to limited resources"
+        case 0x11: return "unsupported feature or parameter value"
         case 0x12: return "invalid HCI command parameters"
         case 0x13: return "remote user terminated connection"
         case 0x14: return "remote device terminated connection due to low resources"

@@ -12,12 +12,22 @@ enum AdapterFactory {
         var message: String
     }
 
-    static func isWellFormed(_ spec: String) -> Bool {
-        if spec == "sim" { return true }
-        return (try? AdapterSpec(parsing: spec)) != nil
+    static func isWellFormed(_ spec: String) -> Bool { problem(with: spec) == nil }
+
+    /// What is wrong with a spec (`sim`, or an HCI spec with its `,option=value` pairs), nil when nothing.
+    static func problem(with spec: String) -> String? {
+        if spec == "sim" { return nil }
+        do {
+            _ = try AdapterConfiguration(parsing: spec)
+            return nil
+        } catch {
+            return error.description
+        }
     }
 
-    /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold).
+    /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
+    /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
+    /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
                      statePath: String?, slots: Int? = nil) async throws -> any Central {
         if spec == "sim" {
@@ -28,6 +38,17 @@ enum AdapterFactory {
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
         }
+    }
+
+    /// The line `provision run` prints at start when, without `--slots`, the concurrency asked for
+    /// exceeds the links the radios hold (nil otherwise): fewer devices are connected at once than the
+    /// operator may think.
+    static func concurrencyNote(concurrency: Int, slots: Int?, adapters: [any Central]) -> String? {
+        let held = adapters.reduce(0) { $0 + $1.connectionSlots }
+        guard slots == nil, adapters.contains(where: { !$0.isSimulated }), concurrency > held else { return nil }
+        let each = adapters.map { "\($0.id): \($0.connectionSlots)" }.joined(separator: ", ")
+        return "note: --concurrency \(concurrency) but the adapters hold \(held) link(s) at once (\(each)); at most \(held) device(s)"
+            + " are connected at a time. If a controller holds more, say so with --slots N or slots=N in its spec"
     }
 
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),

@@ -99,8 +99,10 @@ public struct RunCommand: Command {
             out.err("    hint: a run never falls back to the simulator by itself")
             return ExitCode.invalidInput
         }
-        for spec in specs where !AdapterFactory.isWellFormed(spec) {
-            return usageError(out, "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N)")
+        for spec in specs {
+            if let problem = AdapterFactory.problem(with: spec) {
+                return usageError(out, "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(problem)")
+            }
         }
 
         // Validate everything before anything touches a radio.
@@ -182,6 +184,8 @@ public struct RunCommand: Command {
                 return ExitCode.environment
             }
         }
+        // Without --slots, say when the radios hold fewer links than the concurrency asked for.
+        if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: slots, adapters: centrals) { out.err(note) }
 
         var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency

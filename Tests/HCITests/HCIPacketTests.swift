@@ -52,7 +52,7 @@ private let peer = BluetoothAddress("F0:00:00:00:00:01", kind: .random)!
 
     @Test func eventMasksEncodeLittleEndian() throws {
         try roundTrip(SetEventMaskCommand.host, "010c08 9080000200800020")
-        try roundTrip(LESetEventMaskCommand.host, "012008 0f02000000000000")
+        try roundTrip(LESetEventMaskCommand.host, "012008 4f0a000000000000")
     }
 
     @Test func addressScanAndConnectionCommandsEncodeInWireOrder() throws {
@@ -88,6 +88,64 @@ private let peer = BluetoothAddress("F0:00:00:00:00:01", kind: .random)!
     }
 }
 
+@Suite struct HCILECommandTests {
+    @Test func capabilityAndAcceptListCommandsEncodeInWireOrder() throws {
+        try roundTrip(LEReadLocalSupportedFeaturesCommand(), "032000")
+        try roundTrip(LEReadFilterAcceptListSizeCommand(), "0f2000")
+        try roundTrip(LEClearFilterAcceptListCommand(), "102000")
+        try roundTrip(LEReadSupportedStatesCommand(), "1c2000")
+        try roundTrip(LEAddDeviceToFilterAcceptListCommand(address: peer), "112007 01 0100000000f0")
+        try roundTrip(LERemoveDeviceFromFilterAcceptListCommand(address: BluetoothAddress("C0:5E:00:00:00:01")!),
+                      "122007 00 010000005ec0")
+        // Initiator filter policy 1: the list decides; Peer_Address is carried but ignored by the controller.
+        try roundTrip(LECreateConnectionCommand(peer: peer, filterPolicy: 1),
+                      "0d2019 6000 6000 01 01 0100000000f0 01 1800 2800 0000 f401 0000 0000")
+    }
+
+    @Test func linkTuningCommandsEncodeInWireOrder() throws {
+        try roundTrip(LESetDataLengthCommand(handle: 0x40), "222006 4000 fb00 4808")
+        try roundTrip(LEWriteSuggestedDefaultDataLengthCommand(), "242004 fb00 4808")
+        try roundTrip(LESetPHYCommand(handle: 0x40), "322007 4000 00 02 02 0000")
+        try roundTrip(ReadRSSICommand(handle: 0x40), "051402 4000")
+    }
+
+    @Test func capabilityReturnParametersDecodeAndRejectShortInput() throws {
+        var r = ByteReader(hex("00 2101000000000000"))
+        let features = try LEFeaturesReturn(from: &r)
+        #expect(features.features == 0x0121)
+        #expect(features.features & LEFeaturesReturn.dataLengthExtension != 0)
+        #expect(features.features & LEFeaturesReturn.twoMegabitPHY != 0)
+        var w = ByteWriter()
+        features.encode(into: &w)
+        #expect(w.bytes.hexString == "002101000000000000")
+
+        // Bumble 0.0.236's states: no scanning while initiating (bits 22 and 23 clear).
+        r = ByteReader(hex("00 ffff3fffff030000"))
+        let bumble = try LESupportedStatesReturn(from: &r)
+        #expect(!bumble.scansWhileInitiating(active: true) && !bumble.scansWhileInitiating(active: false))
+        r = ByteReader(hex("00 ffffbfffff030000"))
+        let activeToo = try LESupportedStatesReturn(from: &r)
+        #expect(activeToo.scansWhileInitiating(active: true) && !activeToo.scansWhileInitiating(active: false))
+
+        r = ByteReader(hex("00 08"))
+        #expect(try FilterAcceptListSizeReturn(from: &r) == FilterAcceptListSizeReturn(size: 8))
+        r = ByteReader(hex("00 4000"))
+        #expect(try ConnectionHandleReturn(from: &r) == ConnectionHandleReturn(handle: 0x40))
+        r = ByteReader(hex("00 4000 c4"))
+        #expect(try RSSIReturn(from: &r) == RSSIReturn(handle: 0x40, rssi: -60))
+        var cut = ByteReader(hex("00 21010000000000"))
+        #expect(throws: DecodeError.self) { try LEFeaturesReturn(from: &cut) }
+        cut = ByteReader(hex("00 ffff3fffff0300"))
+        #expect(throws: DecodeError.self) { try LESupportedStatesReturn(from: &cut) }
+        cut = ByteReader(hex("00"))
+        #expect(throws: DecodeError.self) { try FilterAcceptListSizeReturn(from: &cut) }
+        cut = ByteReader(hex("00 40"))
+        #expect(throws: DecodeError.self) { try ConnectionHandleReturn(from: &cut) }
+        cut = ByteReader(hex("00 4000"))
+        #expect(throws: DecodeError.self) { try RSSIReturn(from: &cut) }
+    }
+}
+
 @Suite struct HCIEventTests {
     @Test func commandCompleteAndStatusRoundTrip() throws {
         try roundTrip(event: "0e04 01 030c 00",
@@ -108,6 +166,14 @@ private let peer = BluetoothAddress("F0:00:00:00:00:01", kind: .random)!
                       .leConnectionComplete(LEConnectionCompleteEvent(status: .success, handle: 0x40, peer: peer, enhanced: true)))
         try roundTrip(event: "3e0a 03 00 4000 1800 0000 f401",
                       .leConnectionUpdateComplete(LEConnectionUpdateCompleteEvent(status: .success, handle: 0x40, interval: 0x18, latency: 0, supervisionTimeout: 500)))
+    }
+
+    @Test func dataLengthAndPHYEventsRoundTrip() throws {
+        try roundTrip(event: "3e0b 07 4000 fb00 4808 fb00 4808",
+                      .leDataLengthChange(LEDataLengthChangeEvent(handle: 0x40, maxTxOctets: 251, maxTxTime: 2120,
+                                                                  maxRxOctets: 251, maxRxTime: 2120)))
+        try roundTrip(event: "3e06 0c 00 4000 02 02",
+                      .lePHYUpdateComplete(LEPHYUpdateCompleteEvent(status: .success, handle: 0x40, txPHY: 2, rxPHY: 2)))
     }
 
     @Test func advertisingReportsCarrySeveralReports() throws {

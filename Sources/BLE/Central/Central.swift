@@ -76,6 +76,10 @@ public protocol Central: AnyObject, Sendable {
     var connectionSlots: Int { get }
     /// True for the in-process simulator (reports mark simulated runs).
     var isSimulated: Bool { get }
+    /// True when `connect(to:)` reaches a device by its address without a scan first (the controller's
+    /// initiator hears it advertise) and concurrent connects do not wait for one another's device, so a
+    /// scan that only waits to hear a known address can be satisfied by connecting. Default false.
+    var connectsByAddress: Bool { get }
 
     /// Advertisements that pass `filter`, until the consumer stops iterating (which stops the scan) or
     /// the adapter fails (the stream throws).
@@ -101,6 +105,16 @@ public protocol Link: AnyObject, Sendable {
     func waitForDisconnect() async -> DisconnectReason
     /// Drops the link (a local, intended disconnect). Idempotent.
     func disconnect() async
+    /// The link's received signal strength in dBm, when the adapter can tell (default nil).
+    func readRSSI() async -> Int?
+}
+
+extension Central {
+    public var connectsByAddress: Bool { false }
+}
+
+extension Link {
+    public func readRSSI() async -> Int? { nil }
 }
 
 /// The seam between ATT and a transport: sends and receives whole ATT PDUs for one link.
