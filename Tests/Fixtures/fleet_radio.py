@@ -416,6 +416,18 @@ class PacedController(Controller):
 
         self.link.schedule(connection.self_address, connection.peer_address, LL_LENGTH_PDU, octets, phy, at_peer)
 
+    # -- RSSI (Vol 4 Part E 7.5.4) --
+    # Bumble's controller does not know HCI Read RSSI; a real one answers it for every link. The host
+    # connects by accept list only where it can read a link's RSSI (the report keeps one per device).
+    # The fleet's radio has no path loss, so the value is the fixed -50 dBm of its advertising reports.
+
+    def on_hci_read_rssi_command(self, command):
+        connection = self.find_le_connection_by_handle(command.handle)
+        if connection is None:
+            return hci.HCI_Read_RSSI_ReturnParameters(
+                status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, handle=command.handle, rssi=0)
+        return hci.HCI_Read_RSSI_ReturnParameters(status=hci.HCI_ErrorCode.SUCCESS, handle=connection.handle, rssi=-50)
+
     # -- PHY (Vol 4 Part E 7.8.47-49, Vol 6 Part B 5.1.10) --
 
     def on_hci_le_read_phy_command(self, command):

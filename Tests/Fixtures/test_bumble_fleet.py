@@ -353,6 +353,19 @@ class DataLengthAndPhyTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(await command(host, unknown), Status.UNKNOWN_CONNECTION_IDENTIFIER_ERROR)
 
 
+class ReadRSSITests(unittest.IsolatedAsyncioTestCase):
+    async def test_read_rssi_answers_for_a_link_and_refuses_an_unknown_handle(self):
+        fleet = await Fleet(devices=1).start()
+        _, host, _ = fleet.stations[0]
+        connection = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        answer = await asyncio.wait_for(host.host.send_sync_command(
+            hci.HCI_Read_RSSI_Command(handle=connection.handle)), TIMEOUT)
+        self.assertEqual((answer.status, answer.handle, answer.rssi), (Status.SUCCESS, connection.handle, -50))
+        unknown = await asyncio.wait_for(host.host.send_sync_command_raw(
+            hci.HCI_Read_RSSI_Command(handle=0x0EEE)), TIMEOUT)
+        self.assertEqual(unknown.return_parameters.status, Status.UNKNOWN_CONNECTION_IDENTIFIER_ERROR)
+
+
 class PacedLinkTests(unittest.IsolatedAsyncioTestCase):
     def test_airtime_follows_data_length_and_phy(self):
         # 27 octets on 1M: (10 + 27) × 8 µs + 150 µs + 10 × 8 µs + 150 µs.
