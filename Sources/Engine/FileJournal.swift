@@ -4,56 +4,22 @@ import Foundation
 import Glibc
 #endif
 
-/// What a run's journal starts with: enough to refuse resuming with another workflow or inventory.
-public struct JournalHeader: Codable, Sendable, Equatable {
-    public var runId: String
-    public var workflow: FileRef
-    public var inventory: FileRef
-    public var adapters: [String]
-    public var options: [String: String]
-    public var started: String
-    public var toolVersion: String
-    /// True for the header a resumed run appends.
-    public var resumed: Bool
-}
-
-/// One line of the journal (JSON). `type` says which fields are set:
-/// `header`, `started` (device, attempt), `intent` (device, step, step_index: an irreversible write is
-/// about to be sent), `outcome` (record), `end` (stopped).
-public struct JournalLine: Codable, Sendable, Equatable {
-    public var type: String
-    public var at: String
-    public var header: JournalHeader?
-    public var device: String?
-    public var attempt: Int?
-    public var step: String?
-    public var stepIndex: Int?
-    public var record: DeviceRecord?
-    public var stopped: StopInfo?
-
-    public init(type: String, at: String, header: JournalHeader? = nil, device: String? = nil, attempt: Int? = nil,
-                step: String? = nil, stepIndex: Int? = nil, record: DeviceRecord? = nil, stopped: StopInfo? = nil) {
-        self.type = type
-        self.at = at
-        self.header = header
-        self.device = device
-        self.attempt = attempt
-        self.step = step
-        self.stepIndex = stepIndex
-        self.record = record
-        self.stopped = stopped
-    }
-}
-
-/// The append-only journal of a run: JSON lines, made durable with fsync by group commit.
+/// The run store as a file: append-only JSON lines, made durable with fsync by group commit.
 ///
-/// `append(_:durable: true)` returns only when the line (and every line before it) is on disk. Lines
-/// that arrive while a write+fsync is under way are written together by the next one, so many devices
-/// finishing at once share one fsync: durability does not cap throughput. File I/O runs on a dedicated
-/// dispatch queue, never on the cooperative thread pool.
-public actor Journal {
+/// `record` returns, for a durable line, only when the line (and every line before it) is on disk.
+/// Lines that arrive while a write+fsync is under way are written together by the next one, so many
+/// devices finishing at once share one fsync: durability does not cap throughput. File I/O runs on a
+/// dedicated dispatch queue, never on the cooperative thread pool.
+///
+/// One run per journal: the file is locked (`flock`) for as long as the journal is open. On resume a
+/// torn last line (a crash or a full disk cut it) is cut off before anything is appended, and the cut
+/// bytes are appended to `<journal>.torn` beside it.
+public actor FileJournal: RunStore {
     public nonisolated let path: String
-    private let fd: Int32
+    public nonisolated var location: String { path }
+    /// Where the bytes of a torn last line go when resume cuts them.
+    public nonisolated var tornPath: String { path + ".torn" }
+    private var fd: Int32
     private let fsyncEnabled: Bool
     private let io = DispatchQueue(label: "provision.journal")
     private var buffer = Data()
@@ -64,12 +30,12 @@ public actor Journal {
     public private(set) var batches = 0
     public private(set) var linesWritten = 0
 
-    /// Opens (creating if needed) the journal for appending. With `fsync: false` lines are only written
+    /// Opens (creating if needed) and locks the journal. With `fsync: false` lines are only written
     /// (they survive a crash of the process, not of the machine) — for benchmarks comparing the cost.
     public init(path: String, fsync: Bool = true) throws {
         let existed = FileManager.default.fileExists(atPath: path)
         self.path = path
-        let fd = try AtomicFile.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        let fd = try AtomicFile.open(path, O_RDWR | O_CREAT | O_APPEND)
         // One run per journal: a second station (or a second terminal) resuming the same journal
         // would interleave outcomes and could provision a device twice.
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -84,18 +50,91 @@ public actor Journal {
         if !existed { AtomicFile.syncDirectory(of: path) }
     }
 
-    deinit { _ = Glibc.close(fd) }
+    deinit { if fd >= 0 { _ = Glibc.close(fd) } }
 
-    /// Appends a line; with `durable`, waits until it is on disk. The line is encoded by the caller's
-    /// task (`RecordJSON`, off the actor), so devices finishing at once encode in parallel.
-    public nonisolated func append(_ line: JournalLine, durable: Bool) async throws {
-        var bytes = line.compactJSON()
+    // MARK: Opening
+
+    public func open(_ mode: RunStoreMode) throws -> JournalContents {
+        let data = try readAll()
+        switch mode {
+        case .start:
+            guard data.isEmpty else {
+                throw RunStoreError("journal \(path) already exists; resume it with --resume \(path), or choose another --journal path")
+            }
+            return JournalContents(lines: [])
+        case .resume:
+            let parsed = try JournalFile.parse(data, path: path)
+            guard case .header? = parsed.lines.first else {
+                throw RunStoreError("\(path): not a provision journal (no header line)")
+            }
+            switch parsed.tail {
+            case .none:
+                return JournalContents(lines: parsed.lines)
+            case .missingNewline:
+                // The last line is whole but its newline was not written: complete it, or the next
+                // line would be glued to it.
+                try AtomicFile.writeAll(fd, Data([0x0A]), path: path)
+                if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+                return JournalContents(lines: parsed.lines)
+            case .torn(let offset):
+                let torn = data[offset...]
+                try keepTorn(Data(torn))
+                try cut(at: offset)
+                return JournalContents(lines: parsed.lines,
+                                       repair: "cut a torn last line (\(torn.count) bytes: a crash or a full disk stopped its write) from \(path); the bytes are kept in \(tornPath)")
+            }
+        }
+    }
+
+    private func readAll() throws -> Data {
+        var out = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var offset: off_t = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileError(path: path, operation: "read", errno: errno)
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+            offset += off_t(n)
+        }
+    }
+
+    /// Appends the torn bytes, then a newline, to `<journal>.torn`, durably, before the journal is cut.
+    private func keepTorn(_ bytes: Data) throws {
+        let tfd = try AtomicFile.open(tornPath, O_WRONLY | O_CREAT | O_APPEND)
+        defer { _ = Glibc.close(tfd) }
+        var record = bytes
+        record.append(0x0A)
+        try AtomicFile.writeAll(tfd, record, path: tornPath)
+        if fsyncEnabled {
+            try AtomicFile.fsyncFD(tfd, path: tornPath)
+            AtomicFile.syncDirectory(of: tornPath)
+        }
+    }
+
+    private func cut(at offset: Int) throws {
+        while ftruncate(fd, off_t(offset)) != 0 {
+            if errno == EINTR { continue }
+            throw FileError(path: path, operation: "truncate", errno: errno)
+        }
+        if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+    }
+
+    // MARK: Appending
+
+    public nonisolated func record(_ line: JournalLine) async throws {
+        // Encoded by the caller's task, off the actor, so devices finishing at once encode in parallel.
+        var bytes = RecordEncoder.compact(line)
         bytes.append(0x0A)
-        try await append(encoded: bytes, durable: durable)
+        try await append(encoded: bytes, durable: line.isDurable)
     }
 
     private func append(encoded bytes: [UInt8], durable: Bool) async throws {
         if let failure { throw failure }
+        guard fd >= 0 else { throw FileError(path: path, operation: "append to closed journal", errno: EBADF) }
         buffer.append(contentsOf: bytes)
         linesWritten += 1
         if durable {
@@ -109,12 +148,19 @@ public actor Journal {
     }
 
     /// Writes and syncs everything appended so far.
-    public func sync() async throws {
+    public func flush() async throws {
+        if let failure { throw failure }
         if buffer.isEmpty && !flushing { return }
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             waiters.append(c)
             if !flushing { startFlush() }
         }
+    }
+
+    public func close() async {
+        try? await flush()
+        if fd >= 0 { _ = Glibc.close(fd) }
+        fd = -1
     }
 
     private func startFlush() {
@@ -144,7 +190,10 @@ public actor Journal {
     private func finishFlush(_ batch: [CheckedContinuation<Void, any Error>], _ error: FileError?) {
         flushing = false
         if let error {
+            // Poisoned: nothing more is written, so the file keeps no gap (at worst a torn last line,
+            // which the next resume cuts).
             failure = error
+            buffer = Data()
             for c in batch { c.resume(throwing: error) }
             for c in waiters { c.resume(throwing: error) }
             waiters = []
@@ -155,74 +204,47 @@ public actor Journal {
     }
 }
 
-/// A journal read back for `--resume`.
-public struct JournalState: Sendable {
-    public var headers: [JournalHeader]
-    /// The last outcome recorded per device.
-    public var outcomes: [String: DeviceRecord]
-    /// Devices with an irreversible-write intent recorded after their last start, and the step.
-    public var pendingIntents: [String: String]
-    /// How many times each device was started.
-    public var starts: [String: Int]
-    /// True when the last line was cut short (the process died mid-write); it was ignored.
-    public var truncatedTail: Bool
-
-    /// Why a journal cannot be used.
-    public struct ReadError: Error, Sendable, CustomStringConvertible {
-        public var description: String
+/// The journal file's format: JSON lines, read back for resume.
+enum JournalFile {
+    /// What follows the last newline.
+    enum Tail: Equatable {
+        case none
+        /// A whole line without its newline.
+        case missingNewline
+        /// A line cut short (a crash or a full disk): it starts at this byte offset.
+        case torn(offset: Int)
     }
 
-    /// Reads a journal. A damaged last line is ignored (the process died while writing it); a damaged
-    /// line anywhere else is an error.
-    public static func read(path: String) throws -> JournalState {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ReadError(description: "cannot read journal \(path)")
-        }
+    /// Parses a journal. A last line that does not parse is torn (reported, not an error); a damaged
+    /// line anywhere else is an error: what happened there cannot be known.
+    static func parse(_ data: Data, path: String) throws(RunStoreError) -> (lines: [JournalLine], tail: Tail) {
         let decoder = EngineJSON.decoder()
-        var lines = data.split(separator: 0x0A, omittingEmptySubsequences: false)
-        let endsWithNewline = data.last == 0x0A
-        if endsWithNewline { lines.removeLast() }
-        var state = JournalState(headers: [], outcomes: [:], pendingIntents: [:], starts: [:], truncatedTail: false)
-        for (i, raw) in lines.enumerated() {
-            if raw.isEmpty { continue }
-            let line: JournalLine
-            do {
-                line = try decoder.decode(JournalLine.self, from: Data(raw))
-            } catch {
-                if i == lines.count - 1 {
-                    state.truncatedTail = true
-                    break
+        var lines: [JournalLine] = []
+        var tail = Tail.none
+        var start = data.startIndex
+        var number = 0
+        while start < data.endIndex {
+            number += 1
+            let newline = data[start...].firstIndex(of: 0x0A)
+            let end = newline ?? data.endIndex
+            let raw = data[start..<end]
+            if !raw.isEmpty {
+                do {
+                    lines.append(try decoder.decode(JournalLine.self, from: raw))
+                    if newline == nil { tail = .missingNewline }
+                } catch let e as JournalLine.UnknownType {
+                    throw RunStoreError("\(path):\(number): \(e.description); refusing to guess what happened")
+                } catch {
+                    if newline == nil {
+                        tail = .torn(offset: start - data.startIndex)
+                    } else {
+                        throw RunStoreError("\(path):\(number): journal line is damaged; refusing to guess what happened")
+                    }
                 }
-                throw ReadError(description: "\(path):\(i + 1): journal line is damaged; refusing to guess what happened")
             }
-            if i == lines.count - 1 && !endsWithNewline {
-                // A complete JSON object without its newline: the write was cut after the object. Keep it.
-                state.truncatedTail = false
-            }
-            switch line.type {
-            case "header":
-                if let h = line.header { state.headers.append(h) }
-            case "started":
-                if let d = line.device {
-                    state.starts[d, default: 0] += 1
-                    state.pendingIntents[d] = nil
-                }
-            case "intent":
-                if let d = line.device { state.pendingIntents[d] = line.step ?? "step \(line.stepIndex ?? 0)" }
-            case "outcome":
-                if let r = line.record {
-                    state.outcomes[r.id] = r
-                    // An interrupted device may have been cut after its irreversible write went out:
-                    // its intent stands.
-                    if r.outcome != .interrupted { state.pendingIntents[r.id] = nil }
-                }
-            default:
-                break
-            }
+            guard let newline else { break }
+            start = data.index(after: newline)
         }
-        guard !state.headers.isEmpty else {
-            throw ReadError(description: "\(path): not a provision journal (no header line)")
-        }
-        return state
+        return (lines, tail)
     }
 }

@@ -11,6 +11,8 @@ public struct RunEvent: Codable, Sendable, Equatable {
         case deviceFinished = "device_finished"
         case stopRequested = "stop_requested"
         case adapterFailed = "adapter_failed"
+        /// Resume repaired the journal before appending (a torn last line was cut); `message` says what and where.
+        case journalRepaired = "journal_repaired"
         case runFinished = "run_finished"
     }
 

@@ -1,0 +1,532 @@
+import Foundation
+
+/// Encodes the engine's records (journal lines, the report, events) as JSON from their `Codable`
+/// definitions — the one definition of every key — producing the bytes `EngineJSON.encoder` writes
+/// (snake_case keys, sorted, slashes unescaped, nil optionals left out, `JSONEncoder`'s number and
+/// pretty-print formats) at a fraction of its cost: no intermediate tree, one growing byte buffer.
+/// `RecordEncoderTests` checks every record type against `JSONEncoder`, byte for byte.
+///
+/// How it works: a value's bytes are final as soon as its `encode(to:)` returns. A keyed container
+/// writes each member (`"key":value`) as it comes and, when its value is done, puts the members in
+/// key order (`JSONEncoder`'s `.sortedKeys`) in place. A type whose `CodingKeys` are declared in
+/// sorted order can say so (`SortedRecordKeys`): its members are written in final form at once, which
+/// lets `stream` hand out finished bytes while a large value (the report) is still being written.
+///
+/// Limitation (not met by any record here): a nested container (`nestedContainer`,
+/// `nestedUnkeyedContainer`, `superEncoder`) must be filled before its parent is written to again.
+enum RecordEncoder {
+    /// One compact JSON value (no newline).
+    static func compact<T: Encodable>(_ value: T) -> [UInt8] {
+        let sink = Sink(pretty: false, capacity: 1024)
+        sink.encode(value, depth: 0)
+        return sink.bytes
+    }
+
+    /// One pretty-printed JSON value (no final newline).
+    static func pretty<T: Encodable>(_ value: T) -> [UInt8] {
+        let sink = Sink(pretty: true, capacity: 4096)
+        sink.encode(value, depth: 0)
+        return sink.bytes
+    }
+
+    /// Encodes `value`, handing finished bytes to `emit` in chunks of about `chunk` bytes as they are
+    /// ready (a `SortedRecordKeys` value's array members are streamed element by element), so a large
+    /// document is never held whole.
+    static func stream<T: Encodable>(_ value: T, pretty: Bool, chunk: Int = 1 << 20, emit: (Data) throws -> Void) throws {
+        let sink = Sink(pretty: pretty, capacity: chunk + 64 * 1024)
+        sink.flushThreshold = chunk
+        var failure: (any Error)?
+        // `emit` is only called during `encode`; the sink does not keep it.
+        withoutActuallyEscaping(emit) { emit in
+            sink.emit = { data in
+                guard failure == nil else { return }
+                do { try emit(data) } catch { failure = error }
+            }
+            sink.encode(value, depth: 0)
+            sink.emit = nil
+        }
+        if let failure { throw failure }
+        try emit(Data(sink.bytes))
+    }
+}
+
+/// A record whose `CodingKeys` are declared (and so encoded) in sorted order of their JSON names:
+/// `RecordEncoder` writes its members in final form at once and can stream its arrays.
+/// `RecordEncoderTests` checks the order.
+protocol SortedRecordKeys {}
+
+/// A dictionary with `String` keys: encoded as a JSON object whose keys are written as they are
+/// (never converted to snake_case), sorted — as `JSONEncoder` does.
+private protocol StringKeyedMap {
+    func encodeMembers(into sink: RecordEncoder.Sink, depth: Int)
+}
+
+extension Dictionary: StringKeyedMap where Key == String, Value: Encodable {
+    fileprivate func encodeMembers(into sink: RecordEncoder.Sink, depth: Int) {
+        sink.beginObject()
+        var first = true
+        for key in keys.sorted() {
+            guard let value = self[key] else { continue }
+            sink.separator(first: first, depth: depth + 1)
+            first = false
+            sink.string(key)
+            sink.colon()
+            sink.encode(value, depth: depth + 1)
+        }
+        sink.endContainer(UInt8(ascii: "}"), empty: first, depth: depth)
+    }
+}
+
+extension RecordEncoder {
+    /// The output buffer and the bookkeeping of the containers being written.
+    final class Sink {
+        /// Bytes not yet handed out (all of them unless streaming).
+        var bytes: [UInt8]
+        let pretty: Bool
+        /// Members of open keyed containers that will be sorted when their value is done.
+        var members: [Member] = []
+        /// Open keyed containers whose members must still be sorted (streaming waits for none).
+        var sortingOpen = 0
+        /// Bytes handed out so far (positions in `members` are absolute: minus this, in `bytes`).
+        var flushed = 0
+        var flushThreshold = Int.max
+        var emit: ((Data) -> Void)?
+        private var scratch: [UInt8] = []
+
+        /// A member of a keyed container: `"key"` starts at `key`, the value at `value` (absolute positions).
+        struct Member {
+            var key: Int
+            var value: Int
+        }
+
+        init(pretty: Bool, capacity: Int) {
+            self.pretty = pretty
+            bytes = []
+            bytes.reserveCapacity(capacity)
+        }
+
+        var position: Int { flushed + bytes.count }
+
+        // MARK: Values
+
+        func encode<T: Encodable>(_ value: T, depth: Int) {
+            switch value {
+            case let v as String: string(v)
+            case let v as Int: int(v)
+            case let v as Double: double(v)
+            case let v as Bool: bool(v)
+            case let m as any StringKeyedMap: m.encodeMembers(into: self, depth: depth)
+            default:
+                let encoder = ValueEncoder(sink: self, depth: depth, sorted: value is any SortedRecordKeys)
+                do { try value.encode(to: encoder) } catch {
+                    // Our records' `encode(to:)` never throw; an encoder never refuses a value.
+                }
+                encoder.finish()
+            }
+        }
+
+        private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+        func string(_ s: String) {
+            bytes.append(UInt8(ascii: "\""))
+            var s = s
+            s.withUTF8 { utf8 in
+                for b in utf8 {
+                    switch b {
+                    case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(b)
+                    case 0x5C: bytes.append(0x5C); bytes.append(0x5C)
+                    case 0x0A: bytes.append(0x5C); bytes.append(UInt8(ascii: "n"))
+                    case 0x0D: bytes.append(0x5C); bytes.append(UInt8(ascii: "r"))
+                    case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
+                    case 0x08: bytes.append(0x5C); bytes.append(UInt8(ascii: "b"))
+                    case 0x0C: bytes.append(0x5C); bytes.append(UInt8(ascii: "f"))
+                    case 0..<0x20:
+                        bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                                  Self.hex[Int(b >> 4)], Self.hex[Int(b & 0xF)]])
+                    default: bytes.append(b)
+                    }
+                }
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
+
+        func int<I: BinaryInteger>(_ v: I) {
+            if v == 0 {
+                bytes.append(UInt8(ascii: "0"))
+                return
+            }
+            var magnitude = v.magnitude
+            if v < 0 { bytes.append(UInt8(ascii: "-")) }
+            let start = bytes.count
+            while magnitude > 0 {
+                let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
+                bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: r))
+                magnitude = q
+            }
+            bytes[start...].reverse()
+        }
+
+        func bool(_ v: Bool) { bytes.append(contentsOf: v ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65]) }
+
+        func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+
+        /// As `JSONEncoder` writes a finite number: its shortest description, without a trailing `.0`.
+        /// (Non-finite values cannot occur in these records; they are written as 0 rather than invalid JSON.)
+        func double(_ v: Double) {
+            guard v.isFinite else {
+                bytes.append(UInt8(ascii: "0"))
+                return
+            }
+            var text = v.description
+            if text.hasSuffix(".0") { text.removeLast(2) }
+            bytes.append(contentsOf: text.utf8)
+        }
+
+        // MARK: Structure
+
+        func beginObject() { bytes.append(UInt8(ascii: "{")) }
+
+        /// The separator and indentation before an element of a container at `depth`.
+        func separator(first: Bool, depth: Int) {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            if pretty { newline(depth) }
+        }
+
+        func colon() {
+            if pretty {
+                bytes.append(contentsOf: [0x20, UInt8(ascii: ":"), 0x20])
+            } else {
+                bytes.append(UInt8(ascii: ":"))
+            }
+        }
+
+        /// Closes a container at `depth`. `JSONEncoder` writes an empty container, pretty, as an empty
+        /// line between its brackets.
+        func endContainer(_ bracket: UInt8, empty: Bool, depth: Int) {
+            if pretty {
+                if empty { bytes.append(0x0A) }
+                newline(depth)
+            }
+            bytes.append(bracket)
+        }
+
+        private func newline(_ depth: Int) {
+            bytes.append(0x0A)
+            for _ in 0..<depth { bytes.append(0x20); bytes.append(0x20) }
+        }
+
+        /// A key as `JSONEncoder`'s `.convertToSnakeCase` writes it, quoted.
+        func key(_ name: String) {
+            if name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) || !name.utf8.allSatisfy({ $0 < 0x80 }) {
+                string(SnakeCase.convert(name))
+            } else {
+                string(name)
+            }
+        }
+
+        /// Puts the members from `first` on (of a keyed container at `depth` that began at `start`) in
+        /// key order, with separators and brackets, in place.
+        func sortMembers(from first: Int, start: Int, depth: Int) {
+            let end = position
+            let count = members.count - first
+            var order = Array(first..<members.count)
+            // Keys compare as their escaped bytes (between the quotes).
+            order.sort { a, b in
+                let ka = keyBytes(a, end: end), kb = keyBytes(b, end: end)
+                return ka.lexicographicallyPrecedes(kb)
+            }
+            // Move the container's bytes aside and write it again, in order, where it began.
+            let base = start - flushed
+            scratch.removeAll(keepingCapacity: true)
+            scratch.append(contentsOf: bytes[base...])
+            bytes.removeSubrange(base...)
+            let offset = flushed + base
+            bytes.append(UInt8(ascii: "{"))
+            for (n, m) in order.enumerated() {
+                separator(first: n == 0, depth: depth + 1)
+                let k = members[m].key - offset
+                let v = members[m].value - offset
+                let e = (m + 1 < members.count ? members[m + 1].key : end) - offset
+                bytes.append(contentsOf: scratch[k..<v])
+                colon()
+                bytes.append(contentsOf: scratch[v..<e])
+            }
+            endContainer(UInt8(ascii: "}"), empty: count == 0, depth: depth)
+            members.removeSubrange(first...)
+        }
+
+        private func keyBytes(_ m: Int, end: Int) -> ArraySlice<UInt8> {
+            // From after the opening quote to before the closing one.
+            let k = members[m].key - flushed
+            let v = members[m].value - flushed
+            return bytes[(k + 1)..<(v - 1)]
+        }
+
+        /// Hands out finished bytes when there are enough and nothing open still needs sorting.
+        func maybeFlush() {
+            guard let emit, sortingOpen == 0, bytes.count >= flushThreshold else { return }
+            emit(Data(bytes))
+            flushed += bytes.count
+            bytes.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// The `Encoder` for one value: the container it asks for decides how the value is written.
+    final class ValueEncoder: Encoder {
+        let sink: Sink
+        let depth: Int
+        /// The value's keys come in sorted order (`SortedRecordKeys`).
+        let sorted: Bool
+        var codingPath: [any CodingKey] = []
+        var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+        enum State {
+            case none
+            case keyed(start: Int, firstMember: Int, count: Int)
+            case unkeyed(count: Int)
+            case single
+        }
+        var state = State.none
+        /// Nested encoders handed out by `nestedContainer` & co., finished before the next write.
+        var pending: [ValueEncoder] = []
+
+        init(sink: Sink, depth: Int, sorted: Bool) {
+            self.sink = sink
+            self.depth = depth
+            self.sorted = sorted
+        }
+
+        func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+            if case .none = state {
+                state = .keyed(start: sink.position, firstMember: sink.members.count, count: 0)
+                if sorted { sink.beginObject() } else { sink.sortingOpen += 1 }
+            }
+            return KeyedEncodingContainer(Keyed<Key>(encoder: self))
+        }
+
+        func unkeyedContainer() -> any UnkeyedEncodingContainer {
+            if case .none = state {
+                state = .unkeyed(count: 0)
+                sink.bytes.append(UInt8(ascii: "["))
+            }
+            return Unkeyed(encoder: self)
+        }
+
+        func singleValueContainer() -> any SingleValueEncodingContainer {
+            if case .none = state { state = .single }
+            return Single(encoder: self)
+        }
+
+        /// Starts a member: finishes pending nested values, writes the separator (sorted) and the key.
+        func beginMember(_ key: some CodingKey) {
+            finishPending()
+            guard case .keyed(let start, let first, let count) = state else { return }
+            state = .keyed(start: start, firstMember: first, count: count + 1)
+            if sorted {
+                sink.separator(first: count == 0, depth: depth + 1)
+                sink.key(key.stringValue)
+                sink.colon()
+            } else {
+                let at = sink.position
+                sink.key(key.stringValue)
+                sink.members.append(Sink.Member(key: at, value: sink.position))
+            }
+        }
+
+        /// Starts an element of an unkeyed container.
+        func beginElement() {
+            finishPending()
+            guard case .unkeyed(let count) = state else { return }
+            state = .unkeyed(count: count + 1)
+            sink.separator(first: count == 0, depth: depth + 1)
+        }
+
+        func endElement() { sink.maybeFlush() }
+
+        func finishPending() {
+            let p = pending
+            pending = []
+            for e in p { e.finish() }
+        }
+
+        /// Called when the value's `encode(to:)` returned: closes (and sorts) its container.
+        func finish() {
+            finishPending()
+            switch state {
+            case .none:
+                // A value that wrote nothing: `JSONEncoder` writes an empty object.
+                sink.bytes.append(contentsOf: [UInt8(ascii: "{"), UInt8(ascii: "}")])
+            case .keyed(let start, let first, let count):
+                if sorted {
+                    sink.endContainer(UInt8(ascii: "}"), empty: count == 0, depth: depth)
+                } else {
+                    sink.sortMembers(from: first, start: start, depth: depth)
+                    sink.sortingOpen -= 1
+                }
+            case .unkeyed(let count):
+                sink.endContainer(UInt8(ascii: "]"), empty: count == 0, depth: depth)
+            case .single:
+                break
+            }
+            state = .none
+        }
+
+        func nested(sorted: Bool = false) -> ValueEncoder {
+            let e = ValueEncoder(sink: sink, depth: depth + 1, sorted: sorted)
+            pending.append(e)
+            return e
+        }
+    }
+
+    struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
+        let encoder: ValueEncoder
+        var codingPath: [any CodingKey] { [] }
+
+        mutating func encodeNil(forKey key: Key) throws { encoder.beginMember(key); encoder.sink.null() }
+        mutating func encode(_ value: Bool, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.bool(value) }
+        mutating func encode(_ value: String, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.string(value) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.double(value) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.double(Double(value)) }
+        mutating func encode(_ value: Int, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: Int8, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: Int16, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: Int32, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: Int64, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: UInt, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+            encoder.beginMember(key)
+            encoder.sink.encode(value, depth: encoder.depth + 1)
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+            encoder.beginMember(key)
+            return encoder.nested().container(keyedBy: keyType)
+        }
+
+        mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+            encoder.beginMember(key)
+            return encoder.nested().unkeyedContainer()
+        }
+
+        mutating func superEncoder() -> any Encoder {
+            encoder.beginMember(SuperKey())
+            return encoder.nested()
+        }
+
+        mutating func superEncoder(forKey key: Key) -> any Encoder {
+            encoder.beginMember(key)
+            return encoder.nested()
+        }
+    }
+
+    private struct SuperKey: CodingKey {
+        var stringValue: String { "super" }
+        var intValue: Int? { nil }
+        init() {}
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    struct Unkeyed: UnkeyedEncodingContainer {
+        let encoder: ValueEncoder
+        var codingPath: [any CodingKey] { [] }
+        var count: Int {
+            if case .unkeyed(let n) = encoder.state { return n }
+            return 0
+        }
+
+        mutating func encodeNil() throws { encoder.beginElement(); encoder.sink.null(); encoder.endElement() }
+        mutating func encode(_ value: String) throws { encoder.beginElement(); encoder.sink.string(value); encoder.endElement() }
+        mutating func encode(_ value: Bool) throws { encoder.beginElement(); encoder.sink.bool(value); encoder.endElement() }
+        mutating func encode(_ value: Int) throws { encoder.beginElement(); encoder.sink.int(value); encoder.endElement() }
+        mutating func encode(_ value: Double) throws { encoder.beginElement(); encoder.sink.double(value); encoder.endElement() }
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            encoder.beginElement()
+            encoder.sink.encode(value, depth: encoder.depth + 1)
+            encoder.endElement()
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+            encoder.beginElement()
+            return encoder.nested().container(keyedBy: keyType)
+        }
+
+        mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+            encoder.beginElement()
+            return encoder.nested().unkeyedContainer()
+        }
+
+        mutating func superEncoder() -> any Encoder {
+            encoder.beginElement()
+            return encoder.nested()
+        }
+    }
+
+    struct Single: SingleValueEncodingContainer {
+        let encoder: ValueEncoder
+        var codingPath: [any CodingKey] { [] }
+
+        mutating func encodeNil() throws { encoder.sink.null() }
+        mutating func encode(_ value: Bool) throws { encoder.sink.bool(value) }
+        mutating func encode(_ value: String) throws { encoder.sink.string(value) }
+        mutating func encode(_ value: Double) throws { encoder.sink.double(value) }
+        mutating func encode(_ value: Float) throws { encoder.sink.double(Double(value)) }
+        mutating func encode(_ value: Int) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: Int8) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: Int16) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: Int32) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: Int64) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: UInt) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: UInt8) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: UInt16) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: UInt32) throws { encoder.sink.int(value) }
+        mutating func encode(_ value: UInt64) throws { encoder.sink.int(value) }
+        mutating func encode<T: Encodable>(_ value: T) throws { encoder.sink.encode(value, depth: encoder.depth) }
+    }
+}
+
+/// `JSONEncoder.KeyEncodingStrategy.convertToSnakeCase`, byte for byte: words split where a lower-case
+/// letter meets an upper-case one, and before the last capital of a run of capitals (`myURLKey` →
+/// `my_url_key`), joined with `_`, lower-cased; leading and trailing underscores kept.
+enum SnakeCase {
+    static func convert(_ key: String) -> String {
+        let scalars = Array(key.unicodeScalars)
+        guard !scalars.isEmpty else { return key }
+        // Leading and trailing underscores stay as they are.
+        var lo = 0
+        while lo < scalars.count && scalars[lo] == "_" { lo += 1 }
+        guard lo < scalars.count else { return key }
+        var hi = scalars.count - 1
+        while hi > lo && scalars[hi] == "_" { hi -= 1 }
+        let body = Array(scalars[lo...hi])
+        func isUpper(_ s: Unicode.Scalar) -> Bool { s.properties.isUppercase }
+        func isLower(_ s: Unicode.Scalar) -> Bool { s.properties.isLowercase }
+        var words: [Range<Int>] = []
+        var wordStart = 0
+        var search = 1
+        while let upper = (search..<body.count).first(where: { isUpper(body[$0]) }) {
+            words.append(wordStart..<upper)
+            guard let lower = (upper..<body.count).first(where: { isLower(body[$0]) }) else {
+                wordStart = upper
+                search = body.count
+                break
+            }
+            if lower == upper + 1 {
+                wordStart = upper
+            } else {
+                words.append(upper..<(lower - 1))
+                wordStart = lower - 1
+            }
+            search = lower + 1
+        }
+        words.append(wordStart..<body.count)
+        var out = String(String.UnicodeScalarView(scalars[0..<lo]))
+        out += words.map { String(String.UnicodeScalarView(body[$0])).lowercased() }.joined(separator: "_")
+        out += String(String.UnicodeScalarView(scalars[(hi + 1)...]))
+        return out
+    }
+}
