@@ -120,7 +120,7 @@ private struct State {
                 for (index, number) in numbers.enumerated() {
                     guard let (name, mark) = pendingRetryFrom[number] else { continue }
                     if let target = steps[..<index].lastIndex(where: { $0.name == name }) {
-                        if let sent = steps[target..<index].first(where: { $0.irreversible }) {
+                        if let sent = steps[target...index].first(where: { $0.irreversible }) {
                             // A restart there would run the irreversible write (and what prepares it) again.
                             reader.error("`retry_from: \(name)` would repeat the irreversible step `\(sent.name)`", at: mark,
                                          hint: "restart at a step after `\(sent.name)`")

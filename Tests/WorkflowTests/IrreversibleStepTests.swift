@@ -100,6 +100,10 @@ import Testing
         #expect(e.message == "`retry_from: begin` would repeat the irreversible step `commit`")
         #expect(e.line == 15 && e.column == 17)
         #expect(e.hint == "restart at a step after `commit`")
+        // Nor does the irreversible step itself restart earlier (it would be sent again after its set-up).
+        let own = Self.workflow(commit: ", irreversible: true").replacingOccurrences(of: "      resend: [1s]", with: "    retry_from: begin")
+        let (_, d2) = Self.parse(own)
+        #expect(d2.map(\.message) == ["`retry_from: begin` would repeat the irreversible step `commit`"])
     }
 
     @Test func theSensorV2WorkflowNeverResendsANonIdempotentCommand() throws {
