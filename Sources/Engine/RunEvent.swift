@@ -82,7 +82,6 @@ public final class EventBus: Sendable {
 public final class JSONLinesEventSink: RunEventSink {
     private let handle: FileHandle
     private let queue = DispatchQueue(label: "provision.events")
-    private let encoder = EngineJSON.encoder(pretty: false)
 
     /// `path` `-` writes to standard output.
     public init(path: String) throws {
@@ -98,9 +97,9 @@ public final class JSONLinesEventSink: RunEventSink {
     }
 
     public func emit(_ event: RunEvent) {
-        guard var data = try? encoder.encode(event) else { return }
-        data.append(0x0A)
-        let line = data
+        var bytes = RecordEncoder.compact(event)
+        bytes.append(0x0A)
+        let line = Data(bytes)
         queue.async { [handle] in handle.write(line) }
     }
 

@@ -129,3 +129,70 @@ import Testing
         #expect(back == Self.awkward)
     }
 }
+
+/// The encoder's own rules: snake_case keys exactly as `JSONEncoder` converts them, streaming that
+/// hands out the same bytes, events.
+@Suite struct RecordEncoderRulesTests {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// A value with whatever key names a test wants.
+    struct Keys: Encodable {
+        var names: [String]
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Key.self)
+            for (i, n) in names.enumerated() { try c.encode(i, forKey: Key(n)) }
+        }
+    }
+
+    @Test func keysAreConvertedToSnakeCaseAsJSONEncoderDoes() throws {
+        let names = ["id", "runId", "attRoundTripsPerDevice", "myURLKey", "URL", "aB", "ABCdef", "sha256", "a1B2", "_leading",
+                     "trailing_", "__both__", "x", "already_snake", "HTTPServer2Go", "camelCASE", "é", "ÉtéHiver"]
+        let encoder = EngineJSON.encoder(pretty: false)
+        for n in names {
+            let theirs = String(decoding: try encoder.encode(Keys(names: [n])), as: UTF8.self)
+            #expect(String(decoding: RecordEncoder.compact(Keys(names: [n])), as: UTF8.self) == theirs, "key \(n)")
+        }
+        // And sorted after conversion, all at once.
+        let all = Keys(names: names)
+        #expect(String(decoding: RecordEncoder.compact(all), as: UTF8.self) == String(decoding: try encoder.encode(all), as: UTF8.self))
+        for pretty in [true] {
+            #expect(String(decoding: RecordEncoder.pretty(all), as: UTF8.self)
+                    == String(decoding: try EngineJSON.encoder(pretty: pretty).encode(all), as: UTF8.self))
+        }
+    }
+
+    @Test func aStreamedReportIsTheSameBytesInChunks() throws {
+        for report in RecordEncoderTests.reports() {
+            var chunks: [Data] = []
+            try RecordEncoder.stream(report, pretty: true, chunk: 300) { chunks.append($0) }
+            let streamed = chunks.reduce(Data(), +)
+            #expect(String(decoding: streamed, as: UTF8.self) == String(decoding: RecordEncoder.pretty(report), as: UTF8.self))
+            #expect(String(decoding: streamed, as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: true).encode(report), as: UTF8.self))
+            if !report.devices.isEmpty { #expect(chunks.count > 2, "handed out device by device") }
+        }
+    }
+
+    @Test func aReportsKeysAreDeclaredInSortedOrderSoItCanBeStreamed() {
+        let names = [RunReport.CodingKeys.devices, .run, .schema, .summary].map(\.stringValue)
+        #expect(names == names.sorted())
+    }
+
+    @Test func eventsAreTheBytesJSONEncoderWrites() throws {
+        let events = [
+            RunEvent(.runStarted, message: "w", total: 3),
+            RunEvent(.stepRetry, device: "SN-1", step: "commit", attempt: 2, delayMs: 1000,
+                     error: FailureRecord(kind: .timeout, step: "commit", message: RecordEncoderTests.awkward)),
+            RunEvent(.deviceFinished, device: "SN-1", outcome: "succeeded", durationMs: 12.25, adapter: "sim"),
+            RunEvent(.journalRepaired, message: "cut"),
+        ]
+        for e in events {
+            #expect(String(decoding: RecordEncoder.compact(e), as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: false).encode(e), as: UTF8.self))
+        }
+    }
+}
