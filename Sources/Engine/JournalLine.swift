@@ -72,10 +72,11 @@ public enum JournalLine: Sendable, Equatable {
     }
 }
 
-extension JournalLine: Codable {
-    /// The keys of a journal line on disk. Each case writes `type`, `at` and its own fields.
+extension JournalLine: Codable, SortedRecordKeys {
+    /// The keys of a journal line on disk, in sorted order. Each case writes `at`, its own fields and
+    /// `type`, in this order (`SortedRecordKeys`).
     enum CodingKeys: String, CodingKey {
-        case type, at, header, device, attempt, step, stepIndex, record, stopped
+        case at, attempt, device, header, record, step, stepIndex, stopped, type
     }
 
     /// Why a line cannot be read.
@@ -106,14 +107,13 @@ extension JournalLine: Codable {
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(type, forKey: .type)
         try c.encode(at, forKey: .at)
         switch self {
         case .header(let h, _):
             try c.encode(h, forKey: .header)
         case .started(let device, let attempt, _):
-            try c.encode(device, forKey: .device)
             try c.encode(attempt, forKey: .attempt)
+            try c.encode(device, forKey: .device)
         case .intent(let device, let step, let index, _):
             try c.encode(device, forKey: .device)
             try c.encode(step, forKey: .step)
@@ -123,5 +123,6 @@ extension JournalLine: Codable {
         case .end(let stopped, _):
             try c.encodeIfPresent(stopped, forKey: .stopped)
         }
+        try c.encode(type, forKey: .type)
     }
 }

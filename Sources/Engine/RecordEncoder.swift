@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Encodes the engine's records (journal lines, the report, events) as JSON from their `Codable`
 /// definitions — the one definition of every key — producing the bytes `EngineJSON.encoder` writes
@@ -19,6 +20,7 @@ enum RecordEncoder {
     static func compact<T: Encodable>(_ value: T) -> [UInt8] {
         let sink = Sink(pretty: false, capacity: 1024)
         sink.encode(value, depth: 0)
+        sink.pool = []
         return sink.bytes
     }
 
@@ -26,6 +28,7 @@ enum RecordEncoder {
     static func pretty<T: Encodable>(_ value: T) -> [UInt8] {
         let sink = Sink(pretty: true, capacity: 4096)
         sink.encode(value, depth: 0)
+        sink.pool = []
         return sink.bytes
     }
 
@@ -44,6 +47,7 @@ enum RecordEncoder {
             }
             sink.encode(value, depth: 0)
             sink.emit = nil
+            sink.pool = []
         }
         if let failure { throw failure }
         try emit(Data(sink.bytes))
@@ -92,6 +96,8 @@ extension RecordEncoder {
         var flushThreshold = Int.max
         var emit: ((Data) -> Void)?
         private var scratch: [UInt8] = []
+        /// Reused encoders by depth (`encoder(depth:sorted:)`); emptied when the value is written.
+        var pool: [ValueEncoder] = []
 
         /// A member of a keyed container: `"key"` starts at `key`, the value at `value` (absolute positions).
         struct Member {
@@ -109,119 +115,76 @@ extension RecordEncoder {
 
         // MARK: Values
 
-        func encode<T: Encodable>(_ value: T, depth: Int) {
-            switch value {
-            case let v as String: string(v)
-            case let v as Int: int(v)
-            case let v as Double: double(v)
-            case let v as Bool: bool(v)
-            case let m as any StringKeyedMap: m.encodeMembers(into: self, depth: depth)
-            default:
-                let encoder = ValueEncoder(sink: self, depth: depth, sorted: value is any SortedRecordKeys)
-                do { try value.encode(to: encoder) } catch {
-                    // Our records' `encode(to:)` never throw; an encoder never refuses a value.
-                }
-                encoder.finish()
+        /// Writes a value at `depth`. `pooled: false` for a value written inside another value's
+        /// single-value container (at the same depth, while that encoder is in use).
+        func encode<T: Encodable>(_ value: T, depth: Int, pooled: Bool = true) {
+            // Metatype comparisons first: a dynamic cast per value costs more than writing it.
+            if T.self == String.self, let v = value as? String { return string(v) }
+            if T.self == Int.self, let v = value as? Int { return int(v) }
+            if T.self == Double.self, let v = value as? Double { return double(v) }
+            if T.self == Bool.self, let v = value as? Bool { return bool(v) }
+            let kind = Self.kind(of: T.self)
+            if kind == .map, let m = value as? any StringKeyedMap { return m.encodeMembers(into: self, depth: depth) }
+            let sorted = kind == .sorted
+            let encoder = pooled ? self.encoder(depth: depth, sorted: sorted) : ValueEncoder(sink: self, depth: depth, sorted: sorted)
+            do { try value.encode(to: encoder) } catch {
+                // Our records' `encode(to:)` never throw; an encoder never refuses a value.
             }
+            encoder.finish()
         }
 
-        private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        /// How a type is written, looked up once per type.
+        enum Kind { case map, sorted, other }
+        private static let kinds = Mutex<[ObjectIdentifier: Kind]>([:])
 
-        func string(_ s: String) {
-            bytes.append(UInt8(ascii: "\""))
-            var s = s
-            s.withUTF8 { utf8 in
-                for b in utf8 {
-                    switch b {
-                    case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(b)
-                    case 0x5C: bytes.append(0x5C); bytes.append(0x5C)
-                    case 0x0A: bytes.append(0x5C); bytes.append(UInt8(ascii: "n"))
-                    case 0x0D: bytes.append(0x5C); bytes.append(UInt8(ascii: "r"))
-                    case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
-                    case 0x08: bytes.append(0x5C); bytes.append(UInt8(ascii: "b"))
-                    case 0x0C: bytes.append(0x5C); bytes.append(UInt8(ascii: "f"))
-                    case 0..<0x20:
-                        bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                                  Self.hex[Int(b >> 4)], Self.hex[Int(b & 0xF)]])
-                    default: bytes.append(b)
-                    }
-                }
-            }
-            bytes.append(UInt8(ascii: "\""))
+        static func kind(of type: Any.Type) -> Kind {
+            let id = ObjectIdentifier(type)
+            if let k = kinds.withLock({ $0[id] }) { return k }
+            let k: Kind = type is any StringKeyedMap.Type ? .map : type is any SortedRecordKeys.Type ? .sorted : .other
+            kinds.withLock { $0[id] = k }
+            return k
         }
 
-        func int<I: BinaryInteger>(_ v: I) {
-            if v == 0 {
-                bytes.append(UInt8(ascii: "0"))
-                return
-            }
-            var magnitude = v.magnitude
-            if v < 0 { bytes.append(UInt8(ascii: "-")) }
-            let start = bytes.count
-            while magnitude > 0 {
-                let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
-                bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: r))
-                magnitude = q
-            }
-            bytes[start...].reverse()
-        }
-
-        func bool(_ v: Bool) { bytes.append(contentsOf: v ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65]) }
-
-        func null() { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
-
-        /// As `JSONEncoder` writes a finite number: its shortest description, without a trailing `.0`.
-        /// (Non-finite values cannot occur in these records; they are written as 0 rather than invalid JSON.)
-        func double(_ v: Double) {
-            guard v.isFinite else {
-                bytes.append(UInt8(ascii: "0"))
-                return
-            }
-            var text = v.description
-            if text.hasSuffix(".0") { text.removeLast(2) }
-            bytes.append(contentsOf: text.utf8)
-        }
+        // Each writes through one access to `bytes` (a class property: every access is checked for
+        // exclusivity, so the byte loops live in `JSONBytes`).
+        func string(_ s: String) { JSONBytes.string(s, into: &bytes) }
+        func int<I: BinaryInteger>(_ v: I) { JSONBytes.int(v, into: &bytes) }
+        func bool(_ v: Bool) { JSONBytes.bool(v, into: &bytes) }
+        func null() { JSONBytes.null(into: &bytes) }
+        func double(_ v: Double) { JSONBytes.double(v, into: &bytes) }
 
         // MARK: Structure
 
         func beginObject() { bytes.append(UInt8(ascii: "{")) }
 
         /// The separator and indentation before an element of a container at `depth`.
-        func separator(first: Bool, depth: Int) {
-            if !first { bytes.append(UInt8(ascii: ",")) }
-            if pretty { newline(depth) }
-        }
+        func separator(first: Bool, depth: Int) { JSONBytes.separator(first: first, pretty: pretty, depth: depth, into: &bytes) }
 
-        func colon() {
-            if pretty {
-                bytes.append(contentsOf: [0x20, UInt8(ascii: ":"), 0x20])
-            } else {
-                bytes.append(UInt8(ascii: ":"))
-            }
-        }
+        func colon() { JSONBytes.colon(pretty: pretty, into: &bytes) }
 
         /// Closes a container at `depth`. `JSONEncoder` writes an empty container, pretty, as an empty
         /// line between its brackets.
         func endContainer(_ bracket: UInt8, empty: Bool, depth: Int) {
-            if pretty {
-                if empty { bytes.append(0x0A) }
-                newline(depth)
-            }
-            bytes.append(bracket)
-        }
-
-        private func newline(_ depth: Int) {
-            bytes.append(0x0A)
-            for _ in 0..<depth { bytes.append(0x20); bytes.append(0x20) }
+            JSONBytes.close(bracket, empty: empty, pretty: pretty, depth: depth, into: &bytes)
         }
 
         /// A key as `JSONEncoder`'s `.convertToSnakeCase` writes it, quoted.
         func key(_ name: String) {
-            if name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) || !name.utf8.allSatisfy({ $0 < 0x80 }) {
-                string(SnakeCase.convert(name))
-            } else {
-                string(name)
+            var plain = true
+            for b in name.utf8 where (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) || b >= 0x80 {
+                plain = false
+                break
             }
+            string(plain ? name : SnakeCase.convert(name))
+        }
+
+        /// The encoder for a value at `depth`: one per depth, reused (values at one depth are written
+        /// one after the other).
+        func encoder(depth: Int, sorted: Bool) -> ValueEncoder {
+            while pool.count <= depth { pool.append(ValueEncoder(sink: self, depth: pool.count, sorted: false)) }
+            let e = pool[depth]
+            e.reset(sorted: sorted)
+            return e
         }
 
         /// Puts the members from `first` on (of a keyed container at `depth` that began at `start`) in
@@ -276,7 +239,7 @@ extension RecordEncoder {
         let sink: Sink
         let depth: Int
         /// The value's keys come in sorted order (`SortedRecordKeys`).
-        let sorted: Bool
+        private(set) var sorted: Bool
         var codingPath: [any CodingKey] = []
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -294,6 +257,12 @@ extension RecordEncoder {
             self.sink = sink
             self.depth = depth
             self.sorted = sorted
+        }
+
+        /// Ready for the next value at this depth.
+        func reset(sorted: Bool) {
+            self.sorted = sorted
+            state = .none
         }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -344,6 +313,7 @@ extension RecordEncoder {
         func endElement() { sink.maybeFlush() }
 
         func finishPending() {
+            guard !pending.isEmpty else { return }
             let p = pending
             pending = []
             for e in p { e.finish() }
@@ -485,7 +455,109 @@ extension RecordEncoder {
         mutating func encode(_ value: UInt16) throws { encoder.sink.int(value) }
         mutating func encode(_ value: UInt32) throws { encoder.sink.int(value) }
         mutating func encode(_ value: UInt64) throws { encoder.sink.int(value) }
-        mutating func encode<T: Encodable>(_ value: T) throws { encoder.sink.encode(value, depth: encoder.depth) }
+        mutating func encode<T: Encodable>(_ value: T) throws { encoder.sink.encode(value, depth: encoder.depth, pooled: false) }
+    }
+}
+
+/// The bytes of JSON values and punctuation, as `JSONEncoder` writes them.
+enum JSONBytes {
+    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
+
+    static func string(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { utf8 in
+            // Most strings need no escaping: copy them whole.
+            guard utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == 0x5C }) else {
+                out.append(contentsOf: utf8)
+                return
+            }
+            for b in utf8 {
+                switch b {
+                case UInt8(ascii: "\""): out.append(0x5C); out.append(b)
+                case 0x5C: out.append(0x5C); out.append(0x5C)
+                case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+                case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
+                case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
+                case 0..<0x20:
+                    out.append(0x5C)
+                    out.append(UInt8(ascii: "u"))
+                    out.append(UInt8(ascii: "0"))
+                    out.append(UInt8(ascii: "0"))
+                    out.append(hex[Int(b >> 4)])
+                    out.append(hex[Int(b & 0xF)])
+                default: out.append(b)
+                }
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    static func int<I: BinaryInteger>(_ v: I, into out: inout [UInt8]) {
+        if v == 0 {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        var magnitude = v.magnitude
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        let start = out.count
+        while magnitude > 0 {
+            let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
+            out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: r))
+            magnitude = q
+        }
+        out[start...].reverse()
+    }
+
+    static func bool(_ v: Bool, into out: inout [UInt8]) {
+        out.append(contentsOf: (v ? "true" : "false").utf8)
+    }
+
+    static func null(into out: inout [UInt8]) { out.append(contentsOf: "null".utf8) }
+
+    /// As `JSONEncoder` writes a finite number: its shortest description, without a trailing `.0`.
+    /// (Non-finite values cannot occur in these records; they are written as 0 rather than invalid JSON.)
+    static func double(_ v: Double, into out: inout [UInt8]) {
+        guard v.isFinite else {
+            out.append(UInt8(ascii: "0"))
+            return
+        }
+        var text = v.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        out.append(contentsOf: text.utf8)
+    }
+
+    static func separator(first: Bool, pretty: Bool, depth: Int, into out: inout [UInt8]) {
+        if !first { out.append(UInt8(ascii: ",")) }
+        if pretty { newline(depth, into: &out) }
+    }
+
+    static func colon(pretty: Bool, into out: inout [UInt8]) {
+        if pretty {
+            out.append(0x20)
+            out.append(UInt8(ascii: ":"))
+            out.append(0x20)
+        } else {
+            out.append(UInt8(ascii: ":"))
+        }
+    }
+
+    static func close(_ bracket: UInt8, empty: Bool, pretty: Bool, depth: Int, into out: inout [UInt8]) {
+        if pretty {
+            if empty { out.append(0x0A) }
+            newline(depth, into: &out)
+        }
+        out.append(bracket)
+    }
+
+    static func newline(_ depth: Int, into out: inout [UInt8]) {
+        out.append(0x0A)
+        for _ in 0..<depth {
+            out.append(0x20)
+            out.append(0x20)
+        }
     }
 }
 
@@ -493,7 +565,17 @@ extension RecordEncoder {
 /// letter meets an upper-case one, and before the last capital of a run of capitals (`myURLKey` →
 /// `my_url_key`), joined with `_`, lower-cased; leading and trailing underscores kept.
 enum SnakeCase {
+    /// Keys already converted: records use a few dozen, each thousands of times.
+    private static let cache = Mutex<[String: String]>([:])
+
     static func convert(_ key: String) -> String {
+        if let hit = cache.withLock({ $0[key] }) { return hit }
+        let converted = compute(key)
+        cache.withLock { $0[key] = converted }
+        return converted
+    }
+
+    static func compute(_ key: String) -> String {
         let scalars = Array(key.unicodeScalars)
         guard !scalars.isEmpty else { return key }
         // Leading and trailing underscores stay as they are.

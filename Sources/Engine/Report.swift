@@ -171,11 +171,17 @@ public enum DeviceOutcome: String, Codable, Sendable, CaseIterable {
 }
 
 /// A failure as the report shows it.
-public struct FailureRecord: Codable, Sendable, Equatable {
+public struct FailureRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var kind: FailureKind
     public var step: String?
     public var message: String
     public var causes: [String]
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case causes, kind, message, step
+    }
+
     public init(kind: FailureKind, step: String?, message: String, causes: [String] = []) {
         self.kind = kind
         self.step = step
@@ -192,7 +198,7 @@ public enum StepOutcome: String, Codable, Sendable, CaseIterable {
 }
 
 /// One step of one device.
-public struct StepRecord: Codable, Sendable, Equatable {
+public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var name: String
     public var kind: String
     public var outcome: StepOutcome
@@ -201,6 +207,12 @@ public struct StepRecord: Codable, Sendable, Equatable {
     public var startMs: Double
     public var durationMs: Double
     public var error: FailureRecord?
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case attempts, durationMs, error, kind, name, outcome, startMs
+    }
+
     public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil) {
         self.name = name
         self.kind = kind
@@ -213,7 +225,7 @@ public struct StepRecord: Codable, Sendable, Equatable {
 }
 
 /// One device of the run.
-public struct DeviceRecord: Codable, Sendable, Equatable {
+public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var id: String
     public var address: String?
     public var name: String?
@@ -237,9 +249,10 @@ public struct DeviceRecord: Codable, Sendable, Equatable {
     /// Set in memory when the outcome could not be journaled (never written to a report).
     var journalError: String?
 
+    /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
-        case id, address, name, outcome, attempts, adapter, rssi, started, durationMs, captured, steps, error, resumed,
-             carriedOver, attRoundTrips, skipReason
+        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, name, outcome, resumed, rssi,
+             skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
