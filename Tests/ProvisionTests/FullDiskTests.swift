@@ -51,6 +51,7 @@ import Glibc
         let journalSize = (try FileManager.default.attributesOfItem(atPath: line.directory + "/run.journal")[.size] as? Int) ?? 0
         #expect(journalSize <= 128 * 512 && journalSize > 10_000, "the journal stopped at the limit (\(journalSize) bytes)")
         // The report, when it fits under the limit, says why the run stopped; otherwise stderr says it could not be written.
+        print("full disk: report written: \(FileManager.default.fileExists(atPath: line.directory + "/run.json")), journal \(journalSize) bytes, stderr: \(first.stderr)")
         if FileManager.default.fileExists(atPath: line.directory + "/run.json") {
             #expect(try RunReport.read(from: line.directory + "/run.json").run.stopped?.reason == "journal_failed")
         } else {
