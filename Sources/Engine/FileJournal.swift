@@ -30,12 +30,13 @@ public actor FileJournal: RunStore {
     public private(set) var batches = 0
     public private(set) var linesWritten = 0
 
-    /// Opens (creating if needed) and locks the journal. With `fsync: false` lines are only written
-    /// (they survive a crash of the process, not of the machine) — for benchmarks comparing the cost.
-    public init(path: String, fsync: Bool = true) throws {
+    /// Opens and locks the journal, creating it unless `create` is false (a journal to resume must
+    /// exist). With `fsync: false` lines are only written (they survive a crash of the process, not of
+    /// the machine) — for benchmarks comparing the cost.
+    public init(path: String, fsync: Bool = true, create: Bool = true) throws {
         let existed = FileManager.default.fileExists(atPath: path)
         self.path = path
-        let fd = try AtomicFile.open(path, O_RDWR | O_CREAT | O_APPEND)
+        let fd = try AtomicFile.open(path, O_RDWR | O_APPEND | (create ? O_CREAT : 0))
         // One run per journal: a second station (or a second terminal) resuming the same journal
         // would interleave outcomes and could provision a device twice.
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {

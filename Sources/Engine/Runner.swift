@@ -167,9 +167,9 @@ public enum Runner {
         // Planning.
         let store: any RunStore
         do {
-            store = try options.store ?? FileJournal(path: options.journalPath, fsync: options.fsync)
+            store = try options.store ?? FileJournal(path: options.journalPath, fsync: options.fsync, create: !options.resume)
         } catch {
-            throw StartError(description: "cannot open journal: \(error)")
+            throw StartError(description: options.resume ? "cannot resume: \(error)" : "cannot open journal: \(error)")
         }
         let plan: ResumePlan
         do {
@@ -184,8 +184,12 @@ public enum Runner {
             try await store.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
                                                  options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
                                                  resumed: plan.resumed, selected: plan.selected))
-            for entry in plan.entries {
-                if case .needsReview(let r) = entry.decision { try await store.outcome(r) }
+            // The new needs-review outcomes, together: they share their fsyncs.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for entry in plan.entries {
+                    if case .needsReview(let r) = entry.decision { group.addTask { try await store.outcome(r) } }
+                }
+                try await group.waitForAll()
             }
         } catch {
             await store.close()
