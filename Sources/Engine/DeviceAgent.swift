@@ -246,8 +246,20 @@ actor DeviceAgent {
             }
             irreversibleSent = true
         }
-        try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
-                          withResponse: w.withResponse, timeout: timeout)
+        do {
+            try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
+                              withResponse: w.withResponse, timeout: timeout)
+        } catch let e as BLEError {
+            switch e {
+            case .att, .attributeNotFound, .unsupportedProperty:
+                // Refused by the device (an Error Response) or never sent (no such characteristic, or it
+                // does not allow the write): it did not take effect.
+                if step.irreversible { irreversibleSent = false }
+            default:
+                break
+            }
+            throw e
+        }
     }
 
     private func awaitValue(_ a: Step.Await, step: Step, index: Int, timeout: Duration, confirmFirst: Bool) async throws {

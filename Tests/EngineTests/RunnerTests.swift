@@ -443,6 +443,23 @@ import Synchronization
         #expect(!FileManager.default.fileExists(atPath: options.journalPath))
     }
 
+    @Test func anIrreversibleWriteThatCouldNotGoOutIsAPlainFailureNotADoubt() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        // FFF2 is read-only: the write is refused before it is sent (the characteristic does not allow it).
+        let workflow = """
+            name: refused
+            steps:
+              - scan: { name: "${name}", timeout: 500ms }
+              - connect: { timeout: 1s }
+              - write: { service: FFF0, characteristic: FFF2, value: { hex: "02" }, irreversible: true }
+            """
+        let loaded = try line.load(try line.write(count: 1, workflow: workflow))
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [try line.simulator(loaded)], options: line.options())
+        #expect(report.devices.first?.error?.kind == .unsupportedProperty, "\(report.devices.first?.error?.message ?? "")")
+    }
+
     @Test func theFailureThresholdIsRecordedOnlyWhenItSkippedSomething() async throws {
         let line = try TestLine()
         defer { line.remove() }

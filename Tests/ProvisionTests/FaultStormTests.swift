@@ -15,7 +15,7 @@ import Glibc
 ///     PROVISION_STORM_DEVICES=2000 PROVISION_STORM_KILLS=20 swift test --filter FaultStormTests
 ///
 /// (`PROVISION_STORM_SEED` picks the kill points and the fault mix; each run prints its figures.)
-@Suite(.serialized) struct FaultStormTests {
+@Suite(.serialized, .timeLimit(.minutes(20))) struct FaultStormTests {
     struct Storm {
         var devices: Int
         var kills: Int

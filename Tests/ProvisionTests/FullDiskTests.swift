@@ -8,7 +8,7 @@ import Glibc
 
 /// A disk that fills mid-run, for real: `provision run` in a child process whose file size limit
 /// (RLIMIT_FSIZE, with SIGXFSZ ignored so that write(2) fails with EFBIG) stops the journal mid-line.
-@Suite(.serialized) struct FullDiskTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct FullDiskTests {
     /// Runs `provision ARGS` under `ulimit -f BLOCKS` (512-byte blocks) with SIGXFSZ ignored; returns the
     /// exit status and standard error.
     static func runLimited(_ args: [String], blocks: Int?, in dir: String) async throws -> (status: Int32, stderr: String) {
