@@ -21,7 +21,7 @@ enum RecordEncoder {
         let sink = Sink(pretty: false, capacity: 1024)
         sink.encode(value, depth: 0)
         sink.pool = []
-        return sink.bytes
+        return sink.out.pointee.bytes
     }
 
     /// One pretty-printed JSON value (no final newline).
@@ -29,7 +29,7 @@ enum RecordEncoder {
         let sink = Sink(pretty: true, capacity: 4096)
         sink.encode(value, depth: 0)
         sink.pool = []
-        return sink.bytes
+        return sink.out.pointee.bytes
     }
 
     /// Encodes `value`, handing finished bytes to `emit` in chunks of about `chunk` bytes as they are
@@ -37,7 +37,7 @@ enum RecordEncoder {
     /// document is never held whole.
     static func stream<T: Encodable>(_ value: T, pretty: Bool, chunk: Int = 1 << 20, emit: (Data) throws -> Void) throws {
         let sink = Sink(pretty: pretty, capacity: chunk + 64 * 1024)
-        sink.flushThreshold = chunk
+        sink.out.pointee.flushThreshold = chunk
         var failure: (any Error)?
         // `emit` is only called during `encode`; the sink does not keep it.
         withoutActuallyEscaping(emit) { emit in
@@ -50,7 +50,7 @@ enum RecordEncoder {
             sink.pool = []
         }
         if let failure { throw failure }
-        try emit(Data(sink.bytes))
+        try emit(Data(sink.out.pointee.bytes))
     }
 }
 
@@ -67,63 +67,51 @@ private protocol StringKeyedMap {
 
 extension Dictionary: StringKeyedMap where Key == String, Value: Encodable {
     fileprivate func encodeMembers(into sink: RecordEncoder.Sink, depth: Int) {
-        sink.beginObject()
+        let out = sink.out
+        out.pointee.bytes.append(UInt8(ascii: "{"))
         var first = true
         for key in keys.sorted() {
             guard let value = self[key] else { continue }
-            sink.separator(first: first, depth: depth + 1)
+            out.pointee.separator(first: first, depth: depth + 1)
             first = false
-            sink.string(key)
-            sink.colon()
+            out.pointee.string(key)
+            out.pointee.colon()
             sink.encode(value, depth: depth + 1)
         }
-        sink.endContainer(UInt8(ascii: "}"), empty: first, depth: depth)
+        out.pointee.close(UInt8(ascii: "}"), empty: first, depth: depth)
     }
 }
 
 extension RecordEncoder {
-    /// The output buffer and the bookkeeping of the containers being written.
+    /// The output and the bookkeeping of the containers being written.
     final class Sink {
-        /// Bytes not yet handed out (all of them unless streaming).
-        var bytes: [UInt8]
-        let pretty: Bool
-        /// Members of open keyed containers that will be sorted when their value is done.
-        var members: [Member] = []
-        /// Open keyed containers whose members must still be sorted (streaming waits for none).
-        var sortingOpen = 0
-        /// Bytes handed out so far (positions in `members` are absolute: minus this, in `bytes`).
-        var flushed = 0
-        var flushThreshold = Int.max
+        /// The writer's state, behind a pointer this sink owns (allocated in `init`, freed in `deinit`,
+        /// never shared): as class properties, every byte appended paid a dynamic exclusivity check
+        /// (a fifth of the encoder's time).
+        let out: UnsafeMutablePointer<Output>
         var emit: ((Data) -> Void)?
-        private var scratch: [UInt8] = []
         /// Reused encoders by depth (`encoder(depth:sorted:)`); emptied when the value is written.
         var pool: [ValueEncoder] = []
 
-        /// A member of a keyed container: `"key"` starts at `key`, the value at `value` (absolute positions).
-        struct Member {
-            var key: Int
-            var value: Int
-        }
-
         init(pretty: Bool, capacity: Int) {
-            self.pretty = pretty
-            bytes = []
-            bytes.reserveCapacity(capacity)
+            out = .allocate(capacity: 1)
+            out.initialize(to: Output(pretty: pretty, capacity: capacity))
         }
 
-        var position: Int { flushed + bytes.count }
-
-        // MARK: Values
+        deinit {
+            out.deinitialize(count: 1)
+            out.deallocate()
+        }
 
         /// Writes a value at `depth`. `pooled: false` for a value written inside another value's
         /// single-value container (at the same depth, while that encoder is in use).
         func encode<T: Encodable>(_ value: T, depth: Int, pooled: Bool = true) {
             // Metatype comparisons first: a dynamic cast per value costs more than writing it.
-            if T.self == String.self, let v = value as? String { return string(v) }
-            if T.self == Int.self, let v = value as? Int { return int(v) }
-            if T.self == Double.self, let v = value as? Double { return double(v) }
-            if T.self == Bool.self, let v = value as? Bool { return bool(v) }
-            let kind = Self.kind(of: T.self)
+            if T.self == String.self, let v = value as? String { return out.pointee.string(v) }
+            if T.self == Int.self, let v = value as? Int { return JSONBytes.int(v, into: &out.pointee.bytes) }
+            if T.self == Double.self, let v = value as? Double { return JSONBytes.double(v, into: &out.pointee.bytes) }
+            if T.self == Bool.self, let v = value as? Bool { return JSONBytes.bool(v, into: &out.pointee.bytes) }
+            let kind = out.pointee.kind(of: T.self)
             if kind == .map, let m = value as? any StringKeyedMap { return m.encodeMembers(into: self, depth: depth) }
             let sorted = kind == .sorted
             let encoder = pooled ? self.encoder(depth: depth, sorted: sorted) : ValueEncoder(sink: self, depth: depth, sorted: sorted)
@@ -145,39 +133,6 @@ extension RecordEncoder {
             return k
         }
 
-        // Each writes through one access to `bytes` (a class property: every access is checked for
-        // exclusivity, so the byte loops live in `JSONBytes`).
-        func string(_ s: String) { JSONBytes.string(s, into: &bytes) }
-        func int<I: BinaryInteger>(_ v: I) { JSONBytes.int(v, into: &bytes) }
-        func bool(_ v: Bool) { JSONBytes.bool(v, into: &bytes) }
-        func null() { JSONBytes.null(into: &bytes) }
-        func double(_ v: Double) { JSONBytes.double(v, into: &bytes) }
-
-        // MARK: Structure
-
-        func beginObject() { bytes.append(UInt8(ascii: "{")) }
-
-        /// The separator and indentation before an element of a container at `depth`.
-        func separator(first: Bool, depth: Int) { JSONBytes.separator(first: first, pretty: pretty, depth: depth, into: &bytes) }
-
-        func colon() { JSONBytes.colon(pretty: pretty, into: &bytes) }
-
-        /// Closes a container at `depth`. `JSONEncoder` writes an empty container, pretty, as an empty
-        /// line between its brackets.
-        func endContainer(_ bracket: UInt8, empty: Bool, depth: Int) {
-            JSONBytes.close(bracket, empty: empty, pretty: pretty, depth: depth, into: &bytes)
-        }
-
-        /// A key as `JSONEncoder`'s `.convertToSnakeCase` writes it, quoted.
-        func key(_ name: String) {
-            var plain = true
-            for b in name.utf8 where (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) || b >= 0x80 {
-                plain = false
-                break
-            }
-            string(plain ? name : SnakeCase.convert(name))
-        }
-
         /// The encoder for a value at `depth`: one per depth, reused (values at one depth are written
         /// one after the other).
         func encoder(depth: Int, sorted: Bool) -> ValueEncoder {
@@ -187,16 +142,115 @@ extension RecordEncoder {
             return e
         }
 
+        /// Hands out finished bytes when there are enough and nothing open still needs sorting.
+        func maybeFlush() {
+            guard let emit, out.pointee.sortingOpen == 0, out.pointee.bytes.count >= out.pointee.flushThreshold else { return }
+            emit(Data(out.pointee.bytes))
+            out.pointee.flushed += out.pointee.bytes.count
+            out.pointee.bytes.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// The bytes written so far and the members of the keyed containers still open.
+    struct Output {
+        /// Bytes not yet handed out (all of them unless streaming).
+        var bytes: [UInt8]
+        let pretty: Bool
+        /// Members of open keyed containers that will be sorted when their value is done.
+        var members: [Member] = []
+        /// Open keyed containers whose members must still be sorted (streaming waits for none).
+        var sortingOpen = 0
+        /// Bytes handed out so far (positions in `members` are absolute: minus this, in `bytes`).
+        var flushed = 0
+        var flushThreshold = Int.max
+        private var scratch: [UInt8] = []
+
+        /// A member of a keyed container: `"key"` starts at `key`, the value at `value` (absolute positions).
+        struct Member {
+            var key: Int
+            var value: Int
+        }
+
+        init(pretty: Bool, capacity: Int) {
+            self.pretty = pretty
+            bytes = []
+            bytes.reserveCapacity(capacity)
+        }
+
+        var position: Int { flushed + bytes.count }
+
+        mutating func string(_ s: String) { JSONBytes.string(s, into: &bytes) }
+        mutating func separator(first: Bool, depth: Int) { JSONBytes.separator(first: first, pretty: pretty, depth: depth, into: &bytes) }
+        mutating func colon() { JSONBytes.colon(pretty: pretty, into: &bytes) }
+
+        /// Closes a container at `depth`. `JSONEncoder` writes an empty container, pretty, as an empty
+        /// line between its brackets.
+        mutating func close(_ bracket: UInt8, empty: Bool, depth: Int) {
+            JSONBytes.close(bracket, empty: empty, pretty: pretty, depth: depth, into: &bytes)
+        }
+
+        /// Types seen by this output, and how they are written (the global table costs a lock and a hash).
+        private var kinds: [(ObjectIdentifier, Sink.Kind)] = []
+
+        mutating func kind(of type: Any.Type) -> Sink.Kind {
+            let id = ObjectIdentifier(type)
+            for (t, k) in kinds where t == id { return k }
+            let k = Sink.kind(of: type)
+            kinds.append((id, k))
+            return k
+        }
+
+        /// A key as `JSONEncoder`'s `.convertToSnakeCase` writes it, quoted. The common camelCase keys
+        /// (`durationMs`, `attRoundTrips`: lower-case start, every capital followed by a lower-case
+        /// letter, nothing to escape) are converted as they are written; others go through `SnakeCase`.
+        mutating func key(_ name: String) {
+            var simple = true
+            var capitals = 0
+            var previousCapital = false
+            var first = true
+            for b in name.utf8 {
+                let upper = b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")
+                let lower = b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")
+                let digit = b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+                if (first && !lower) || !(upper || lower || digit) || (previousCapital && !lower) {
+                    simple = false
+                    break
+                }
+                if upper { capitals += 1 }
+                previousCapital = upper
+                first = false
+            }
+            guard simple, !previousCapital else {
+                string(SnakeCase.convert(name))
+                return
+            }
+            bytes.append(UInt8(ascii: "\""))
+            if capitals == 0 {
+                bytes.append(contentsOf: name.utf8)
+            } else {
+                for b in name.utf8 {
+                    if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") {
+                        bytes.append(UInt8(ascii: "_"))
+                        bytes.append(b + 0x20)
+                    } else {
+                        bytes.append(b)
+                    }
+                }
+            }
+            bytes.append(UInt8(ascii: "\""))
+        }
+
         /// Puts the members from `first` on (of a keyed container at `depth` that began at `start`) in
         /// key order, with separators and brackets, in place.
-        func sortMembers(from first: Int, start: Int, depth: Int) {
+        mutating func sortMembers(from first: Int, start: Int, depth: Int) {
             let end = position
             let count = members.count - first
             var order = Array(first..<members.count)
             // Keys compare as their escaped bytes (between the quotes).
-            order.sort { a, b in
-                let ka = keyBytes(a, end: end), kb = keyBytes(b, end: end)
-                return ka.lexicographicallyPrecedes(kb)
+            let flushed = self.flushed
+            order.sort { [members, bytes] a, b in
+                func key(_ m: Int) -> ArraySlice<UInt8> { bytes[(members[m].key - flushed + 1)..<(members[m].value - flushed - 1)] }
+                return key(a).lexicographicallyPrecedes(key(b))
             }
             // Move the container's bytes aside and write it again, in order, where it began.
             let base = start - flushed
@@ -214,23 +268,8 @@ extension RecordEncoder {
                 colon()
                 bytes.append(contentsOf: scratch[v..<e])
             }
-            endContainer(UInt8(ascii: "}"), empty: count == 0, depth: depth)
+            close(UInt8(ascii: "}"), empty: count == 0, depth: depth)
             members.removeSubrange(first...)
-        }
-
-        private func keyBytes(_ m: Int, end: Int) -> ArraySlice<UInt8> {
-            // From after the opening quote to before the closing one.
-            let k = members[m].key - flushed
-            let v = members[m].value - flushed
-            return bytes[(k + 1)..<(v - 1)]
-        }
-
-        /// Hands out finished bytes when there are enough and nothing open still needs sorting.
-        func maybeFlush() {
-            guard let emit, sortingOpen == 0, bytes.count >= flushThreshold else { return }
-            emit(Data(bytes))
-            flushed += bytes.count
-            bytes.removeAll(keepingCapacity: true)
         }
     }
 
@@ -238,9 +277,9 @@ extension RecordEncoder {
     final class ValueEncoder: Encoder {
         let sink: Sink
         let depth: Int
-        /// The value's keys come in sorted order (`SortedRecordKeys`).
-        private(set) var sorted: Bool
-        var codingPath: [any CodingKey] = []
+        /// This encoder's state, behind a pointer it owns (for the same reason as `Sink.out`).
+        let frame: UnsafeMutablePointer<Frame>
+        var codingPath: [any CodingKey] { [] }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
         enum State {
@@ -249,124 +288,145 @@ extension RecordEncoder {
             case unkeyed(count: Int)
             case single
         }
-        var state = State.none
-        /// Nested encoders handed out by `nestedContainer` & co., finished before the next write.
-        var pending: [ValueEncoder] = []
+
+        struct Frame {
+            /// The value's keys come in sorted order (`SortedRecordKeys`).
+            var sorted: Bool
+            var state = State.none
+            /// Nested encoders handed out by `nestedContainer` & co., finished before the next write.
+            var pending: [ValueEncoder] = []
+        }
 
         init(sink: Sink, depth: Int, sorted: Bool) {
             self.sink = sink
             self.depth = depth
-            self.sorted = sorted
+            frame = .allocate(capacity: 1)
+            frame.initialize(to: Frame(sorted: sorted))
+        }
+
+        deinit {
+            frame.deinitialize(count: 1)
+            frame.deallocate()
         }
 
         /// Ready for the next value at this depth.
         func reset(sorted: Bool) {
-            self.sorted = sorted
-            state = .none
+            frame.pointee.sorted = sorted
+            frame.pointee.state = .none
         }
 
         func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-            if case .none = state {
-                state = .keyed(start: sink.position, firstMember: sink.members.count, count: 0)
-                if sorted { sink.beginObject() } else { sink.sortingOpen += 1 }
+            if case .none = frame.pointee.state {
+                let out = sink.out
+                frame.pointee.state = .keyed(start: out.pointee.position, firstMember: out.pointee.members.count, count: 0)
+                if frame.pointee.sorted { out.pointee.bytes.append(UInt8(ascii: "{")) } else { out.pointee.sortingOpen += 1 }
             }
             return KeyedEncodingContainer(Keyed<Key>(encoder: self))
         }
 
         func unkeyedContainer() -> any UnkeyedEncodingContainer {
-            if case .none = state {
-                state = .unkeyed(count: 0)
-                sink.bytes.append(UInt8(ascii: "["))
+            if case .none = frame.pointee.state {
+                frame.pointee.state = .unkeyed(count: 0)
+                sink.out.pointee.bytes.append(UInt8(ascii: "["))
             }
             return Unkeyed(encoder: self)
         }
 
         func singleValueContainer() -> any SingleValueEncodingContainer {
-            if case .none = state { state = .single }
+            if case .none = frame.pointee.state { frame.pointee.state = .single }
             return Single(encoder: self)
         }
 
         /// Starts a member: finishes pending nested values, writes the separator (sorted) and the key.
         func beginMember(_ key: some CodingKey) {
-            finishPending()
-            guard case .keyed(let start, let first, let count) = state else { return }
-            state = .keyed(start: start, firstMember: first, count: count + 1)
-            if sorted {
-                sink.separator(first: count == 0, depth: depth + 1)
-                sink.key(key.stringValue)
-                sink.colon()
+            if !frame.pointee.pending.isEmpty { finishPending() }
+            guard case .keyed(let start, let first, let count) = frame.pointee.state else { return }
+            frame.pointee.state = .keyed(start: start, firstMember: first, count: count + 1)
+            let out = sink.out
+            if frame.pointee.sorted {
+                out.pointee.separator(first: count == 0, depth: depth + 1)
+                out.pointee.key(key.stringValue)
+                out.pointee.colon()
             } else {
-                let at = sink.position
-                sink.key(key.stringValue)
-                sink.members.append(Sink.Member(key: at, value: sink.position))
+                let at = out.pointee.position
+                out.pointee.key(key.stringValue)
+                out.pointee.members.append(Output.Member(key: at, value: out.pointee.position))
             }
         }
 
         /// Starts an element of an unkeyed container.
         func beginElement() {
-            finishPending()
-            guard case .unkeyed(let count) = state else { return }
-            state = .unkeyed(count: count + 1)
-            sink.separator(first: count == 0, depth: depth + 1)
+            if !frame.pointee.pending.isEmpty { finishPending() }
+            guard case .unkeyed(let count) = frame.pointee.state else { return }
+            frame.pointee.state = .unkeyed(count: count + 1)
+            sink.out.pointee.separator(first: count == 0, depth: depth + 1)
         }
 
         func endElement() { sink.maybeFlush() }
 
         func finishPending() {
-            guard !pending.isEmpty else { return }
-            let p = pending
-            pending = []
+            let p = frame.pointee.pending
+            frame.pointee.pending = []
             for e in p { e.finish() }
         }
 
         /// Called when the value's `encode(to:)` returned: closes (and sorts) its container.
         func finish() {
-            finishPending()
-            switch state {
+            if !frame.pointee.pending.isEmpty { finishPending() }
+            let out = sink.out
+            switch frame.pointee.state {
             case .none:
                 // A value that wrote nothing: `JSONEncoder` writes an empty object.
-                sink.bytes.append(contentsOf: [UInt8(ascii: "{"), UInt8(ascii: "}")])
+                out.pointee.bytes.append(UInt8(ascii: "{"))
+                out.pointee.bytes.append(UInt8(ascii: "}"))
             case .keyed(let start, let first, let count):
-                if sorted {
-                    sink.endContainer(UInt8(ascii: "}"), empty: count == 0, depth: depth)
+                if frame.pointee.sorted {
+                    out.pointee.close(UInt8(ascii: "}"), empty: count == 0, depth: depth)
                 } else {
-                    sink.sortMembers(from: first, start: start, depth: depth)
-                    sink.sortingOpen -= 1
+                    out.pointee.sortMembers(from: first, start: start, depth: depth)
+                    out.pointee.sortingOpen -= 1
                 }
             case .unkeyed(let count):
-                sink.endContainer(UInt8(ascii: "]"), empty: count == 0, depth: depth)
+                out.pointee.close(UInt8(ascii: "]"), empty: count == 0, depth: depth)
             case .single:
                 break
             }
-            state = .none
+            frame.pointee.state = .none
         }
 
         func nested(sorted: Bool = false) -> ValueEncoder {
             let e = ValueEncoder(sink: sink, depth: depth + 1, sorted: sorted)
-            pending.append(e)
+            frame.pointee.pending.append(e)
             return e
         }
+
+        // The writes the containers make.
+        func string(_ v: String) { sink.out.pointee.string(v) }
+        func int<I: BinaryInteger>(_ v: I) { JSONBytes.int(v, into: &sink.out.pointee.bytes) }
+        func double(_ v: Double) { JSONBytes.double(v, into: &sink.out.pointee.bytes) }
+        func bool(_ v: Bool) { JSONBytes.bool(v, into: &sink.out.pointee.bytes) }
+        func null() { JSONBytes.null(into: &sink.out.pointee.bytes) }
     }
 
     struct Keyed<Key: CodingKey>: KeyedEncodingContainerProtocol {
         let encoder: ValueEncoder
         var codingPath: [any CodingKey] { [] }
 
-        mutating func encodeNil(forKey key: Key) throws { encoder.beginMember(key); encoder.sink.null() }
-        mutating func encode(_ value: Bool, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.bool(value) }
-        mutating func encode(_ value: String, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.string(value) }
-        mutating func encode(_ value: Double, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.double(value) }
-        mutating func encode(_ value: Float, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.double(Double(value)) }
-        mutating func encode(_ value: Int, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: Int8, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: Int16, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: Int32, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: Int64, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: UInt, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: UInt8, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: UInt16, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: UInt32, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
-        mutating func encode(_ value: UInt64, forKey key: Key) throws { encoder.beginMember(key); encoder.sink.int(value) }
+        mutating func encodeNil(forKey key: Key) throws { encoder.beginMember(key); encoder.null() }
+        mutating func encode(_ value: Bool, forKey key: Key) throws { encoder.beginMember(key); encoder.bool(value) }
+        mutating func encode(_ value: String, forKey key: Key) throws { encoder.beginMember(key); encoder.string(value) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { encoder.beginMember(key); encoder.double(value) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { encoder.beginMember(key); encoder.double(Double(value)) }
+        mutating func encode(_ value: Int, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: Int8, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: Int16, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: Int32, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: Int64, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: UInt, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws { encoder.beginMember(key); encoder.int(value) }
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
             encoder.beginMember(key)
             encoder.sink.encode(value, depth: encoder.depth + 1)
@@ -405,15 +465,15 @@ extension RecordEncoder {
         let encoder: ValueEncoder
         var codingPath: [any CodingKey] { [] }
         var count: Int {
-            if case .unkeyed(let n) = encoder.state { return n }
+            if case .unkeyed(let n) = encoder.frame.pointee.state { return n }
             return 0
         }
 
-        mutating func encodeNil() throws { encoder.beginElement(); encoder.sink.null(); encoder.endElement() }
-        mutating func encode(_ value: String) throws { encoder.beginElement(); encoder.sink.string(value); encoder.endElement() }
-        mutating func encode(_ value: Bool) throws { encoder.beginElement(); encoder.sink.bool(value); encoder.endElement() }
-        mutating func encode(_ value: Int) throws { encoder.beginElement(); encoder.sink.int(value); encoder.endElement() }
-        mutating func encode(_ value: Double) throws { encoder.beginElement(); encoder.sink.double(value); encoder.endElement() }
+        mutating func encodeNil() throws { encoder.beginElement(); encoder.null(); encoder.endElement() }
+        mutating func encode(_ value: String) throws { encoder.beginElement(); encoder.string(value); encoder.endElement() }
+        mutating func encode(_ value: Bool) throws { encoder.beginElement(); encoder.bool(value); encoder.endElement() }
+        mutating func encode(_ value: Int) throws { encoder.beginElement(); encoder.int(value); encoder.endElement() }
+        mutating func encode(_ value: Double) throws { encoder.beginElement(); encoder.double(value); encoder.endElement() }
         mutating func encode<T: Encodable>(_ value: T) throws {
             encoder.beginElement()
             encoder.sink.encode(value, depth: encoder.depth + 1)
@@ -440,21 +500,21 @@ extension RecordEncoder {
         let encoder: ValueEncoder
         var codingPath: [any CodingKey] { [] }
 
-        mutating func encodeNil() throws { encoder.sink.null() }
-        mutating func encode(_ value: Bool) throws { encoder.sink.bool(value) }
-        mutating func encode(_ value: String) throws { encoder.sink.string(value) }
-        mutating func encode(_ value: Double) throws { encoder.sink.double(value) }
-        mutating func encode(_ value: Float) throws { encoder.sink.double(Double(value)) }
-        mutating func encode(_ value: Int) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: Int8) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: Int16) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: Int32) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: Int64) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: UInt) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: UInt8) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: UInt16) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: UInt32) throws { encoder.sink.int(value) }
-        mutating func encode(_ value: UInt64) throws { encoder.sink.int(value) }
+        mutating func encodeNil() throws { encoder.null() }
+        mutating func encode(_ value: Bool) throws { encoder.bool(value) }
+        mutating func encode(_ value: String) throws { encoder.string(value) }
+        mutating func encode(_ value: Double) throws { encoder.double(value) }
+        mutating func encode(_ value: Float) throws { encoder.double(Double(value)) }
+        mutating func encode(_ value: Int) throws { encoder.int(value) }
+        mutating func encode(_ value: Int8) throws { encoder.int(value) }
+        mutating func encode(_ value: Int16) throws { encoder.int(value) }
+        mutating func encode(_ value: Int32) throws { encoder.int(value) }
+        mutating func encode(_ value: Int64) throws { encoder.int(value) }
+        mutating func encode(_ value: UInt) throws { encoder.int(value) }
+        mutating func encode(_ value: UInt8) throws { encoder.int(value) }
+        mutating func encode(_ value: UInt16) throws { encoder.int(value) }
+        mutating func encode(_ value: UInt32) throws { encoder.int(value) }
+        mutating func encode(_ value: UInt64) throws { encoder.int(value) }
         mutating func encode<T: Encodable>(_ value: T) throws { encoder.sink.encode(value, depth: encoder.depth, pooled: false) }
     }
 }
