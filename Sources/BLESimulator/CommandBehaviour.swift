@@ -13,15 +13,19 @@ public struct CommandBehaviour: Sendable, Equatable {
         public var characteristic: BluetoothUUID
     }
 
-    /// What a command does.
+    /// What a command does. Repeated, each behaves as the reference device's (REFERENCE-DEVICE.md:
+    /// only the commit is idempotent); `CommandBehaviourTests` checks every one.
     public enum Action: String, Sendable, Equatable, CaseIterable {
-        /// Store the payload as the configuration if its length is in range.
+        /// Store the payload as the configuration if its length is in range. Repeated: replaces it.
         case setConfig = "set_config"
         /// Payload: u32 little-endian length. Clears the blob buffer and expects that many bytes.
+        /// Repeated: clears the buffer again and starts over.
         case beginBlob = "begin_blob"
-        /// Checks that exactly the expected number of blob bytes arrived.
+        /// Checks that exactly the expected number of blob bytes arrived, and closes the blob.
+        /// Repeated (no blob open any more): answers invalid (`01`) and changes nothing.
         case endBlob = "end_blob"
-        /// Valid only after a configuration was set and a begun blob was ended. Idempotent.
+        /// Valid only after a configuration was set and a begun blob was ended. Idempotent: repeated,
+        /// answers ok again.
         case commit
     }
 

@@ -23,17 +23,18 @@ actor DeviceAgent {
     private var roundTripsBefore = 0
     /// Values of read steps fetched together with the read step before them (`readValue`), by step index.
     private var prefetched: [Int: Result<[UInt8], BLEError>] = [:]
-    private var random: SplitMix64
     /// Hides this device's secrets in every record, event and message it makes; learns the bytes it
     /// writes from values that use a secret.
     private var redactor: Redactor
+    /// This attempt sent an irreversible write that may have reached the device (no answer said it
+    /// was not executed, no `confirm` said it did not take effect).
+    private var irreversibleSent = false
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
         self.device = device
         self.context = context
         self.attemptNumber = attemptNumber
         self.resumed = resumed
-        self.random = SplitMix64(seed: context.seed ^ DeviceAgent.hash(device.id))
         self.redactor = context.inventory.redactor(for: device)
     }
 
@@ -43,99 +44,79 @@ actor DeviceAgent {
         return h
     }
 
-    /// Runs every step; always returns a record (never throws).
+    /// Runs the workflow as its supervisor decides; always returns a record (never throws).
     func run() async -> DeviceRecord {
         let clock = ContinuousClock()
         let start = clock.now
         let startedAt = WallClock.iso(WallClock.now())
-        var failure: (DeviceFailure, String)?
-        let workflow = context.workflow
-        let count = workflow.steps.count
-        // Per step: executions, first start, time spent, and whether it completed.
-        var attempts = [Int](repeating: 0, count: count)
-        var firstStart = [ContinuousClock.Instant?](repeating: nil, count: count)
-        var spent = [Duration](repeating: .zero, count: count)
-        var completed = [Bool](repeating: false, count: count)
-        var failedIndex: Int?
-
-        var index = 0
-        while index < count {
-            let step = workflow.steps[index]
-            let stepStart = clock.now
-            if firstStart[index] == nil { firstStart[index] = stepStart }
-            attempts[index] += 1
-            do {
-                try Task.checkCancellation()
-                try await execute(step, index: index)
-                spent[index] += clock.now - stepStart
-                completed[index] = true
-                context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempts[index],
-                                             outcome: "succeeded", durationMs: spent[index].milliseconds))
-                index += 1
-                continue
-            } catch {
-                spent[index] += clock.now - stepStart
-                var f = DeviceFailure.from(error)
-                if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
-                f = redacted(f)
-                let policy = step.effectiveRetry
-                if let cls = f.kind.errorClass, policy.shouldRetry(cls, afterAttempt: attempts[index]), !Task.isCancelled {
-                    let delay = policy.delay(beforeAttempt: attempts[index] + 1, random: &random)
-                    context.events.emit(RunEvent(.stepRetry, device: device.id, step: step.name, attempt: attempts[index],
-                                                 delayMs: delay.milliseconds,
-                                                 error: FailureRecord(kind: f.kind, step: step.name, message: f.message, causes: f.causes)))
-                    await prepareRetry(after: f, step: step)
-                    do { try await Task.sleep(for: delay) } catch {
-                        failure = (DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]), step.name)
-                        failedIndex = index
-                        break
-                    }
-                    // `retry_from`: restart at an earlier step (e.g. begin blob again after a cut stream).
-                    var restart = step.retryFromIndex
-                    // A connection the session could not restore: connect again (and re-run what follows
-                    // the connect step, subscriptions included) — unless that would repeat an irreversible
-                    // step that already went out.
-                    if await sessionIsLost(), let c = workflow.steps[..<index].lastIndex(where: { if case .connect = $0.kind { return true } else { return false } }),
-                       !(c..<index).contains(where: { completed[$0] && workflow.steps[$0].irreversible }) {
-                        await closeSession()
-                        restart = min(restart ?? c, c)
-                    }
-                    if let from = restart { index = from }
-                    continue
+        let steps = context.workflow.steps
+        var supervisor = StepSupervisor(steps: context.stepInfos, seed: context.seed ^ DeviceAgent.hash(device.id))
+        var queue = supervisor.handle(.begin(at: .zero))
+        while !queue.isEmpty {
+            let action = queue.removeFirst()
+            switch action {
+            case .execute(let index, _, let confirmFirst):
+                queue += supervisor.handle(await executeStep(index, confirmFirst: confirmFirst, elapsed: { clock.now - start }))
+            case .stepFinished(let index, let outcome, let attempt, let duration, let f):
+                context.events.emit(RunEvent(.stepFinished, device: device.id, step: steps[index].name, attempt: attempt,
+                                             outcome: outcome.rawValue, durationMs: duration.milliseconds,
+                                             error: f.map { FailureRecord(kind: $0.kind, step: steps[index].name, message: $0.message, causes: $0.causes) }))
+            case .retry(let index, let attempt, let delay, let f):
+                context.events.emit(RunEvent(.stepRetry, device: device.id, step: steps[index].name, attempt: attempt,
+                                             delayMs: delay.milliseconds,
+                                             error: FailureRecord(kind: f.kind, step: steps[index].name, message: f.message, causes: f.causes)))
+                await prepareRetry(after: f, step: steps[index])
+                do {
+                    try await Task.sleep(for: delay)
+                    queue += supervisor.handle(.backoffEnded(sessionLost: await sessionIsLost(), at: clock.now - start))
+                } catch {
+                    queue += supervisor.handle(.backoffCancelled(at: clock.now - start))
                 }
-                failure = (f, step.name)
-                failedIndex = index
-                context.events.emit(RunEvent(.stepFinished, device: device.id, step: step.name, attempt: attempts[index],
-                                             outcome: "failed", durationMs: spent[index].milliseconds,
-                                             error: FailureRecord(kind: f.kind, step: step.name, message: f.message, causes: f.causes)))
+            case .closeSession:
+                await closeSession()
+            case .finish:
                 break
             }
         }
-        var steps: [StepRecord] = []
-        steps.reserveCapacity(count)
-        for (i, step) in workflow.steps.enumerated() {
-            let outcome = i == failedIndex ? "failed" : (completed[i] ? "succeeded" : "skipped")
-            let error = i == failedIndex ? failure.map { FailureRecord(kind: $0.0.kind, step: step.name, message: $0.0.message, causes: $0.0.causes) } : nil
-            steps.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: outcome, attempts: attempts[i],
-                                    startMs: ((firstStart[i] ?? clock.now) - start).milliseconds.rounded(toPlaces: 3),
-                                    durationMs: spent[i].milliseconds.rounded(toPlaces: 3), error: error))
+        let end = clock.now - start
+        var records: [StepRecord] = []
+        records.reserveCapacity(steps.count)
+        for (i, step) in steps.enumerated() {
+            let p = supervisor.progress[i]
+            records.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: p.outcome, attempts: p.attempts,
+                                      startMs: (p.firstStart ?? end).milliseconds.rounded(toPlaces: 3),
+                                      durationMs: p.spent.milliseconds.rounded(toPlaces: 3),
+                                      error: p.outcome == .failed ? p.failure.map { FailureRecord(kind: $0.kind, step: step.name, message: $0.message, causes: $0.causes) } : nil))
         }
         let roundTrips = await finish()
         let duration = clock.now - start
-        let outcome: DeviceOutcome
-        if let (f, _) = failure { outcome = f.kind == .interrupted ? .interrupted : .failed } else { outcome = .succeeded }
+        let failedStep = supervisor.failedStep.map { steps[$0].name }
         return DeviceRecord(
             id: device.id, address: (advertisement?.address ?? device.address)?.description,
-            name: device.name ?? advertisement?.name, outcome: outcome, attempts: attemptNumber, adapter: adapter?.id,
+            name: device.name ?? advertisement?.name, outcome: supervisor.outcome, attempts: attemptNumber, adapter: adapter?.id,
             rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
-            captured: capturedForReport(), steps: steps,
-            error: failure.map { FailureRecord(kind: $0.0.kind, step: $0.1, message: $0.0.message, causes: $0.0.causes) },
+            captured: capturedForReport(), steps: records,
+            error: supervisor.failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
             resumed: resumed ? true : nil, attRoundTrips: roundTrips)
+    }
+
+    /// Runs one attempt of a step and says how it went, for the supervisor.
+    private func executeStep(_ index: Int, confirmFirst: Bool, elapsed: () -> Duration) async -> StepSupervisor.Event {
+        irreversibleSent = false
+        do {
+            try Task.checkCancellation()
+            try await execute(context.workflow.steps[index], index: index, confirmFirst: confirmFirst)
+            return .succeeded(at: elapsed())
+        } catch {
+            var f = DeviceFailure.from(error)
+            if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
+            return .failed(redacted(f), sent: irreversibleSent, at: elapsed())
+        }
     }
 
     // MARK: - Steps
 
-    private func execute(_ step: Step, index: Int) async throws {
+    private func execute(_ step: Step, index: Int, confirmFirst: Bool) async throws {
         let timeout = step.effectiveTimeout
         switch step.kind {
         case .scan(let s):
@@ -185,7 +166,7 @@ actor DeviceAgent {
         case .unsubscribe(let u):
             if let m = mailboxes.removeValue(forKey: u.id) { await m.close() }
         case .await(let a):
-            try await awaitValue(a, step: step, index: index, timeout: timeout)
+            try await awaitValue(a, step: step, index: index, timeout: timeout, confirmFirst: confirmFirst)
         case .sleep(let s):
             try await Task.sleep(for: s.duration)
         case .disconnect:
@@ -351,19 +332,43 @@ actor DeviceAgent {
     private func write(_ w: Step.Write, on s: Session, step: Step, index: Int, timeout: Duration) async throws {
         let data = try w.value.bytes(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         learnSecretBytes(data, from: w.value)
-        if step.irreversible { try await context.recordIntent(device: device.id, step: step.name, index: index) }
-        try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
-                          withResponse: w.withResponse, timeout: timeout)
+        if step.irreversible {
+            // Durable before the write goes out; a store that cannot record it stops the write.
+            do {
+                try await context.store.intent(device: device.id, step: step.name, stepIndex: index)
+            } catch {
+                throw DeviceFailure(.interrupted, "not sent: the journal could not record the intent of the irreversible step `\(step.name)`",
+                                    causes: ["\(error)"])
+            }
+            irreversibleSent = true
+        }
+        do {
+            try await s.write(service: w.target.service, characteristic: w.target.characteristic, value: data,
+                              withResponse: w.withResponse, timeout: timeout)
+        } catch let e as BLEError {
+            switch e {
+            case .att, .attributeNotFound, .unsupportedProperty:
+                // Refused by the device (an Error Response) or never sent (no such characteristic, or it
+                // does not allow the write): it did not take effect.
+                if step.irreversible { irreversibleSent = false }
+            default:
+                break
+            }
+            throw e
+        }
     }
 
-    private func awaitValue(_ a: Step.Await, step: Step, index: Int, timeout: Duration) async throws {
+    private func awaitValue(_ a: Step.Await, step: Step, index: Int, timeout: Duration, confirmFirst: Bool) async throws {
         guard let mailbox = mailboxes[a.subscription] else {
             throw DeviceFailure(.invalidInput, "no active subscription `\(a.subscription)` (it must be subscribed first)")
         }
         let matcher = try a.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         let busy = try a.busy?.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         let failsOn = try a.failsOn?.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        // An earlier attempt's trigger may have taken effect: look before sending it again.
+        if confirmFirst, a.confirm != nil, try await confirmed(a, step: step, timeout: timeout) { return }
         let waits = 1 + (a.trigger == nil ? 0 : a.resend.count)
+        var sends = 0
         for i in 0..<waits {
             if i > 0 { try await Task.sleep(for: a.resend[i - 1]) }
             if let trigger = a.trigger {
@@ -371,22 +376,41 @@ actor DeviceAgent {
                 // Listen first: values already buffered belong to earlier commands.
                 mailbox.discardBuffered()
                 try await write(trigger, on: s, step: step, index: index, timeout: timeout)
+                sends += 1
             }
             switch try await mailbox.next(matching: matcher, busy: busy, failsOn: failsOn, timeout: timeout) {
             case .matched:
                 return
             case .busy(let value):
+                // A busy device did not execute the command (unless an earlier send of this attempt did).
+                if sends == 1 { irreversibleSent = false }
                 throw DeviceFailure(.busy, "device answered busy (\(value.hexString))")
             case .failed(let value):
+                if sends == 1 { irreversibleSent = false }
                 throw DeviceFailure(.verifyFailed, "device answered \(value.hexString), which `fails_on` rejects")
             case .timedOut(let lastSeen):
+                // The answer may be lost while the command took effect: ask the device.
+                if a.confirm != nil, a.trigger != nil, try await confirmed(a, step: step, timeout: timeout) { return }
                 if i == waits - 1 {
                     let seen = lastSeen.map { "; last value seen: \($0.hexString)" } ?? "; nothing arrived"
                     throw DeviceFailure(.timeout, "no value on `\(a.subscription)` that \(matcher) within \(timeout)"
-                                        + (waits > 1 ? " (sent \(waits) times)" : "") + seen)
+                                        + (waits > 1 ? " (sent \(waits) times)" : "") + seen
+                                        + (a.confirm != nil ? "; `confirm` shows it did not take effect" : ""))
                 }
             }
         }
+    }
+
+    /// Reads the `confirm` characteristic: true when the trigger took effect. False clears the doubt
+    /// about an irreversible write (the device shows it did not happen).
+    private func confirmed(_ a: Step.Await, step: Step, timeout: Duration) async throws -> Bool {
+        guard let c = a.confirm else { return false }
+        let s = try requireSession(step)
+        let expected = try c.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
+        let value = try await s.read(service: c.target.service, characteristic: c.target.characteristic, timeout: timeout)
+        let done = expected.matches(value)
+        if !done { irreversibleSent = false }
+        return done
     }
 
     /// True when there is no session, or its reconnect policy gave up.
@@ -585,18 +609,5 @@ final class Mailbox: Sendable {
     func close() async {
         pump.withLock { $0?.cancel() }
         await stream.cancel()
-    }
-}
-
-/// A small, fast PRNG (SplitMix64) for jitter, seeded per device so runs are reproducible.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
     }
 }

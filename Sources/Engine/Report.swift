@@ -2,13 +2,19 @@ import Foundation
 
 /// The JSON report of a run (schema `provision.report/1`, documented in docs/report.md and
 /// docs/report.schema.json). Derived from the journal; written atomically.
-public struct RunReport: Codable, Sendable, Equatable {
+public struct RunReport: Codable, Sendable, Equatable, SortedRecordKeys {
     public static let schemaVersion = "provision.report/1"
 
     public var schema: String
     public var run: RunInfo
     public var summary: Summary
     public var devices: [DeviceRecord]
+
+    /// In sorted order (`SortedRecordKeys`): the devices come first, so the report is streamed to its
+    /// file device by device.
+    enum CodingKeys: String, CodingKey {
+        case devices, run, schema, summary
+    }
 
     public init(run: RunInfo, summary: Summary, devices: [DeviceRecord]) {
         self.schema = Self.schemaVersion
@@ -117,6 +123,14 @@ public struct Summary: Codable, Sendable, Equatable {
     public var wallMs: Double
     public var attRoundTripsPerDevice: Double?
 
+    /// The counts in words: `24 device(s): 21 succeeded, 2 failed, 1 skipped` (skipped and
+    /// interrupted only when there are any).
+    public var sentence: String {
+        var text = "\(total) device(s): \(outcomes["succeeded"] ?? 0) succeeded, \(outcomes["failed"] ?? 0) failed"
+        for o in ["skipped", "interrupted"] where (outcomes[o] ?? 0) > 0 { text += ", \(outcomes[o] ?? 0) \(o)" }
+        return text
+    }
+
     /// Computes the summary from device records over a wall time.
     public static func compute(_ devices: [DeviceRecord], wall: Duration) -> Summary {
         var outcomes: [String: Int] = [:]
@@ -157,11 +171,17 @@ public enum DeviceOutcome: String, Codable, Sendable, CaseIterable {
 }
 
 /// A failure as the report shows it.
-public struct FailureRecord: Codable, Sendable, Equatable {
+public struct FailureRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var kind: FailureKind
     public var step: String?
     public var message: String
     public var causes: [String]
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case causes, kind, message, step
+    }
+
     public init(kind: FailureKind, step: String?, message: String, causes: [String] = []) {
         self.kind = kind
         self.step = step
@@ -170,18 +190,30 @@ public struct FailureRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// How a step ended.
+public enum StepOutcome: String, Codable, Sendable, CaseIterable {
+    case succeeded, failed
+    /// Not reached (an earlier step failed).
+    case skipped
+}
+
 /// One step of one device.
-public struct StepRecord: Codable, Sendable, Equatable {
+public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var name: String
     public var kind: String
-    /// `succeeded`, `failed` or `skipped`.
-    public var outcome: String
+    public var outcome: StepOutcome
     public var attempts: Int
     /// Start, in milliseconds after the device started.
     public var startMs: Double
     public var durationMs: Double
     public var error: FailureRecord?
-    public init(name: String, kind: String, outcome: String, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil) {
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case attempts, durationMs, error, kind, name, outcome, startMs
+    }
+
+    public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil) {
         self.name = name
         self.kind = kind
         self.outcome = outcome
@@ -193,7 +225,7 @@ public struct StepRecord: Codable, Sendable, Equatable {
 }
 
 /// One device of the run.
-public struct DeviceRecord: Codable, Sendable, Equatable {
+public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var id: String
     public var address: String?
     public var name: String?
@@ -217,9 +249,10 @@ public struct DeviceRecord: Codable, Sendable, Equatable {
     /// Set in memory when the outcome could not be journaled (never written to a report).
     var journalError: String?
 
+    /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
-        case id, address, name, outcome, attempts, adapter, rssi, started, durationMs, captured, steps, error, resumed,
-             carriedOver, attRoundTrips, skipReason
+        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, name, outcome, resumed, rssi,
+             skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
@@ -274,13 +307,8 @@ extension RunReport {
         // Streamed in chunks of about 1 MiB: at 10,000 devices the whole text (~40 MB) and its copy
         // were most of the run's peak memory.
         try AtomicFile.write(to: path) { emit in
-            var json = RecordJSON(pretty: true, capacity: 1 << 20 + 64 * 1024)
-            try write(to: &json) { json in
-                if json.bytes.count >= 1 << 20 { try emit(json.drain()) }
-            }
-            var tail = json.drain()
-            tail.append(0x0A)
-            try emit(tail)
+            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try emit($0) }
+            try emit(Data([0x0A]))
         }
     }
 

@@ -11,6 +11,8 @@ public struct RunEvent: Codable, Sendable, Equatable {
         case deviceFinished = "device_finished"
         case stopRequested = "stop_requested"
         case adapterFailed = "adapter_failed"
+        /// Resume repaired the journal before appending (a torn last line was cut); `message` says what and where.
+        case journalRepaired = "journal_repaired"
         case runFinished = "run_finished"
     }
 
@@ -48,9 +50,7 @@ public struct RunEvent: Codable, Sendable, Equatable {
 extension RunEvent {
     /// The event as one line of JSON, without its newline, exactly as `JSONLinesEventSink` writes it:
     /// for sinks outside the engine (the command line's standard output).
-    public func jsonLine() -> Data { (try? RunEvent.lineEncoder.encode(self)) ?? Data() }
-
-    private static let lineEncoder = EngineJSON.encoder(pretty: false)
+    public func jsonLine() -> Data { Data(RecordEncoder.compact(self)) }
 }
 
 /// Receives run events. `emit` is called from many tasks and must be cheap and non-blocking.
@@ -88,14 +88,9 @@ public final class EventBus: Sendable {
 public final class JSONLinesEventSink: RunEventSink {
     private let handle: FileHandle
     private let queue = DispatchQueue(label: "provision.events")
-    private let encoder = EngineJSON.encoder(pretty: false)
 
-    /// `path` `-` writes to standard output.
+    /// Standard output (`--events -`) is the command line's own sink, which survives a closed pipe.
     public init(path: String) throws {
-        if path == "-" {
-            handle = FileHandle.standardOutput
-            return
-        }
         guard FileManager.default.createFile(atPath: path, contents: nil),
               let h = FileHandle(forWritingAtPath: path) else {
             throw FileError(path: path, operation: "create", errno: EACCES)
@@ -104,19 +99,17 @@ public final class JSONLinesEventSink: RunEventSink {
     }
 
     public func emit(_ event: RunEvent) {
-        guard var data = try? encoder.encode(event) else { return }
-        data.append(0x0A)
-        let line = data
+        var bytes = event.jsonLine()
+        bytes.append(0x0A)
+        let line = bytes
         queue.async { [handle] in handle.write(line) }
     }
 
     public func finish() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             queue.async { [handle] in
-                if handle !== FileHandle.standardOutput {
-                    try? handle.synchronize()
-                    try? handle.close()
-                }
+                try? handle.synchronize()
+                try? handle.close()
                 c.resume()
             }
         }

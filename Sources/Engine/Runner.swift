@@ -57,6 +57,8 @@ public struct RunOptions: Sendable {
     public var station: String = ProcessInfo.processInfo.hostName
     /// The command-line options, as the report shows them.
     public var reportOptions: [String: String] = [:]
+    /// Where the run's record goes; nil: a `FileJournal` at `journalPath` (with `fsync`).
+    public var store: (any RunStore)?
 
     public init(journalPath: String, reportPath: String) {
         self.journalPath = journalPath
@@ -98,7 +100,7 @@ final class RunContext: Sendable {
     let workflow: Workflow
     let inventory: Inventory
     let adapters: AdapterPool
-    let journal: Journal
+    let store: any RunStore
     let events: EventBus
     let seed: UInt64
     let attTimeout: Duration
@@ -108,32 +110,51 @@ final class RunContext: Sendable {
     let allowUndeclared: Bool
     /// GATT layouts shared by the run's sessions (a later device of one layout skips discovery).
     let gattCache = GATTCache()
+    /// What the supervisor knows of each step.
+    let stepInfos: [StepSupervisor.StepInfo]
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: Journal, events: EventBus, options: RunOptions) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions) {
         self.workflow = workflow
         self.inventory = inventory
         self.adapters = adapters
-        self.journal = journal
+        self.store = store
         self.events = events
         self.seed = options.seed
         self.attTimeout = options.attTimeout
         self.servicesUsed = workflow.usedServices
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
-    }
-
-    func recordIntent(device: String, step: String, index: Int) async throws {
-        try await journal.append(JournalLine(type: "intent", at: WallClock.iso(WallClock.now()), device: device, step: step, stepIndex: index),
-                                 durable: true)
+        self.stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
     }
 }
 
-/// Runs a workflow over devices: bounded concurrency, per-adapter slots, journal, stop the line,
-/// graceful and hard stop, and the report at the end.
+/// Runs a workflow over devices, in four pieces: planning (`ResumePlan`, from the store's record of
+/// earlier runs), scheduling (`RunScheduler`: bounded concurrency, per-adapter slots, the journal),
+/// stopping (`StopCoordinator`: Ctrl-C, the failure threshold, a failed journal) and reporting (the
+/// report and JUnit, written even when the journal failed).
 public enum Runner {
-    /// Why a run could not start.
+    /// Why a run could not start (nothing was touched).
     public struct StartError: Error, Sendable, CustomStringConvertible {
         public var description: String
+    }
+
+    /// The journal could not be written during the run: the run stopped early (no new devices; in-flight
+    /// ones ended without sending irreversible writes). The journal stays resumable.
+    public struct JournalFailure: Error, Sendable, CustomStringConvertible {
+        public var error: String
+        public var journal: String
+        /// The report, when it could be written.
+        public var report: RunReport?
+        public var reportPath: String
+        /// Why the report could not be written, if it could not.
+        public var reportError: String?
+
+        public var description: String {
+            "the journal \(journal) could not be written (\(error)): the run stopped early; no device was started after that and "
+                + "no irreversible write was sent without its intent on disk; "
+                + (reportError.map { "the report could not be written either (\($0)); " } ?? "report: \(reportPath); ")
+                + "make room and resume with --resume \(journal)"
+        }
     }
 
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters centrals: [any Central],
@@ -145,175 +166,56 @@ public enum Runner {
         let workflowRef = FileRef(name: workflow.name, path: workflow.path, sha256: workflow.sha256)
         let inventoryRef = FileRef(path: inventory.path, sha256: inventory.sha256)
 
-        // Resume: read what the journal knows and refuse a journal of another workflow or inventory.
-        var previous: JournalState?
-        if options.resume {
-            let state: JournalState
-            do {
-                state = try JournalState.read(path: options.journalPath)
-            } catch {
-                throw StartError(description: "cannot resume: \(error)")
-            }
-            guard let first = state.headers.first else { throw StartError(description: "cannot resume: journal has no header") }
-            if first.workflow.sha256 != workflow.sha256 {
-                throw StartError(description: "cannot resume: the journal was written for workflow \(first.workflow.path) with sha256 \(first.workflow.sha256.prefix(12))…, but \(workflow.path) now has sha256 \(workflow.sha256.prefix(12))… (the workflow changed; start a new run with a new journal)")
-            }
-            if first.inventory.sha256 != inventory.sha256 {
-                throw StartError(description: "cannot resume: the journal was written for inventory \(first.inventory.path) with sha256 \(first.inventory.sha256.prefix(12))…, but \(inventory.path) now has sha256 \(inventory.sha256.prefix(12))… (the inventory changed; start a new run with a new journal)")
-            }
-            previous = state
-        } else if FileManager.default.fileExists(atPath: options.journalPath),
-                  (try? FileManager.default.attributesOfItem(atPath: options.journalPath)[.size] as? Int) ?? 0 > 0 {
-            throw StartError(description: "journal \(options.journalPath) already exists; resume it with --resume \(options.journalPath), or choose another --journal path")
-        }
-
-        let journal: Journal
+        // Planning.
+        let store: any RunStore
         do {
-            journal = try Journal(path: options.journalPath, fsync: options.fsync)
+            store = try options.store ?? FileJournal(path: options.journalPath, fsync: options.fsync, create: !options.resume)
         } catch {
-            throw StartError(description: "cannot open journal: \(error)")
+            throw StartError(description: options.resume ? "cannot resume: \(error)" : "cannot open journal: \(error)")
         }
-        let runID = previous?.headers.first?.runId ?? makeRunID()
-        let header = JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
-                                   options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
-                                   resumed: previous != nil)
-        try await journal.append(JournalLine(type: "header", at: startedAt, header: header), durable: true)
+        let plan: ResumePlan
+        do {
+            plan = try await Self.plan(workflow: workflow, workflowRef: workflowRef, inventory: inventory, inventoryRef: inventoryRef,
+                                       devices: devices, store: store, options: options, events: events)
+        } catch {
+            await store.close()
+            throw error
+        }
+        let runID = plan.runID ?? makeRunID()
+        do {
+            try await store.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
+                                                 options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
+                                                 resumed: plan.resumed, selected: plan.selected))
+            // The new needs-review outcomes, together: they share their fsyncs.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for entry in plan.entries {
+                    if case .needsReview(let r) = entry.decision { group.addTask { try await store.outcome(r) } }
+                }
+                try await group.waitForAll()
+            }
+        } catch {
+            await store.close()
+            throw StartError(description: "cannot write journal \(store.location): \(error)")
+        }
 
+        // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, events: events, options: options)
-
-        // Decide per device: carried over from the journal, needs review, or to run.
-        var records: [String: DeviceRecord] = [:]
-        var toRun: [(InventoryDevice, attempt: Int, resumed: Bool)] = []
-        for d in devices {
-            if let prev = previous {
-                if let step = prev.pendingIntents[d.id] {
-                    var r = DeviceRecord(id: d.id, address: d.address?.description, name: d.name, outcome: .failed,
-                                         attempts: prev.starts[d.id] ?? 1,
-                                         error: FailureRecord(kind: .needsReview, step: step,
-                                                              message: "an earlier run stopped after sending the irreversible step `\(step)` to this device and before its outcome was known; check the device, then run it again on its own"),
-                                         resumed: true)
-                    r.carriedOver = nil
-                    records[d.id] = r
-                    try await journal.append(JournalLine(type: "outcome", at: WallClock.iso(WallClock.now()), record: r), durable: false)
-                    continue
-                }
-                if let r = prev.outcomes[d.id], r.outcome == .failed, options.retryFailed,
-                   let sent = workflow.steps.indices.first(where: { workflow.steps[$0].irreversible && $0 < r.steps.count && r.steps[$0].attempts > 0 }) {
-                    // It failed after an irreversible step went out: running it again could repeat that step.
-                    var carried = r
-                    carried.carriedOver = true
-                    carried.error = FailureRecord(kind: .needsReview, step: workflow.steps[sent].name,
-                                                  message: "failed after the irreversible step `\(workflow.steps[sent].name)` was sent; not run again automatically (\(r.error?.message ?? "see the earlier report"))")
-                    records[d.id] = carried
-                    continue
-                }
-                if let r = prev.outcomes[d.id], r.outcome == .succeeded || (r.outcome == .failed && !options.retryFailed) {
-                    var carried = r
-                    carried.carriedOver = true
-                    records[d.id] = carried
-                    continue
-                }
-                let started = prev.starts[d.id] ?? 0
-                toRun.append((d, started + 1, started > 0))
-            } else {
-                toRun.append((d, 1, false))
-            }
-        }
-
-        events.emit(RunEvent(.runStarted, message: workflow.name, total: devices.count))
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options)
+        events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
         await pool.startScanning()
-
-        // Stop handling: graceful (no new devices, grace period), then hard (cut in-flight ones).
         let stopper = StopCoordinator(events: events, grace: options.stopGrace)
-        controller.onStop { n in
-            if n == 1 {
-                stopper.beginStop(StopInfo(reason: "interrupted", message: "stop requested: no new devices; in-flight devices may finish for up to \(options.stopGrace)", at: WallClock.iso(WallClock.now())))
-            } else {
-                stopper.beginStop(StopInfo(reason: "interrupted", message: "stop requested twice: in-flight devices cut", at: WallClock.iso(WallClock.now())))
-                stopper.cutAll()
-            }
-        }
-
-        // The failure threshold watches this run: outcomes carried over from a resumed journal are the
-        // past (the fixture may have been fixed since).
-        var failures = 0
-        var finished = 0
-        let concurrency = max(1, options.concurrency)
-        var journalError: String?
-
-        await withTaskGroup(of: DeviceRecord.self) { group in
-            var iterator = toRun.makeIterator()
-            var running = 0
-
-            func startNext() -> Bool {
-                guard !stopper.isStopping, let (device, attempt, resumed) = iterator.next() else { return false }
-                let task = Task<DeviceRecord, Never> {
-                    do {
-                        try await journal.append(JournalLine(type: "started", at: WallClock.iso(WallClock.now()), device: device.id, attempt: attempt),
-                                                 durable: false)
-                    } catch {
-                        return DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .failed,
-                                            attempts: attempt, error: FailureRecord(kind: .adapterFailure, step: nil, message: "journal: \(error)"))
-                    }
-                    events.emit(RunEvent(.deviceStarted, device: device.id, attempt: attempt))
-                    let agent = DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed)
-                    var record = await agent.run()
-                    // Durable before the device counts as done; concurrent devices share one fsync.
-                    do {
-                        try await journal.append(JournalLine(type: "outcome", at: WallClock.iso(WallClock.now()), record: record), durable: true)
-                    } catch {
-                        record.journalError = "\(error)"
-                    }
-                    return record
-                }
-                stopper.started(device.id, task)
-                group.addTask { await task.value }
-                running += 1
-                return true
-            }
-
-            while running < concurrency, startNext() {}
-            while let record = await group.next() {
-                running -= 1
-                stopper.finished(record.id)
-                var record = record
-                if let error = record.journalError {
-                    record.journalError = nil
-                    journalError = error
-                    stopper.cutAll()
-                    stopper.beginStop(StopInfo(reason: "journal_failed", message: "the journal could not be written: \(error)", at: WallClock.iso(WallClock.now())))
-                }
-                records[record.id] = record
-                events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
-                                     error: record.error, adapter: record.adapter))
-                if record.outcome == .failed { failures += 1 }
-                if record.outcome == .failed || record.outcome == .succeeded { finished += 1 }
-                if let threshold = options.maxFailures, threshold.crossed(failures: failures, finished: finished) {
-                    stopper.beginStop(StopInfo(reason: "failure_threshold", message: "line stopped: \(failures) of \(finished) finished devices failed (threshold \(threshold)); a fixture or adapter problem is suspected", at: WallClock.iso(WallClock.now())))
-                }
-                while running < concurrency, startNext() {}
-            }
-        }
+        stopper.follow(controller)
+        let scheduled = await RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
+                                           maxFailures: options.maxFailures).run(plan.toRun)
         stopper.cancelGraceTimer()
         await pool.stop()
 
-        // Devices never started (stopped line, interruption): skipped, not journaled, so a resume runs them.
+        // Reporting.
         let stop = stopper.info
-        var ordered: [DeviceRecord] = []
-        for d in devices {
-            if let r = records[d.id] {
-                ordered.append(r)
-            } else {
-                ordered.append(DeviceRecord(id: d.id, address: d.address?.description, name: d.name, outcome: .skipped,
-                                            skipReason: stop.map { "not started: \($0.message)" } ?? "not started"))
-            }
-        }
         let finishedAt = WallClock.iso(WallClock.now())
-        try? await journal.append(JournalLine(type: "end", at: finishedAt, stopped: stop), durable: true)
-        if let journalError { throw StartError(description: "the journal failed during the run: \(journalError)") }
-
+        if scheduled.journalError == nil { try? await store.end(stopped: stop) }
+        await store.close()
         var adapterInfo: [AdapterInfo] = []
         for a in pool.adapters {
             let hubFailure = await a.hub.failure
@@ -322,90 +224,69 @@ public enum Runner {
         }
         let info = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: adapterInfo,
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
-                           options: options.reportOptions, started: startedAt, finished: finishedAt, journal: options.journalPath,
-                           resumed: previous != nil, stopped: stop, peakConcurrency: stopper.peakInFlight)
+                           options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
+                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight)
+        let ordered = records(plan, scheduled.records, stop)
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
-        try report.write(to: options.reportPath)
-        if let junit = options.junitPath {
-            try AtomicFile.write(Data(report.junitXML().utf8), to: junit)
+        var reportError: String?
+        do {
+            try report.write(to: options.reportPath)
+            if let junit = options.junitPath { try AtomicFile.write(Data(report.junitXML().utf8), to: junit) }
+        } catch {
+            reportError = "\(error)"
         }
-        events.emit(RunEvent(.runFinished, message: "\(report.summary.outcomes)", total: devices.count))
+        events.emit(RunEvent(.runFinished, message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? ""),
+                             total: report.summary.total))
         await events.finish()
+        if let journalError = scheduled.journalError {
+            throw JournalFailure(error: journalError, journal: store.location, report: reportError == nil ? report : nil,
+                                 reportPath: options.reportPath, reportError: reportError)
+        }
+        if let reportError { throw StartError(description: "cannot write the report: \(reportError)") }
         return report
+    }
+
+    /// Planning: what the store holds (for a resume) and what happens to each device.
+    static func plan(workflow: Workflow, workflowRef: FileRef, inventory: Inventory, inventoryRef: FileRef, devices: [InventoryDevice],
+                     store: any RunStore, options: RunOptions, events: EventBus) async throws -> ResumePlan {
+        var journal: JournalState?
+        do {
+            let contents = try await store.open(options.resume ? .resume : .start)
+            if let repair = contents.repair { events.emit(RunEvent(.journalRepaired, message: repair)) }
+            if options.resume { journal = JournalState(lines: contents.lines) }
+        } catch {
+            throw StartError(description: options.resume ? "cannot resume: \(error)" : "\(error)")
+        }
+        var irreversible: [Int: String] = [:]
+        for (i, step) in workflow.steps.enumerated() where step.irreversible { irreversible[i] = step.name }
+        let inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
+                                       selection: devices, irreversibleSteps: irreversible, retryFailed: options.retryFailed)
+        do {
+            return try ResumePlan.make(inputs, journal: journal)
+        } catch {
+            throw StartError(description: "cannot resume: \(error.description)")
+        }
+    }
+
+    /// One record per planned device, in order: its run, its carried-over or needs-review outcome, or
+    /// `skipped` (never started: not journaled, so a resume runs it).
+    static func records(_ plan: ResumePlan, _ ran: [String: DeviceRecord], _ stop: StopInfo?) -> [DeviceRecord] {
+        plan.entries.map { e in
+            switch e.decision {
+            case .carryOver(let r), .needsReview(let r):
+                return r
+            case .run:
+                if let r = ran[e.device.id] { return r }
+                return DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
+                                    skipReason: stop.map { "not started: \($0.message)" } ?? "not started")
+            }
+        }
     }
 
     static func makeRunID() -> String {
         var g = SystemRandomNumberGenerator()
         let stamp = WallClock.iso(WallClock.now()).replacingOccurrences(of: ":", with: "").replacingOccurrences(of: "-", with: "")
         return "run-\(stamp.prefix(15))-\(String(g.next() & 0xFFFFFF, radix: 16))"
-    }
-}
-
-/// Tracks in-flight devices and the run's stop state: a first stop stops new work and starts the grace
-/// timer; when it expires, or on a second stop, every in-flight device is cut (cancelled).
-final class StopCoordinator: Sendable {
-    private struct State {
-        var graceful = false
-        var hard = false
-        var info: StopInfo?
-        var inflight: [String: Task<DeviceRecord, Never>] = [:]
-        var peak = 0
-        var graceTimer: Task<Void, Never>?
-    }
-
-    private let state = Mutex(State())
-    private let events: EventBus
-    private let grace: Duration
-
-    init(events: EventBus, grace: Duration) {
-        self.events = events
-        self.grace = grace
-    }
-
-    var isStopping: Bool { state.withLock { $0.graceful } }
-    var info: StopInfo? { state.withLock { $0.info } }
-    var peakInFlight: Int { state.withLock { $0.peak } }
-
-    func started(_ id: String, _ task: Task<DeviceRecord, Never>) {
-        let cut = state.withLock { s -> Bool in
-            s.inflight[id] = task
-            s.peak = max(s.peak, s.inflight.count)
-            return s.hard
-        }
-        if cut { task.cancel() }
-    }
-
-    func finished(_ id: String) {
-        state.withLock { _ = $0.inflight.removeValue(forKey: id) }
-    }
-
-    func beginStop(_ info: StopInfo) {
-        let first = state.withLock { s -> Bool in
-            guard !s.graceful else { return false }
-            s.graceful = true
-            s.info = info
-            return true
-        }
-        guard first else { return }
-        events.emit(RunEvent(.stopRequested, message: info.message))
-        let grace = self.grace
-        let timer = Task { [weak self] in
-            do { try await Task.sleep(for: grace) } catch { return }
-            self?.cutAll()
-        }
-        state.withLock { $0.graceTimer = timer }
-    }
-
-    func cutAll() {
-        let tasks = state.withLock { s -> [Task<DeviceRecord, Never>] in
-            s.hard = true
-            return Array(s.inflight.values)
-        }
-        for t in tasks { t.cancel() }
-    }
-
-    func cancelGraceTimer() {
-        state.withLock { $0.graceTimer?.cancel() }
     }
 }
 

@@ -85,7 +85,7 @@ public struct Step: Sendable, Equatable {
         case .verify(let v): return [v.value] + v.matcher.templates
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
-        case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? [])
+        case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? []) + (a.confirm?.matcher.templates ?? [])
         }
     }
 
@@ -98,6 +98,7 @@ public struct Step: Sendable, Equatable {
             var specs: [ValueSpec] = []
             if case .equalsValue(let v) = a.matcher { specs.append(v) }
             if let t = a.trigger { specs.append(t.value) }
+            if case .equalsValue(let v)? = a.confirm?.matcher { specs.append(v) }
             return specs
         default: return []
         }
@@ -110,7 +111,7 @@ public struct Step: Sendable, Equatable {
         case .write(let w): return [w.target]
         case .writeBlob(let w): return [w.target]
         case .subscribe(let s): return [s.target]
-        case .await(let a): return a.trigger.map { [$0.target] } ?? []
+        case .await(let a): return (a.trigger.map { [$0.target] } ?? []) + (a.confirm.map { [$0.target] } ?? [])
         default: return []
         }
     }
@@ -120,6 +121,16 @@ public struct Step: Sendable, Equatable {
         switch kind {
         case .write(let w): return w.irreversible
         case .await(let a): return a.trigger?.irreversible ?? false
+        default: return false
+        }
+    }
+
+    /// True when the step's write is declared `idempotent: true`: sending it again has the same effect
+    /// as sending it once, so it may be re-sent after its answer was lost.
+    public var idempotent: Bool {
+        switch kind {
+        case .write(let w): return w.idempotent
+        case .await(let a): return a.trigger?.idempotent ?? false
         default: return false
         }
     }
@@ -219,11 +230,17 @@ extension Step {
         /// it is sent, and a run that stops between the two leaves the device for review instead of
         /// sending it again on resume.
         public var irreversible: Bool
-        public init(target: CharacteristicRef, value: ValueSpec, withResponse: Bool = true, irreversible: Bool = false) {
+        /// Sending the write again has the same effect as sending it once (the device says so: the
+        /// reference device's commit). Only then may an irreversible write be re-sent (`resend`, or a
+        /// retry after its answer was lost).
+        public var idempotent: Bool
+        public init(target: CharacteristicRef, value: ValueSpec, withResponse: Bool = true, irreversible: Bool = false,
+                    idempotent: Bool = false) {
             self.target = target
             self.value = value
             self.withResponse = withResponse
             self.irreversible = irreversible
+            self.idempotent = idempotent
         }
     }
 
@@ -280,14 +297,29 @@ extension Step {
         /// A value that means the command failed (e.g. `{ hex: "^0401" }`): the step fails at once with
         /// the error class `mismatch` instead of waiting for its timeout.
         public var failsOn: MatcherSpec?
+        /// How to tell, when the answer does not come, whether the trigger took effect: a read of the
+        /// device that matches when it did (`confirm`).
+        public var confirm: Confirm?
         public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = [], busy: MatcherSpec? = nil,
-                    failsOn: MatcherSpec? = nil) {
+                    failsOn: MatcherSpec? = nil, confirm: Confirm? = nil) {
             self.subscription = subscription
             self.matcher = matcher
             self.trigger = trigger
             self.resend = resend
             self.busy = busy
             self.failsOn = failsOn
+            self.confirm = confirm
+        }
+    }
+
+    /// `confirm` on an `await`: a characteristic to read, and what it holds once the trigger took
+    /// effect (`{ service: FFF0, characteristic: FFF2, equals: { hex: "02" } }`).
+    public struct Confirm: Sendable, Equatable {
+        public var target: CharacteristicRef
+        public var matcher: MatcherSpec
+        public init(target: CharacteristicRef, matcher: MatcherSpec) {
+            self.target = target
+            self.matcher = matcher
         }
     }
 

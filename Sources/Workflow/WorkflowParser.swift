@@ -52,11 +52,11 @@ public struct WorkflowParser: Sendable {
         "discover": ["all", "services"],
         "read": ["service", "characteristic", "id", "as"],
         "verify": ["value", "equals", "matches", "in", "one_of"],
-        "write": ["service", "characteristic", "value", "with_response", "irreversible"],
+        "write": ["service", "characteristic", "value", "with_response", "irreversible", "idempotent"],
         "write_blob": ["service", "characteristic", "value", "file", "allow_empty", "chunk_size"],
         "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
         "unsubscribe": ["id"],
-        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend"],
+        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend", "confirm"],
         "sleep": ["duration"],
         "disconnect": [],
     ]
@@ -121,7 +121,13 @@ private struct State {
                 for (index, number) in numbers.enumerated() {
                     guard let (name, mark) = pendingRetryFrom[number] else { continue }
                     if let target = steps[..<index].lastIndex(where: { $0.name == name }) {
-                        steps[index].retryFromIndex = target
+                        if let sent = steps[target...index].first(where: { $0.irreversible }) {
+                            // A restart there would run the irreversible write (and what prepares it) again.
+                            reader.error("`retry_from: \(name)` would repeat the irreversible step `\(sent.name)`", at: mark,
+                                         hint: "restart at a step after `\(sent.name)`")
+                        } else {
+                            steps[index].retryFromIndex = target
+                        }
                     } else {
                         let earlier = steps[..<index].map(\.name)
                         let later = steps[index...].contains { $0.name == name }
@@ -477,8 +483,10 @@ private struct State {
         if let w = options["with_response"], let v = reader.bool(w, "`with_response`") { withResponse = v }
         var irreversible = false
         if let i = options["irreversible"], let v = reader.bool(i, "`irreversible`") { irreversible = v }
+        var idempotent = false
+        if let i = options["idempotent"], let v = reader.bool(i, "`idempotent`") { idempotent = v }
         guard let target, let value else { return nil }
-        return Step.Write(target: target, value: value, withResponse: withResponse, irreversible: irreversible)
+        return Step.Write(target: target, value: value, withResponse: withResponse, irreversible: irreversible, idempotent: idempotent)
     }
 
     static let verifyMatchers = ["equals", "matches", "in", "one_of"]
@@ -555,7 +563,7 @@ private struct State {
         var ok = true
         if let t = options["trigger"] {
             if let pairs = reader.mapping(t, "`trigger`") {
-                reader.checkKeys(pairs, allowed: ["service", "characteristic", "value", "with_response", "irreversible"], in: "`trigger`")
+                reader.checkKeys(pairs, allowed: ["service", "characteristic", "value", "with_response", "irreversible", "idempotent"], in: "`trigger`")
                 trigger = write(t, context: "`trigger`", laterCaptures: laterCaptures)
                 if trigger == nil { ok = false }
             } else { ok = false }
@@ -572,6 +580,14 @@ private struct State {
                     if let d = reader.duration(item, "a resend wait", max: .seconds(600)) { resend.append(d) } else { ok = false }
                 }
             } else { ok = false }
+            // A lost answer does not say whether the device executed the command: re-sending an
+            // irreversible one is safe only when sending it twice is harmless.
+            if let trigger, trigger.irreversible, !trigger.idempotent, !resend.isEmpty {
+                reader.error("`resend` would send the irreversible trigger again after a lost answer, and it is not declared `idempotent`",
+                             at: r.mark,
+                             hint: "if the device treats a repeated command like one (the reference device's commit), add `idempotent: true` to the trigger; otherwise remove `resend` and add `confirm:` to read whether it took effect")
+                ok = false
+            }
         }
         var busy: MatcherSpec?
         if let b = options["busy"] {
@@ -583,8 +599,34 @@ private struct State {
             failsOn = awaitPattern(f, "fails_on")
             if failsOn == nil { ok = false }
         }
+        var confirm: Step.Confirm?
+        if let c = options["confirm"] {
+            if trigger == nil && options["trigger"] == nil {
+                reader.error("`confirm` checks whether a `trigger` took effect, but this `await` has none", at: c.mark,
+                             hint: "add `trigger:`, or remove `confirm`")
+                ok = false
+            } else if let pairs = reader.mapping(c, "`confirm`") {
+                reader.checkKeys(pairs, allowed: ["service", "characteristic", "equals", "matches"], in: "`confirm`")
+                let target = characteristic(c, "confirm")
+                var confirmMatcher: MatcherSpec?
+                switch (c["equals"], c["matches"]) {
+                case (let e?, nil):
+                    confirmMatcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
+                    if let confirmMatcher { for t in confirmMatcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+                case (nil, let m?):
+                    confirmMatcher = awaitPattern(m, "matches")
+                case (_?, let m?):
+                    reader.error("`confirm` takes `equals` or `matches`, not both", at: m.mark)
+                case (nil, nil):
+                    reader.error("`confirm` needs `equals` or `matches`: what the characteristic holds once the trigger took effect",
+                                 at: c.mark, hint: "for example `equals: { hex: \"02\" }`")
+                }
+                if let target, let confirmMatcher { confirm = Step.Confirm(target: target, matcher: confirmMatcher) } else { ok = false }
+            } else { ok = false }
+        }
         guard ok, let subscription, let matcher else { return nil }
-        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy, failsOn: failsOn)
+        return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy, failsOn: failsOn,
+                          confirm: confirm)
     }
 
     /// `{ hex: REGEX }` or `{ utf8: REGEX }`: a pattern on a notification (`matches`, `busy`).

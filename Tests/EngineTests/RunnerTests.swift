@@ -6,6 +6,7 @@ import Workflow
 @testable import Engine
 import TestSupport
 import YAML
+import Synchronization
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {
@@ -179,19 +180,21 @@ import YAML
         var options = line.options()
         // A journal as a crashed run leaves it (closed again before the run resumes it).
         do {
-            let journal = try Journal(path: options.journalPath, fsync: false)
+            let journal = try FileJournal(path: options.journalPath, fsync: false)
+            _ = try await journal.open(.start)
             let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
                                        inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
                                        options: [:], started: "t", toolVersion: "test", resumed: false)
-            try await journal.append(JournalLine(type: "header", at: "t", header: header), durable: true)
-            try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0002", attempt: 1), durable: false)
-            try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0002", step: "commit", stepIndex: 10), durable: true)
+            try await journal.record(.header(header, at: "t"))
+            try await journal.record(.started(device: "SN-0002", attempt: 1, at: "t"))
+            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: "t"))
             // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
-            try await journal.append(JournalLine(type: "started", at: "t", device: "SN-0003", attempt: 1), durable: false)
-            try await journal.append(JournalLine(type: "intent", at: "t", device: "SN-0003", step: "commit", stepIndex: 10), durable: true)
+            try await journal.record(.started(device: "SN-0003", attempt: 1, at: "t"))
+            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: "t"))
             let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
                                    error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-            try await journal.append(JournalLine(type: "outcome", at: "t", record: cut), durable: true)
+            try await journal.record(.outcome(cut, at: "t"))
+            await journal.close()
         }
         options.resume = true
         let sim = try line.simulator(loaded)
@@ -310,8 +313,257 @@ import YAML
         let line = try TestLine()
         defer { line.remove() }
         let path = line.directory + "/locked.journal"
-        let first = try Journal(path: path, fsync: false)
-        #expect(throws: FileError.self) { _ = try Journal(path: path, fsync: false) }
+        let first = try FileJournal(path: path, fsync: false)
+        #expect(throws: FileError.self) { _ = try FileJournal(path: path, fsync: false) }
         _ = first
+    }
+}
+
+/// Resume, selection, stopping and a journal that cannot be written, on the simulated line.
+@Suite struct RunnerResumeAndStopTests {
+    /// A store that fails as a full disk does after `limit` lines: the failing line and everything after
+    /// it is refused (ENOSPC) and never written.
+    actor FullDiskStore: RunStore {
+        let inner: FileJournal
+        let limit: Int
+        private var count = 0
+        private var failed = false
+        nonisolated var location: String { inner.location }
+
+        init(path: String, limit: Int) throws {
+            inner = try FileJournal(path: path, fsync: false)
+            self.limit = limit
+        }
+
+        func open(_ mode: RunStoreMode) async throws -> JournalContents { try await inner.open(mode) }
+
+        func record(_ line: JournalLine) async throws {
+            count += 1
+            if count > limit { failed = true }
+            if failed { throw FileError(path: location, operation: "write", errno: ENOSPC) }
+            try await inner.record(line)
+        }
+
+        func flush() async throws {
+            if failed { throw FileError(path: location, operation: "write", errno: ENOSPC) }
+            try await inner.flush()
+        }
+
+        func close() async { await inner.close() }
+    }
+
+    /// Collects events.
+    final class Recorder: RunEventSink {
+        let events = Mutex<[RunEvent]>([])
+        func emit(_ event: RunEvent) { events.withLock { $0.append(event) } }
+        func finish() async {}
+    }
+
+    @Test func aTornJournalIsResumedAgainAndAgain() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 6))
+        let statePath = line.directory + "/sim.state"
+        var options = line.options()
+        options.concurrency = 2
+        _ = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                 adapters: [try line.simulator(loaded, statePath: statePath)], options: options)
+        // A crash (or a full disk) while the last outcome was being written: its line is cut in half.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: options.journalPath)))
+        let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: true)
+        let outcome = try #require(lines.last { String(decoding: $0, as: UTF8.self).contains("\"type\":\"outcome\"") })
+        let tornID = try #require(loaded.devices.map(\.id).first { String(decoding: outcome, as: UTF8.self).contains("\"id\":\"\($0)\"") })
+        let cutAt = outcome.startIndex + outcome.count / 2
+        let torn = Array(bytes[outcome.startIndex..<cutAt])
+        bytes = Array(bytes[..<cutAt])
+        try Data(bytes).write(to: URL(fileURLWithPath: options.journalPath))
+
+        options.resume = true
+        for round in 1...3 {
+            let sim = try line.simulator(loaded, statePath: statePath)
+            let events = Recorder()
+            let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                              adapters: [sim], options: options, events: EventBus([events]))
+            // The torn device sent its commit (the intent is on disk) and its outcome is lost: it needs review.
+            let torn = try #require(report.devices.first { $0.id == tornID })
+            #expect(torn.error?.kind == .needsReview, "round \(round)")
+            #expect(report.devices.filter { $0.id != tornID }.allSatisfy { $0.outcome == .succeeded && $0.carriedOver == true }, "round \(round)")
+            let repaired = events.events.withLock { $0.filter { $0.type == .journalRepaired } }
+            #expect(repaired.count == (round == 1 ? 1 : 0))
+            let dump = await sim.dump()
+            #expect(dump.devices.allSatisfy { $0.commits == 1 && $0.connections == 1 }, "no device touched again")
+        }
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: options.journalPath + ".torn"))) == torn + [0x0A])
+        #expect(try !JournalState.read(path: options.journalPath).truncatedTail)
+    }
+
+    @Test func aResumeWithoutLimitKeepsTheSelectionAndAnotherOneIsRefused() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let paths = try line.write(count: 6)
+        let limited = try line.load(paths, limit: "SN-0002,SN-0004")
+        var options = line.options()
+        options.reportOptions = ["limit": "SN-0002,SN-0004"]
+        let statePath = line.directory + "/sim.state"
+        _ = try await Runner.run(workflow: limited.workflow, inventory: limited.inventory, devices: limited.devices,
+                                 adapters: [try line.simulator(limited, statePath: statePath)], options: options)
+        options.resume = true
+        options.reportOptions = [:]
+        let all = try line.load(paths)
+        let sim = try line.simulator(all, statePath: statePath)
+        let report = try await Runner.run(workflow: all.workflow, inventory: all.inventory, devices: all.devices,
+                                          adapters: [sim], options: options)
+        #expect(report.devices.map(\.id) == ["SN-0002", "SN-0004"], "the journal's selection, not the whole inventory")
+        #expect(report.summary.total == 2)
+        let dump = await sim.dump()
+        #expect(dump.devices.filter { $0.connections > 0 }.map(\.id) == ["SN-0002", "SN-0004"])
+        let other = try line.load(paths, limit: "SN-0001")
+        do {
+            _ = try await Runner.run(workflow: other.workflow, inventory: other.inventory, devices: other.devices,
+                                     adapters: [try line.simulator(other)], options: options)
+            Issue.record("a resume with another selection was accepted")
+        } catch let e as Runner.StartError {
+            #expect(e.description.contains("the journal's run selected 2 device(s) (--limit SN-0002,SN-0004); this resume selects 1"), "\(e)")
+        }
+    }
+
+    @Test func resumingAJournalThatDoesNotExistIsRefusedAndCreatesNothing() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 2))
+        var options = line.options()
+        options.resume = true
+        do {
+            _ = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                     adapters: [try line.simulator(loaded)], options: options)
+            Issue.record("resumed a journal that does not exist")
+        } catch let e as Runner.StartError {
+            #expect(e.description.hasPrefix("cannot resume:"), "\(e)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: options.journalPath))
+    }
+
+    @Test func anIrreversibleWriteThatCouldNotGoOutIsAPlainFailureNotADoubt() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        // FFF2 is read-only: the write is refused before it is sent (the characteristic does not allow it).
+        let workflow = """
+            name: refused
+            steps:
+              - scan: { name: "${name}", timeout: 500ms }
+              - connect: { timeout: 1s }
+              - write: { service: FFF0, characteristic: FFF2, value: { hex: "02" }, irreversible: true }
+            """
+        let loaded = try line.load(try line.write(count: 1, workflow: workflow))
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [try line.simulator(loaded)], options: line.options())
+        #expect(report.devices.first?.error?.kind == .unsupportedProperty, "\(report.devices.first?.error?.message ?? "")")
+    }
+
+    @Test func theFailureThresholdIsRecordedOnlyWhenItSkippedSomething() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        var faults: [Int: String] = [:]
+        for n in 1...3 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        let loaded = try line.load(try line.write(count: 3, faults: faults))
+        var options = line.options()
+        options.concurrency = 1
+        options.maxFailures = .count(3)
+        let events = Recorder()
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [try line.simulator(loaded)], options: options, events: EventBus([events]))
+        // The third failure was the last device: nothing was left to skip, so the line did not "stop".
+        #expect(report.summary.outcomes["failed"] == 3)
+        #expect(report.summary.outcomes["skipped"] == 0)
+        #expect(report.run.stopped == nil)
+        // The run's last event says what happened in words.
+        let finished = try #require(events.events.withLock { $0.last })
+        #expect(finished.type == .runFinished)
+        #expect(finished.message == "3 device(s): 0 succeeded, 3 failed")
+    }
+
+    @Test func aJournalThatCannotBeWrittenStopsTheRunWritesTheReportAndStaysResumable() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let count = 24
+        let loaded = try line.load(try line.write(count: count))
+        let statePath = line.directory + "/sim.state"
+        var options = line.options()
+        options.concurrency = 4
+        // The disk fills after 30 lines: mid-run, with devices in flight.
+        options.store = try FullDiskStore(path: options.journalPath, limit: 30)
+        let first = try line.simulator(loaded, latency: 0.05, statePath: statePath)
+        var failure: Runner.JournalFailure?
+        do {
+            _ = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                     adapters: [first], options: options)
+        } catch let e as Runner.JournalFailure {
+            failure = e
+        }
+        let f = try #require(failure, "the run must say the journal failed")
+        #expect(f.error.contains("No space left on device"))
+        #expect(f.description.contains("resume with --resume \(options.journalPath)"))
+        // The report was written, and says why the run stopped.
+        let report = try RunReport.read(from: options.reportPath)
+        #expect(f.report == report)
+        #expect(report.run.stopped?.reason == "journal_failed")
+        #expect((report.summary.outcomes["skipped"] ?? 0) > 0, "no new device started after the failure")
+        // No irreversible write went out without its intent on disk.
+        let dump = await first.dump()
+        let refused = report.devices.filter { $0.error?.message.contains("the journal could not record the intent") == true }
+        #expect(!refused.isEmpty, "devices in flight reached their commit after the failure")
+        for r in refused {
+            #expect(r.outcome == .interrupted)
+            #expect(dump.device(r.id)?.commits == 0, "\(r.id) was committed without a durable intent")
+        }
+        #expect(dump.devices.allSatisfy { $0.commits <= 1 })
+
+        // Room again: the journal resumes, and every device ends exactly once.
+        options.store = nil
+        options.resume = true
+        let sim = try line.simulator(loaded, latency: 0, statePath: statePath)
+        let resumed = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                           adapters: [sim], options: options)
+        #expect(resumed.devices.count == count)
+        #expect(resumed.devices.allSatisfy { $0.outcome == .succeeded || $0.error?.kind == .needsReview }, "\(resumed.summary.errors)")
+        let after = await sim.dump()
+        for r in resumed.devices {
+            let commits = after.device(r.id)?.commits ?? -1
+            #expect(commits <= 1, "\(r.id) committed \(commits) times")
+            if r.outcome == .succeeded { #expect(commits == 1) }
+        }
+    }
+
+    @Test func withHalfTheAcksLostEveryDeviceIsProvisionedAndCommittedOnce() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let count = 120
+        var faults: [Int: String] = [:]
+        for n in 1...count { faults[n] = "{ faults: { ack_loss: 0.5 } }" }
+        let loaded = try line.load(try line.write(count: count, workflow: TestLine.workflow(ackTimeout: "150ms", resend: "[20ms, 20ms, 20ms]", retryAttempts: 8),
+                                                  faults: faults))
+        let sim = try line.simulator(loaded, seed: 12)
+        var options = line.options()
+        options.concurrency = 40
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [sim], options: options)
+        #expect(report.summary.outcomes["succeeded"] == count, "\(report.summary.errors)")
+        let dump = await sim.dump()
+        #expect(dump.devices.reduce(0) { $0 + ($1.faults["ack_loss"] ?? 0) } >= count, "the seed should lose many acks")
+        var restreamed = 0
+        for device in loaded.devices {
+            let d = try #require(dump.device(device.id))
+            let blobPath = loaded.inventory.baseDirectory + "/" + (device.vars["blob"] ?? "")
+            #expect(d.state == "02" && d.config == device.vars["config"], "\(device.id)")
+            #expect(d.blob?.sha256 == (try TestLine.sha256(ofFile: blobPath)) && d.blob?.ended == true, "\(device.id) blob")
+            // Exactly one successful commit: a lost commit ack is settled by reading the state.
+            #expect(d.commits == 1, "\(device.id) committed \(d.commits) times")
+            #expect(d.commands.filter { $0.opcode == "02" && $0.status == "00" }.count == 1)
+            // `04` is never re-sent: a lost `04` ack is recovered by a new `03` and the blob again.
+            let codes = d.commands.map { ($0.opcode ?? "") + ($0.status ?? "") }
+            #expect(!codes.contains("0401"), "\(device.id) re-sent 04: \(codes)")
+            if let firstEnd = codes.firstIndex(of: "0400"), codes[(firstEnd + 1)...].contains("0300") { restreamed += 1 }
+        }
+        #expect(restreamed > 0, "some device lost a 04 ack and streamed its blob again")
     }
 }

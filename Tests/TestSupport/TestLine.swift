@@ -25,7 +25,9 @@ public struct TestLine {
 
     public func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
-    /// The provisioning workflow of workflows/sensor-v2.yaml with test-sized timeouts.
+    /// The provisioning workflow of workflows/sensor-v2.yaml with test-sized timeouts: a lost `end blob`
+    /// ack restarts at `begin blob` (a re-sent `04` would answer `04 01`); a lost commit ack is settled by
+    /// reading the state (`confirm`) before anything is sent again.
     public static func workflow(ackTimeout: String = "300ms", resend: String = "[50ms, 50ms]", retryAttempts: Int = 2,
                          reconnect: String = "{ attempts: 2, delay: 20ms }", commitIrreversible: Bool = true) -> String {
         """
@@ -69,17 +71,17 @@ public struct TestLine {
               busy: { hex: "^0402" }
               fails_on: { hex: "^0401" }
               timeout: \(ackTimeout)
-              resend: \(resend)
             retry: { attempts: \(retryAttempts), backoff: [20ms], on: [timeout, disconnected, busy, mismatch] }
             retry_from: begin blob
           - name: commit
             await:
               subscription: acks
-              trigger: { service: FFF0, characteristic: FFF1, value: { hex: "02" }\(commitIrreversible ? ", irreversible: true" : "") }
+              trigger: { service: FFF0, characteristic: FFF1, value: { hex: "02" }\(commitIrreversible ? ", irreversible: true, idempotent: true" : "") }
               equals: { hex: "0200" }
               busy: { hex: "^0202" }
               timeout: \(ackTimeout)
               resend: \(resend)
+              confirm: { service: FFF0, characteristic: FFF2, equals: { hex: "02" } }
           - read: { id: state, service: FFF0, characteristic: FFF2, as: hex }
           - verify: { value: "${state}", equals: "02" }
           - disconnect: {}

@@ -2,9 +2,9 @@ import Foundation
 import Testing
 @testable import Engine
 
-/// The hand-written writer for journal lines and the report must produce what `JSONEncoder` (with the
-/// engine's settings) produces: the same bytes, and values that decode back equal.
-@Suite struct RecordJSONTests {
+/// The records' encoder (journal lines, the report) must produce what `JSONEncoder` (with the engine's
+/// settings) produces from the same `Codable` definitions: the same bytes, and values that decode back equal.
+@Suite struct RecordEncoderTests {
     static let awkward = "quote \" backslash \\ slash / tab \t newline \n cr \r bell \u{07} nul \u{00} us \u{1F} del \u{7F} é 💡 \u{2028} end"
 
     static func failure(_ step: String?) -> FailureRecord {
@@ -13,11 +13,11 @@ import Testing
 
     static func steps() -> [StepRecord] {
         [
-            StepRecord(name: "scan", kind: "scan", outcome: "succeeded", attempts: 1, startMs: 0, durationMs: 0.123),
-            StepRecord(name: "read fw", kind: "read", outcome: "succeeded", attempts: 2, startMs: 1.5, durationMs: 1234.567),
-            StepRecord(name: awkward, kind: "verify", outcome: "failed", attempts: 3, startMs: 48003.965, durationMs: 1e-7,
+            StepRecord(name: "scan", kind: "scan", outcome: .succeeded, attempts: 1, startMs: 0, durationMs: 0.123),
+            StepRecord(name: "read fw", kind: "read", outcome: .succeeded, attempts: 2, startMs: 1.5, durationMs: 1234.567),
+            StepRecord(name: awkward, kind: "verify", outcome: .failed, attempts: 3, startMs: 48003.965, durationMs: 1e-7,
                        error: failure(awkward)),
-            StepRecord(name: "later", kind: "disconnect", outcome: "skipped", attempts: 0, startMs: 123456789012.5, durationMs: 1e20),
+            StepRecord(name: "later", kind: "disconnect", outcome: .skipped, attempts: 0, startMs: 123456789012.5, durationMs: 1e20),
         ]
     }
 
@@ -42,18 +42,19 @@ import Testing
 
     static func lines() -> [JournalLine] {
         var out: [JournalLine] = [
-            JournalLine(type: "header", at: "2026-11-30T05:00:00.000Z", header: header()),
-            JournalLine(type: "started", at: "t", device: "SN-0001", attempt: 1),
-            JournalLine(type: "intent", at: "t", device: awkward, step: "commit", stepIndex: 12),
-            JournalLine(type: "end", at: "t", stopped: StopInfo(reason: "interrupted", message: awkward, at: "t")),
-            JournalLine(type: "end", at: "t"),
+            .header(header(), at: "2026-11-30T05:00:00.000Z"),
+            .started(device: "SN-0001", attempt: 1, at: "t"),
+            .intent(device: awkward, step: "commit", stepIndex: 12, at: "t"),
+            .end(stopped: StopInfo(reason: "interrupted", message: awkward, at: "t"), at: "t"),
+            .end(stopped: nil, at: "t"),
         ]
-        for r in records() { out.append(JournalLine(type: "outcome", at: "t", record: r)) }
+        for r in records() { out.append(.outcome(r, at: "t")) }
         var resumedHeader = header()
         resumedHeader.resumed = true
         resumedHeader.options = [:]
         resumedHeader.adapters = []
-        out.append(JournalLine(type: "header", at: "t", header: resumedHeader))
+        resumedHeader.selected = ["SN-0001", awkward]
+        out.append(.header(resumedHeader, at: "t"))
         return out
     }
 
@@ -81,7 +82,7 @@ import Testing
     @Test func journalLinesAreTheBytesJSONEncoderWrites() throws {
         let encoder = EngineJSON.encoder(pretty: false)
         for line in Self.lines() {
-            let ours = line.compactJSON()
+            let ours = RecordEncoder.compact(line)
             let theirs = [UInt8](try encoder.encode(line))
             #expect(String(decoding: ours, as: UTF8.self) == String(decoding: theirs, as: UTF8.self))
             #expect(try EngineJSON.decoder().decode(JournalLine.self, from: Data(ours)) == line)
@@ -92,10 +93,9 @@ import Testing
         for pretty in [false, true] {
             let encoder = EngineJSON.encoder(pretty: pretty)
             for r in Self.records() {
-                var json = RecordJSON(pretty: pretty)
-                r.write(to: &json)
-                #expect(String(decoding: json.bytes, as: UTF8.self) == String(decoding: try encoder.encode(r), as: UTF8.self))
-                #expect(try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json.bytes)) == r)
+                let ours = pretty ? RecordEncoder.pretty(r) : RecordEncoder.compact(r)
+                #expect(String(decoding: ours, as: UTF8.self) == String(decoding: try encoder.encode(r), as: UTF8.self))
+                #expect(try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(ours)) == r)
             }
         }
     }
@@ -120,13 +120,79 @@ import Testing
     }
 
     @Test func stringsAreEscapedAsJSONRequires() throws {
-        var json = RecordJSON()
-        json.string(Self.awkward)
-        let text = String(decoding: json.bytes, as: UTF8.self)
+        let bytes = RecordEncoder.compact(Self.awkward)
+        let text = String(decoding: bytes, as: UTF8.self)
         #expect(text.contains("\\\"") && text.contains("\\\\") && text.contains("\\t") && text.contains("\\n"))
         #expect(text.contains("\\u0007") && text.contains("\\u0000") && text.contains("\\u001f"))
         #expect(text.contains(" / "))  // slashes are not escaped
-        let back = try JSONSerialization.jsonObject(with: Data(json.bytes), options: .fragmentsAllowed) as? String
+        let back = try JSONSerialization.jsonObject(with: Data(bytes), options: .fragmentsAllowed) as? String
         #expect(back == Self.awkward)
+    }
+}
+
+/// The encoder's own rules: snake_case keys exactly as `JSONEncoder` converts them, streaming that
+/// hands out the same bytes, events.
+@Suite struct RecordEncoderRulesTests {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// A value with whatever key names a test wants.
+    struct Keys: Encodable {
+        var names: [String]
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Key.self)
+            for (i, n) in names.enumerated() { try c.encode(i, forKey: Key(n)) }
+        }
+    }
+
+    @Test func keysAreConvertedToSnakeCaseAsJSONEncoderDoes() throws {
+        let names = ["id", "runId", "attRoundTripsPerDevice", "myURLKey", "URL", "aB", "ABCdef", "sha256", "a1B2", "_leading",
+                     "trailing_", "__both__", "x", "already_snake", "HTTPServer2Go", "camelCASE", "é", "ÉtéHiver"]
+        let encoder = EngineJSON.encoder(pretty: false)
+        for n in names {
+            let theirs = String(decoding: try encoder.encode(Keys(names: [n])), as: UTF8.self)
+            #expect(String(decoding: RecordEncoder.compact(Keys(names: [n])), as: UTF8.self) == theirs, "key \(n)")
+        }
+        // And sorted after conversion, all at once.
+        let all = Keys(names: names)
+        #expect(String(decoding: RecordEncoder.compact(all), as: UTF8.self) == String(decoding: try encoder.encode(all), as: UTF8.self))
+        for pretty in [true] {
+            #expect(String(decoding: RecordEncoder.pretty(all), as: UTF8.self)
+                    == String(decoding: try EngineJSON.encoder(pretty: pretty).encode(all), as: UTF8.self))
+        }
+    }
+
+    @Test func aStreamedReportIsTheSameBytesInChunks() throws {
+        for report in RecordEncoderTests.reports() {
+            var chunks: [Data] = []
+            try RecordEncoder.stream(report, pretty: true, chunk: 300) { chunks.append($0) }
+            let streamed = chunks.reduce(Data(), +)
+            #expect(String(decoding: streamed, as: UTF8.self) == String(decoding: RecordEncoder.pretty(report), as: UTF8.self))
+            #expect(String(decoding: streamed, as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: true).encode(report), as: UTF8.self))
+            if !report.devices.isEmpty { #expect(chunks.count > 2, "handed out device by device") }
+        }
+    }
+
+    @Test func aReportsKeysAreDeclaredInSortedOrderSoItCanBeStreamed() {
+        let names = [RunReport.CodingKeys.devices, .run, .schema, .summary].map(\.stringValue)
+        #expect(names == names.sorted())
+    }
+
+    @Test func eventsAreTheBytesJSONEncoderWrites() throws {
+        let events = [
+            RunEvent(.runStarted, message: "w", total: 3),
+            RunEvent(.stepRetry, device: "SN-1", step: "commit", attempt: 2, delayMs: 1000,
+                     error: FailureRecord(kind: .timeout, step: "commit", message: RecordEncoderTests.awkward)),
+            RunEvent(.deviceFinished, device: "SN-1", outcome: "succeeded", durationMs: 12.25, adapter: "sim"),
+            RunEvent(.journalRepaired, message: "cut"),
+        ]
+        for e in events {
+            #expect(String(decoding: RecordEncoder.compact(e), as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: false).encode(e), as: UTF8.self))
+        }
     }
 }

@@ -1,0 +1,251 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The run store as a file: append-only JSON lines, made durable with fsync by group commit.
+///
+/// `record` returns, for a durable line, only when the line (and every line before it) is on disk.
+/// Lines that arrive while a write+fsync is under way are written together by the next one, so many
+/// devices finishing at once share one fsync: durability does not cap throughput. File I/O runs on a
+/// dedicated dispatch queue, never on the cooperative thread pool.
+///
+/// One run per journal: the file is locked (`flock`) for as long as the journal is open. On resume a
+/// torn last line (a crash or a full disk cut it) is cut off before anything is appended, and the cut
+/// bytes are appended to `<journal>.torn` beside it.
+public actor FileJournal: RunStore {
+    public nonisolated let path: String
+    public nonisolated var location: String { path }
+    /// Where the bytes of a torn last line go when resume cuts them.
+    public nonisolated var tornPath: String { path + ".torn" }
+    private var fd: Int32
+    private let fsyncEnabled: Bool
+    private let io = DispatchQueue(label: "provision.journal")
+    private var buffer = Data()
+    private var waiters: [CheckedContinuation<Void, any Error>] = []
+    private var flushing = false
+    private var failure: FileError?
+    /// Number of write+fsync batches (for benchmarks).
+    public private(set) var batches = 0
+    public private(set) var linesWritten = 0
+
+    /// Opens and locks the journal, creating it unless `create` is false (a journal to resume must
+    /// exist). With `fsync: false` lines are only written (they survive a crash of the process, not of
+    /// the machine) — for benchmarks comparing the cost.
+    public init(path: String, fsync: Bool = true, create: Bool = true) throws {
+        let existed = FileManager.default.fileExists(atPath: path)
+        self.path = path
+        let fd = try AtomicFile.open(path, O_RDWR | O_APPEND | (create ? O_CREAT : 0))
+        // One run per journal: a second station (or a second terminal) resuming the same journal
+        // would interleave outcomes and could provision a device twice.
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw e == EWOULDBLOCK
+                ? FileError(path: path, operation: "lock (another provision run is using this journal)", errno: e)
+                : FileError(path: path, operation: "lock", errno: e)
+        }
+        self.fd = fd
+        self.fsyncEnabled = fsync
+        if !existed { AtomicFile.syncDirectory(of: path) }
+    }
+
+    deinit { if fd >= 0 { _ = Glibc.close(fd) } }
+
+    // MARK: Opening
+
+    public func open(_ mode: RunStoreMode) throws -> JournalContents {
+        let data = try readAll()
+        switch mode {
+        case .start:
+            guard data.isEmpty else {
+                throw RunStoreError("journal \(path) already exists; resume it with --resume \(path), or choose another --journal path")
+            }
+            return JournalContents(lines: [])
+        case .resume:
+            let parsed = try JournalFile.parse(data, path: path)
+            guard case .header? = parsed.lines.first else {
+                throw RunStoreError("\(path): not a provision journal (no header line)")
+            }
+            switch parsed.tail {
+            case .none:
+                return JournalContents(lines: parsed.lines)
+            case .missingNewline:
+                // The last line is whole but its newline was not written: complete it, or the next
+                // line would be glued to it.
+                try AtomicFile.writeAll(fd, Data([0x0A]), path: path)
+                if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+                return JournalContents(lines: parsed.lines)
+            case .torn(let offset):
+                let torn = data[offset...]
+                try keepTorn(Data(torn))
+                try cut(at: offset)
+                return JournalContents(lines: parsed.lines,
+                                       repair: "cut a torn last line (\(torn.count) bytes: a crash or a full disk stopped its write) from \(path); the bytes are kept in \(tornPath)")
+            }
+        }
+    }
+
+    private func readAll() throws -> Data {
+        var out = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var offset: off_t = 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileError(path: path, operation: "read", errno: errno)
+            }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+            offset += off_t(n)
+        }
+    }
+
+    /// Appends the torn bytes, then a newline, to `<journal>.torn`, durably, before the journal is cut.
+    private func keepTorn(_ bytes: Data) throws {
+        let tfd = try AtomicFile.open(tornPath, O_WRONLY | O_CREAT | O_APPEND)
+        defer { _ = Glibc.close(tfd) }
+        var record = bytes
+        record.append(0x0A)
+        try AtomicFile.writeAll(tfd, record, path: tornPath)
+        if fsyncEnabled {
+            try AtomicFile.fsyncFD(tfd, path: tornPath)
+            AtomicFile.syncDirectory(of: tornPath)
+        }
+    }
+
+    private func cut(at offset: Int) throws {
+        while ftruncate(fd, off_t(offset)) != 0 {
+            if errno == EINTR { continue }
+            throw FileError(path: path, operation: "truncate", errno: errno)
+        }
+        if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+    }
+
+    // MARK: Appending
+
+    public nonisolated func record(_ line: JournalLine) async throws {
+        // Encoded by the caller's task, off the actor, so devices finishing at once encode in parallel.
+        var bytes = RecordEncoder.compact(line)
+        bytes.append(0x0A)
+        try await append(encoded: bytes, durable: line.isDurable)
+    }
+
+    private func append(encoded bytes: [UInt8], durable: Bool) async throws {
+        if let failure { throw failure }
+        guard fd >= 0 else { throw FileError(path: path, operation: "append to closed journal", errno: EBADF) }
+        buffer.append(contentsOf: bytes)
+        linesWritten += 1
+        if durable {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                waiters.append(c)
+                if !flushing { startFlush() }
+            }
+        } else if buffer.count >= 256 * 1024 && !flushing {
+            startFlush()
+        }
+    }
+
+    /// Writes and syncs everything appended so far.
+    public func flush() async throws {
+        if let failure { throw failure }
+        if buffer.isEmpty && !flushing { return }
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            waiters.append(c)
+            if !flushing { startFlush() }
+        }
+    }
+
+    public func close() async {
+        try? await flush()
+        if fd >= 0 { _ = Glibc.close(fd) }
+        fd = -1
+    }
+
+    private func startFlush() {
+        flushing = true
+        batches += 1
+        let data = buffer
+        let batch = waiters
+        buffer = Data()
+        waiters = []
+        let fd = self.fd
+        let path = self.path
+        let doSync = fsyncEnabled
+        io.async {
+            var result: FileError?
+            do {
+                try AtomicFile.writeAll(fd, data, path: path)
+                if doSync { try AtomicFile.fsyncFD(fd, path: path) }
+            } catch let e as FileError {
+                result = e
+            } catch {
+                result = FileError(path: path, operation: "write", errno: EIO)
+            }
+            Task { await self.finishFlush(batch, result) }
+        }
+    }
+
+    private func finishFlush(_ batch: [CheckedContinuation<Void, any Error>], _ error: FileError?) {
+        flushing = false
+        if let error {
+            // Poisoned: nothing more is written, so the file keeps no gap (at worst a torn last line,
+            // which the next resume cuts).
+            failure = error
+            buffer = Data()
+            for c in batch { c.resume(throwing: error) }
+            for c in waiters { c.resume(throwing: error) }
+            waiters = []
+            return
+        }
+        for c in batch { c.resume() }
+        if !waiters.isEmpty || buffer.count >= 256 * 1024 { startFlush() }
+    }
+}
+
+/// The journal file's format: JSON lines, read back for resume.
+enum JournalFile {
+    /// What follows the last newline.
+    enum Tail: Equatable {
+        case none
+        /// A whole line without its newline.
+        case missingNewline
+        /// A line cut short (a crash or a full disk): it starts at this byte offset.
+        case torn(offset: Int)
+    }
+
+    /// Parses a journal. A last line that does not parse is torn (reported, not an error); a damaged
+    /// line anywhere else is an error: what happened there cannot be known.
+    static func parse(_ data: Data, path: String) throws(RunStoreError) -> (lines: [JournalLine], tail: Tail) {
+        let decoder = EngineJSON.decoder()
+        var lines: [JournalLine] = []
+        var tail = Tail.none
+        var start = data.startIndex
+        var number = 0
+        while start < data.endIndex {
+            number += 1
+            let newline = data[start...].firstIndex(of: 0x0A)
+            let end = newline ?? data.endIndex
+            let raw = data[start..<end]
+            if !raw.isEmpty {
+                do {
+                    lines.append(try decoder.decode(JournalLine.self, from: raw))
+                    if newline == nil { tail = .missingNewline }
+                } catch let e as JournalLine.UnknownType {
+                    throw RunStoreError("\(path):\(number): \(e.description); refusing to guess what happened")
+                } catch {
+                    if newline == nil {
+                        tail = .torn(offset: start - data.startIndex)
+                    } else {
+                        throw RunStoreError("\(path):\(number): journal line is damaged; refusing to guess what happened")
+                    }
+                }
+            }
+            guard let newline else { break }
+            start = data.index(after: newline)
+        }
+        return (lines, tail)
+    }
+}

@@ -1,0 +1,205 @@
+import Testing
+import Workflow
+@testable import Engine
+
+/// The supervisor's retry, `retry_from`, reconnect and irreversible-write decisions, driven event by
+/// event: no radio, no clock.
+@Suite struct StepSupervisorTests {
+    typealias Info = StepSupervisor.StepInfo
+
+    static let transient = RetryPolicy(attempts: 3, backoff: .list([.seconds(1), .seconds(2)]), on: [.timeout, .disconnected, .busy])
+    static let timeout = DeviceFailure(.timeout, "no ack")
+    static let dropped = DeviceFailure(.disconnected, "link lost")
+
+    /// scan, connect, subscribe, begin, stream (retry_from begin), commit (irreversible), read.
+    static func line(commit: Info = Info(name: "commit", retry: transient, irreversible: true)) -> [Info] {
+        [
+            Info(name: "scan", retry: .none),
+            Info(name: "connect", retry: transient, isConnect: true),
+            Info(name: "subscribe", retry: transient),
+            Info(name: "begin", retry: transient),
+            Info(name: "stream", retry: transient, retryFrom: 3),
+            commit,
+            Info(name: "read", retry: transient),
+        ]
+    }
+
+    /// Succeeds steps until `index` is the one to execute next; returns the actions of the last event.
+    static func advance(_ s: inout StepSupervisor, to index: Int) -> [StepSupervisor.Action] {
+        var actions = s.handle(.begin(at: .zero))
+        while case .execute(let i, _, _)? = actions.last, i < index {
+            actions = s.handle(.succeeded(at: .milliseconds(10)))
+        }
+        return actions
+    }
+
+    @Test func aCleanRunExecutesEveryStepOnceAndFinishes() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        var executed: [Int] = []
+        var actions = s.handle(.begin(at: .zero))
+        var t = 0
+        while let last = actions.last {
+            if case .execute(let i, let attempt, let confirm) = last {
+                #expect(attempt == 1 && !confirm)
+                executed.append(i)
+                t += 5
+                actions = s.handle(.succeeded(at: .milliseconds(t)))
+            } else {
+                #expect(last == .finish(nil))
+                break
+            }
+        }
+        #expect(executed == Array(0..<7))
+        #expect(s.outcome == .succeeded)
+        #expect(s.progress.allSatisfy { $0.outcome == .succeeded && $0.attempts == 1 && $0.spent == .milliseconds(5) })
+        #expect(s.progress[3].firstStart == .milliseconds(15))
+    }
+
+    @Test func aTransientFailureIsRetriedAfterThePolicysBackoff() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 2)
+        #expect(s.handle(.failed(Self.timeout, sent: false, at: .seconds(1))) == [.retry(step: 2, attempt: 1, delay: .seconds(1), failure: Self.timeout)])
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.execute(step: 2, attempt: 2, confirmFirst: false)])
+        #expect(s.handle(.failed(Self.timeout, sent: false, at: .seconds(3))) == [.retry(step: 2, attempt: 2, delay: .seconds(2), failure: Self.timeout)])
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(5))) == [.execute(step: 2, attempt: 3, confirmFirst: false)])
+        // Out of attempts: the device fails with the step's failure.
+        let actions = s.handle(.failed(Self.timeout, sent: false, at: .seconds(6)))
+        #expect(actions.last == .finish(Self.timeout))
+        #expect(actions.first == .stepFinished(step: 2, outcome: .failed, attempt: 3, duration: .milliseconds(2990), failure: Self.timeout))
+        #expect(s.outcome == .failed && s.failedStep == 2)
+        #expect(s.progress[3].outcome == .skipped && s.progress[3].attempts == 0)
+    }
+
+    @Test func aPermanentFailureFailsTheDeviceAtOnce() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 6)
+        let mismatch = DeviceFailure(.verifyFailed, "state is 01")
+        #expect(s.handle(.failed(mismatch, sent: false, at: .seconds(1))).last == .finish(mismatch))
+        #expect(s.handle(.succeeded(at: .seconds(2))).isEmpty, "nothing happens after the end")
+    }
+
+    @Test func retryFromRestartsEarlierAndCountsTheRetryingStepsAttempts() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 4)
+        #expect(s.handle(.failed(Self.dropped, sent: false, at: .seconds(1))).count == 1)
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.execute(step: 3, attempt: 2, confirmFirst: false)])
+        #expect(s.handle(.succeeded(at: .seconds(3))).last == .execute(step: 4, attempt: 2, confirmFirst: false))
+        _ = s.handle(.failed(Self.dropped, sent: false, at: .seconds(4)))
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(5))).last == .execute(step: 3, attempt: 3, confirmFirst: false))
+        #expect(s.handle(.succeeded(at: .seconds(6))).last == .execute(step: 4, attempt: 3, confirmFirst: false))
+        // The third failure of `stream` ends it (its own attempts), however often `begin` ran.
+        #expect(s.handle(.failed(Self.dropped, sent: false, at: .seconds(7))).last == .finish(Self.dropped))
+    }
+
+    @Test func aLostSessionRestartsAtTheConnectStep() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 3)
+        _ = s.handle(.failed(Self.dropped, sent: false, at: .seconds(1)))
+        #expect(s.handle(.backoffEnded(sessionLost: true, at: .seconds(2))) == [.closeSession, .execute(step: 1, attempt: 2, confirmFirst: false)])
+    }
+
+    @Test func aLostSessionNeverRestartsOverACommitThatWentOut() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 6)
+        _ = s.handle(.failed(Self.dropped, sent: false, at: .seconds(1)))
+        // The commit succeeded: reconnecting would repeat set-up before it. The read is retried alone.
+        #expect(s.handle(.backoffEnded(sessionLost: true, at: .seconds(2))) == [.execute(step: 6, attempt: 2, confirmFirst: false)])
+    }
+
+    @Test func anIrreversibleWriteInDoubtIsNeverResentUnlessConfirmedOrIdempotent() {
+        // Not idempotent, no confirm: its ack was lost after it went out: needs review, at once.
+        var plain = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&plain, to: 5)
+        let actions = plain.handle(.failed(Self.timeout, sent: true, at: .seconds(1)))
+        guard case .finish(let f?)? = actions.last else {
+            Issue.record("a commit in doubt was retried: \(actions)")
+            return
+        }
+        #expect(f.kind == .needsReview)
+        #expect(f.message.contains("`commit` was sent and its outcome is unknown"))
+        #expect(plain.outcome == .failed)
+
+        // With confirm: retried, and the agent checks the device before sending again.
+        var confirmed = StepSupervisor(steps: Self.line(commit: Info(name: "commit", retry: Self.transient, irreversible: true, confirms: true)), seed: 1)
+        _ = Self.advance(&confirmed, to: 5)
+        #expect(confirmed.handle(.failed(Self.dropped, sent: true, at: .seconds(1))).count == 1)
+        #expect(confirmed.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.execute(step: 5, attempt: 2, confirmFirst: true)])
+        // A session lost meanwhile: no restart over the commit in doubt.
+        _ = confirmed.handle(.failed(Self.dropped, sent: true, at: .seconds(3)))
+        #expect(confirmed.handle(.backoffEnded(sessionLost: true, at: .seconds(4))) == [.execute(step: 5, attempt: 3, confirmFirst: true)])
+        // Out of attempts while in doubt: needs review, not a plain timeout.
+        guard case .finish(let last?)? = confirmed.handle(.failed(Self.timeout, sent: true, at: .seconds(5))).last else {
+            Issue.record("no end")
+            return
+        }
+        #expect(last.kind == .needsReview)
+
+        // Idempotent: re-sending is harmless, so it is retried (checking first costs nothing).
+        var idempotent = StepSupervisor(steps: Self.line(commit: Info(name: "commit", retry: Self.transient, irreversible: true, idempotent: true)), seed: 1)
+        _ = Self.advance(&idempotent, to: 5)
+        #expect(idempotent.handle(.failed(Self.timeout, sent: true, at: .seconds(1))).count == 1)
+        #expect(idempotent.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.execute(step: 5, attempt: 2, confirmFirst: true)])
+        #expect(idempotent.handle(.failed(Self.timeout, sent: true, at: .seconds(3))).count == 1)
+        #expect(idempotent.handle(.backoffEnded(sessionLost: false, at: .seconds(4))).count == 1)
+        // Out of attempts: an idempotent step fails as what happened.
+        #expect(idempotent.handle(.failed(Self.timeout, sent: true, at: .seconds(5))).last == .finish(Self.timeout))
+    }
+
+    @Test func aWriteTheDeviceRefusedIsNotInDoubt() {
+        // A busy answer means "not executed": a plain retry, nothing to confirm.
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 5)
+        let busy = DeviceFailure(.busy, "02 02")
+        #expect(s.handle(.failed(busy, sent: false, at: .seconds(1))) == [.retry(step: 5, attempt: 1, delay: .seconds(1), failure: busy)])
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.execute(step: 5, attempt: 2, confirmFirst: false)])
+        #expect(s.handle(.succeeded(at: .seconds(3))).last == .execute(step: 6, attempt: 1, confirmFirst: false))
+    }
+
+    @Test func retryFromOverACommitInDoubtFailsTheDevice() {
+        // (Validation refuses such a workflow; the supervisor holds the line anyway.)
+        let steps = Self.line() + [Info(name: "after", retry: Self.transient, retryFrom: 3)]
+        var s = StepSupervisor(steps: steps, seed: 1)
+        _ = Self.advance(&s, to: 7)
+        _ = s.handle(.failed(Self.timeout, sent: false, at: .seconds(1)))
+        guard case .finish(let f?)? = s.handle(.backoffEnded(sessionLost: false, at: .seconds(2))).last else {
+            Issue.record("restarted over the commit")
+            return
+        }
+        #expect(f.causes.last == "not restarted at `begin`: that would repeat the irreversible step `commit`")
+    }
+
+    @Test func cuttingTheBackoffOrTheStepInterruptsTheDevice() {
+        var s = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&s, to: 2)
+        _ = s.handle(.failed(Self.timeout, sent: false, at: .seconds(1)))
+        guard case .finish(let f?)? = s.handle(.backoffCancelled(at: .seconds(2))).last else {
+            Issue.record("no end")
+            return
+        }
+        #expect(f.kind == .interrupted && f.causes == [Self.timeout.description])
+        #expect(s.outcome == .interrupted)
+        // Cut while its commit is in doubt: interrupted (the journal's intent makes it `needs_review` on resume).
+        var c = StepSupervisor(steps: Self.line(), seed: 1)
+        _ = Self.advance(&c, to: 5)
+        let cut = DeviceFailure(.interrupted, "cut while stopping")
+        #expect(c.handle(.failed(cut, sent: true, at: .seconds(1))).last == .finish(cut))
+        #expect(c.outcome == .interrupted)
+    }
+
+    @Test func jitterIsDrawnFromTheDevicesSeed() {
+        let jittery = RetryPolicy(attempts: 5, backoff: .exponential(initial: .seconds(1), factor: 2, max: .seconds(30), jitter: 0.5), on: [.timeout])
+        func delays(seed: UInt64) -> [Duration] {
+            var s = StepSupervisor(steps: [Info(name: "x", retry: jittery)], seed: seed)
+            _ = s.handle(.begin(at: .zero))
+            var out: [Duration] = []
+            for n in 0..<4 {
+                if case .retry(_, _, let d, _)? = s.handle(.failed(Self.timeout, sent: false, at: .seconds(n))).first { out.append(d) }
+                _ = s.handle(.backoffEnded(sessionLost: false, at: .seconds(n)))
+            }
+            return out
+        }
+        #expect(delays(seed: 7) == delays(seed: 7))
+        #expect(delays(seed: 7) != delays(seed: 8))
+        #expect(delays(seed: 7).count == 4)
+    }
+}
