@@ -57,7 +57,7 @@ import TestSupport
             #expect(d.captured["firmware"] == "2.4.1")
             #expect(d.captured["battery"] == "87")
             #expect(d.steps.filter { $0.kind == "read" }.count == 5)
-            #expect(d.steps.filter { $0.kind == "read" }.allSatisfy { $0.outcome == "succeeded" && $0.attempts == 1 })
+            #expect(d.steps.filter { $0.kind == "read" }.allSatisfy { $0.outcome == .succeeded && $0.attempts == 1 })
         }
     }
 

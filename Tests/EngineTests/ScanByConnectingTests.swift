@@ -62,7 +62,7 @@ private final class AddressOnlyCentral: Central {
         for n in [1, 2, 4] {
             let r = try record(n)
             #expect(r.outcome == .succeeded, "\(r.error?.message ?? "")")
-            #expect(r.steps.first { $0.kind == "scan" }?.outcome == "succeeded")
+            #expect(r.steps.first { $0.kind == "scan" }?.outcome == .succeeded)
         }
         // A device that answers the controller but whose links fail was found; the connect step fails it.
         #expect(try record(3).error?.kind == .connectFailed)
