@@ -18,6 +18,14 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
     case invalidInput = "invalid_input"
     case protocolError = "protocol_error"
     case adapterFailure = "adapter_failure"
+    /// Pairing failed (wrong passkey, the device refused, authentication requirements not met, ...).
+    /// Never retried: devices count failed attempts, and a wrong passkey tried again can lock one out.
+    case pairingFailed = "pairing_failed"
+    /// Encryption with the stored bond failed with PIN or Key Missing: the device no longer has the
+    /// bond. Paired again only when the workflow says so (`on_bond_lost: pair`).
+    case bondLost = "bond_lost"
+    /// The controller could not start encryption (its HCI status in the message).
+    case encryptionFailed = "encryption_failed"
     /// Cut by a second Ctrl-C or a deadline while the run was stopping.
     case interrupted
     /// A run crashed after an irreversible write was sent to this device and before its outcome was
@@ -37,14 +45,15 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
         case .notPermitted: return .notPermitted
         case .attributeNotFound, .unsupportedProperty: return .notFound
         case .invalidInput: return .invalidInput
-        case .interrupted, .needsReview: return nil
+        case .encryptionFailed: return .encryptionFailed
+        case .pairingFailed, .bondLost, .interrupted, .needsReview: return nil
         }
     }
 
     /// Transient failures are worth retrying; permanent ones fail the device at once.
     public var isTransient: Bool {
         switch self {
-        case .timeout, .disconnected, .connectFailed, .busy, .notFound, .adapterFailure: return true
+        case .timeout, .disconnected, .connectFailed, .busy, .notFound, .adapterFailure, .encryptionFailed: return true
         default: return false
         }
     }
@@ -105,6 +114,15 @@ public struct DeviceFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .protocolError: return DeviceFailure(.protocolError, e.description)
         case .adapterFailure: return DeviceFailure(.adapterFailure, e.description)
         case .cancelled: return DeviceFailure(.interrupted, "cancelled")
+        case .security(let f):
+            let kind: FailureKind
+            switch f.category {
+            case .pairingFailed: kind = .pairingFailed
+            case .bondLost: kind = .bondLost
+            case .timeout: kind = .timeout
+            case .encryptionFailed: kind = .encryptionFailed
+            }
+            return DeviceFailure(kind, f.reason, causes: f.detail.isEmpty ? [] : [f.detail])
         }
     }
 }

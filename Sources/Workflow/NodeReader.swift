@@ -356,6 +356,9 @@ struct NodeReader {
                     guard let text = string(item, "an error class") else { ok = false; continue }
                     if let c = ErrorClass(rawValue: text) {
                         classes.insert(c)
+                    } else if let why = ErrorClass.neverRetried[text] {
+                        error("`\(text)` cannot be retried", at: item.mark, hint: why)
+                        ok = false
                     } else {
                         error("unknown error class `\(text)`", at: item.mark,
                               hint: Suggestions.hint(for: text, in: names) ?? "error classes: \(names.joined(separator: ", "))")

@@ -20,9 +20,18 @@ public enum ErrorClass: String, Sendable, Hashable, CaseIterable, Comparable {
     case mismatch
     /// A value could not be produced or decoded (bad hex in a variable, unreadable file).
     case invalidInput = "invalid_input"
+    /// The controller could not start encryption on the link (not a pairing failure: no key was refused).
+    case encryptionFailed = "encryption_failed"
 
     /// Transient classes: worth retrying by default.
-    public static let transient: Set<ErrorClass> = [.timeout, .disconnected, .connectFailed, .busy]
+    public static let transient: Set<ErrorClass> = [.timeout, .disconnected, .connectFailed, .busy, .encryptionFailed]
+
+    /// Error kinds that are never retried, whatever a policy lists, and why (for the message that
+    /// refuses them in `on:`).
+    public static let neverRetried: [String: String] = [
+        "pairing_failed": "a failed pairing is never retried: a wrong passkey tried again can lock the device out (devices count failed attempts)",
+        "bond_lost": "a lost bond is not retried: the device no longer has the key; say `on_bond_lost: pair` on `connect` to pair again",
+    ]
 
     public var isTransient: Bool { Self.transient.contains(self) }
 

@@ -67,7 +67,7 @@ enum Fixture {
     static let centralIdentity = SMPLocalIdentity(irk: Key128(0xA0A1_A2A3_A4A5_A6A7_A8A9_AAAB_ACAD_AEAF),
                                                   address: BluetoothAddress("C0:11:22:33:44:55", kind: .random) ?? BluetoothAddress(value: 1))
 
-    static func central(passkey: Passkey? = nil, allowLegacy: Bool = false, storedBond: Bond? = nil, oob: SMPOOBData? = nil,
+    static func central(passkey: Passkey? = nil, allowLegacy: Bool = false, storedBond: Bond? = nil, oob: OOBData? = nil,
                         policy: SMPSecurityRequestPolicy = .pairOrEncrypt, minimumKeySize: Int = 16,
                         random: any SMPRandomSource) -> SMPCentral {
         SMPCentral(configuration: SMPCentralConfiguration(localAddress: centralAddress, peripheralAddress: peripheralAddress,
@@ -90,7 +90,7 @@ enum Fixture {
 }
 
 extension SMPCentralConfiguration {
-    init(localAddress: BluetoothAddress, peripheralAddress: BluetoothAddress, passkey: Passkey?, oobData: SMPOOBData?,
+    init(localAddress: BluetoothAddress, peripheralAddress: BluetoothAddress, passkey: Passkey?, oobData: OOBData?,
          allowLegacy: Bool, minimumKeySize: Int, localIdentity: SMPLocalIdentity?, storedBond: Bond?,
          securityRequestPolicy: SMPSecurityRequestPolicy) {
         self.init(localAddress: localAddress, peerAddress: peripheralAddress, passkey: passkey, oobData: oobData,

@@ -1,3 +1,4 @@
+import BLE
 @testable import BLESecurity
 import Testing
 

@@ -59,10 +59,15 @@ public struct ConnectOptions: Sendable, Equatable {
     public var timeout: Duration
     /// ATT MTU to ask for in Exchange MTU (23 means do not exchange).
     public var preferredMTU: Int
+    /// What the link will be asked for (the session secures it after connecting): tells the adapter how
+    /// to answer a device's Security Request that comes first. Nil: nothing will be asked, so a Security
+    /// Request is answered only with a stored bond, never by pairing.
+    public var security: SecurityRequest?
 
-    public init(timeout: Duration = .seconds(10), preferredMTU: Int = 247) {
+    public init(timeout: Duration = .seconds(10), preferredMTU: Int = 247, security: SecurityRequest? = nil) {
         self.timeout = timeout
         self.preferredMTU = preferredMTU
+        self.security = security
     }
 }
 
@@ -107,6 +112,11 @@ public protocol Link: AnyObject, Sendable {
     func disconnect() async
     /// The link's received signal strength in dBm, when the adapter can tell (default nil).
     func readRSSI() async -> Int?
+    /// Secures the link as `request` asks: encrypts with a stored bond that meets the level, else pairs
+    /// (and bonds when asked); a link already at the level is left as it is. Throws
+    /// `BLEError.security` when pairing or encryption fails, `.disconnected` when the link goes down.
+    /// Default: a link that cannot be secured (only `none` succeeds).
+    func secure(_ request: SecurityRequest) async throws -> SecurityOutcome
 }
 
 extension Central {
@@ -115,6 +125,14 @@ extension Central {
 
 extension Link {
     public func readRSSI() async -> Int? { nil }
+
+    public func secure(_ request: SecurityRequest) async throws -> SecurityOutcome {
+        guard request.level == .none else {
+            throw BLEError.security(SecurityFailure(.pairingFailed, reason: "pairing not supported",
+                                                    detail: "adapter \(adapterID) cannot pair or encrypt links"))
+        }
+        return .none
+    }
 }
 
 /// The seam between ATT and a transport: sends and receives whole ATT PDUs for one link.

@@ -93,6 +93,9 @@ public enum BLEError: Error, Sendable, Hashable, CustomStringConvertible {
     case adapterFailure(String)
     /// The operation was cancelled by its task.
     case cancelled
+    /// The link could not be secured: pairing failed, the device lost its bond, the Security Manager
+    /// timed out, or encryption could not start.
+    case security(SecurityFailure)
 
     public var description: String {
         switch self {
@@ -105,6 +108,7 @@ public enum BLEError: Error, Sendable, Hashable, CustomStringConvertible {
         case .protocolError(let why): return "protocol error: \(why)"
         case .adapterFailure(let why): return "adapter failure: \(why)"
         case .cancelled: return "cancelled"
+        case .security(let f): return "security: \(f)"
         }
     }
 }

@@ -72,6 +72,23 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    public mutating func readUInt64LE(_ field: String) throws(DecodeError) -> UInt64 {
+        try need(8, field)
+        defer { offset += 8 }
+        var value: UInt64 = 0
+        for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * i) }
+        return value
+    }
+
+    /// Reads a 128-bit little-endian value (SMP keys and values, wire order).
+    public mutating func readUInt128LE(_ field: String) throws(DecodeError) -> UInt128 {
+        try need(16, field)
+        defer { offset += 16 }
+        var value: UInt128 = 0
+        for i in (0..<16).reversed() { value = value << 8 | UInt128(bytes[offset + i]) }
+        return value
+    }
+
     public mutating func readInt8(_ field: String) throws(DecodeError) -> Int8 {
         Int8(bitPattern: try readUInt8(field))
     }
@@ -117,6 +134,15 @@ public struct ByteWriter: Sendable {
 
     public mutating func writeUInt32LE(_ value: UInt32) {
         for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt32(i)))) }
+    }
+
+    public mutating func writeUInt64LE(_ value: UInt64) {
+        for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(i)))) }
+    }
+
+    /// Writes a 128-bit value least significant octet first (SMP wire order).
+    public mutating func writeUInt128LE(_ value: UInt128) {
+        for i in 0..<16 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt128(i)))) }
     }
 
     public mutating func write<C: Collection>(_ data: C) where C.Element == UInt8 { bytes.append(contentsOf: data) }

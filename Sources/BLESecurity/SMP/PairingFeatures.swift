@@ -1,3 +1,5 @@
+import BLE
+
 /// What a Pairing Request and a Pairing Response agree on (Vol 3 Part H 2.3): the pairing kind, the
 /// method, the key size, bonding, and which keys each side hands over.
 struct PairingFeatures: Sendable {

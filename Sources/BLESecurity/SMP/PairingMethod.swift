@@ -1,3 +1,5 @@
+import BLE
+
 /// How a pairing authenticates (Vol 3 Part H 2.3.5.1): the association model.
 public enum PairingMethod: Sendable, Hashable, CustomStringConvertible {
     /// No MITM protection: the keys are encrypted but not authenticated.

@@ -1,3 +1,5 @@
+import BLE
+
 /// What a Security Manager state machine asks its executor (the HCI host, or the simulator) to do.
 ///
 /// The executor carries actions out in order: it sends PDUs on L2CAP CID 0x0006, runs one timer, issues

@@ -304,7 +304,7 @@ public struct SMPCentral: Sendable {
             actions.append(.send(.pairingConfirm(SMPPairingConfirm(value: try sc.localConfirm(z: sc.passkeyBit)))))
             p.stage = .confirm
         case .outOfBand:
-            let oob = configuration.oobData ?? SMPOOBData(random: 0, confirm: 0)
+            let oob = configuration.oobData ?? OOBData(random: 0, confirm: 0)
             let expected = try crypto { () throws(CryptoError) in try SMPCrypto.f4(u: key.x, v: key.x, x: oob.random, z: 0) }
             guard expected == oob.confirm else {
                 throw SMPFailure(.confirmValueFailed, origin: .local, reason: .confirmValueFailed,

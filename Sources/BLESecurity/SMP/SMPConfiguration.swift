@@ -1,21 +1,5 @@
 import BLE
 
-/// A peer's LE Secure Connections OOB data (Vol 3 Part H 2.3.5.6.4): its random r and confirm C =
-/// f4(PKx, PKx, r, 0), read from a label, NFC or a factory database. Printing it shows neither value.
-public struct SMPOOBData: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    public var random: UInt128
-    public var confirm: UInt128
-
-    public init(random: UInt128, confirm: UInt128) {
-        self.random = random
-        self.confirm = confirm
-    }
-
-    public var description: String { "SMPOOBData(redacted)" }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: [:]) }
-}
-
 /// A device's own OOB material (the simulator's peripherals): the key pair its OOB data commits to
 /// and its random r. Pairings that use OOB use this key pair instead of a fresh one.
 public struct SMPLocalOOB: Sendable {
@@ -28,8 +12,8 @@ public struct SMPLocalOOB: Sendable {
     }
 
     /// The data to hand to the central out of band: r and C = f4(PKx, PKx, r, 0).
-    public func sharedData() throws(CryptoError) -> SMPOOBData {
-        SMPOOBData(random: random, confirm: try SMPCrypto.f4(u: keyPair.publicKey.x, v: keyPair.publicKey.x, x: random, z: 0))
+    public func sharedData() throws(CryptoError) -> OOBData {
+        OOBData(random: random, confirm: try SMPCrypto.f4(u: keyPair.publicKey.x, v: keyPair.publicKey.x, x: random, z: 0))
     }
 }
 
@@ -69,7 +53,7 @@ public struct SMPCentralConfiguration: Sendable {
     /// With no passkey: this side can show a passkey that a person enters on the device (DisplayOnly).
     public var displaysPasskey: Bool
     /// The device's LE Secure Connections OOB data, if the inventory has it.
-    public var oobData: SMPOOBData?
+    public var oobData: OOBData?
     /// Allow LE legacy pairing (and legacy bonds) for devices without LE Secure Connections.
     public var allowLegacy: Bool
     /// Ask to bond: keys are handed over and a `Bond` is produced.
@@ -86,7 +70,7 @@ public struct SMPCentralConfiguration: Sendable {
     public var securityRequestPolicy: SMPSecurityRequestPolicy
 
     public init(localAddress: BluetoothAddress, peerAddress: BluetoothAddress, passkey: Passkey? = nil,
-                displaysPasskey: Bool = false, oobData: SMPOOBData? = nil, allowLegacy: Bool = false,
+                displaysPasskey: Bool = false, oobData: OOBData? = nil, allowLegacy: Bool = false,
                 bondable: Bool = true, minimumKeySize: Int = 16, localIdentity: SMPLocalIdentity? = nil,
                 requestSigningKey: Bool = false, storedBond: Bond? = nil,
                 securityRequestPolicy: SMPSecurityRequestPolicy = .pairOrEncrypt) {

@@ -1,3 +1,5 @@
+import BLE
+
 /// Why pairing or encryption failed, typed so the engine can map it to an error kind
 /// (`pairing_failed`, `bond_lost`, `timeout`) and a report can say what happened in words.
 public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
@@ -67,14 +69,6 @@ public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
         case controller
     }
 
-    /// The engine's view: which error class a failure belongs to.
-    public enum Category: String, Sendable, Hashable {
-        case pairingFailed = "pairing_failed"
-        case bondLost = "bond_lost"
-        case timeout = "timeout"
-        case encryptionFailed = "encryption_failed"
-    }
-
     public var kind: Kind
     public var origin: Origin
     /// The Pairing Failed reason sent or received, if there was one.
@@ -120,7 +114,8 @@ public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
         return kind
     }
 
-    public var category: Category {
+    /// The engine's view: which error class the failure belongs to.
+    public var category: SecurityFailure.Category {
         switch kind {
         case .bondLost: return .bondLost
         case .timeout: return .timeout
@@ -159,6 +154,11 @@ public struct SMPFailure: Error, Sendable, Hashable, CustomStringConvertible {
         case .encryptionLost: return "encryption lost"
         case .unspecified: return "unspecified"
         }
+    }
+
+    /// The failure as the BLE layer reports it (`BLEError.security`).
+    public var securityFailure: SecurityFailure {
+        SecurityFailure(category, reason: kindName, detail: detail)
     }
 
     public var description: String {

@@ -1,3 +1,5 @@
+import BLE
+
 /// An `SMPCentral` and an `SMPPeripheral` joined in process, with a model of the two controllers'
 /// encryption: the link the simulator's devices pair over, and the one tests and benchmarks use.
 ///

@@ -26,7 +26,7 @@ public struct Passkey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     }
 
     /// A passkey from 20 random bits, as the specification generates a displayed one (Vol 3 Part H 2.3.5.3).
-    static func fromRandom(_ bytes: [UInt8]) -> Passkey {
+    package static func fromRandom(_ bytes: [UInt8]) -> Passkey {
         let raw = bytes.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         return Passkey(checked: raw % 1_000_000)
     }

@@ -1,5 +1,3 @@
-import BLE
-
 // The Security Manager's numbers are 128-bit values printed most-significant octet first in the Core
 // specification (and in its sample data); SMP PDUs carry them least-significant octet first. This file
 // is the one home of those conversions.
@@ -27,31 +25,5 @@ extension UInt128 {
     /// 16 bytes, least significant first (SMP wire order).
     public var littleEndianBytes: [UInt8] {
         (0..<16).map { UInt8(truncatingIfNeeded: self >> (8 * UInt128($0))) }
-    }
-}
-
-extension ByteReader {
-    /// Reads a 128-bit little-endian value (SMP wire order).
-    mutating func readUInt128LE(_ field: String) throws(DecodeError) -> UInt128 {
-        let raw = try readBytes(16, field)
-        var value: UInt128 = 0
-        for b in raw.reversed() { value = value << 8 | UInt128(b) }
-        return value
-    }
-
-    /// Reads a 64-bit little-endian value.
-    mutating func readUInt64LE(_ field: String) throws(DecodeError) -> UInt64 {
-        let raw = try readBytes(8, field)
-        return raw.reversed().reduce(0) { $0 << 8 | UInt64($1) }
-    }
-}
-
-extension ByteWriter {
-    /// Writes a 128-bit value least significant octet first (SMP wire order).
-    mutating func writeUInt128LE(_ value: UInt128) { write(value.littleEndianBytes) }
-
-    /// Writes a 64-bit value least significant octet first.
-    mutating func writeUInt64LE(_ value: UInt64) {
-        for i in 0..<8 { write(UInt8(truncatingIfNeeded: value >> (8 * UInt64(i)))) }
     }
 }
