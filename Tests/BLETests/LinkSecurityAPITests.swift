@@ -13,8 +13,9 @@ import Testing
     }
 
     @Test func aPasskeyOrOOBDataMakesAuthenticatedReachable() throws {
+        let passkey = try #require(Passkey("000001"))
         #expect(SecurityRequest(level: .encrypted).achievableLevel == .encrypted)
-        #expect(SecurityRequest(level: .encrypted, passkey: try #require(Passkey("000001"))).achievableLevel == .authenticated)
+        #expect(SecurityRequest(level: .encrypted, passkey: passkey).achievableLevel == .authenticated)
         #expect(SecurityRequest(level: .encrypted, oob: OOBData(random: 1, confirm: 2)).achievableLevel == .authenticated)
     }
 
