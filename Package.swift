@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
-        .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
+        .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // Workflow and inventory models, validation, templates, codecs.
         .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
         // Scheduler, device agents, supervisor, journal, report.
@@ -39,7 +39,7 @@ let package = Package(
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
     ],

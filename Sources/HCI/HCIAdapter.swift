@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 import Foundation
 import Synchronization
 
@@ -30,7 +31,9 @@ public actor HCIAdapter: Central {
         /// Links held at once (further connects fail at once). Lowered for the rest of the run when
         /// the controller answers Connection Limit Exceeded.
         public var connectionSlots: Int
-        /// The static random address used as own address; random when nil.
+        /// The static random address used as own address — the station's identity, under which bonds
+        /// are kept. Nil: derived from the controller's BD_ADDR, so it stays the same across runs
+        /// (`stationAddress(for:)`); random when the controller has no BD_ADDR.
         public var staticRandomAddress: BluetoothAddress?
         /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
         /// scan interval and window).
@@ -52,8 +55,9 @@ public actor HCIAdapter: Central {
         public var scanWhileConnecting: Bool?
         /// How long one connection initiation runs before devices outside it get their turn.
         public var rotation: Duration = .seconds(2)
-        /// Receives SMP PDUs; nil answers every pairing request "pairing not supported".
-        public var security: (any SMPHandler)?
+        /// Where bonds are kept (`--bonds`): links to bonded devices encrypt with the stored key, new
+        /// bonds are written there. Nil: bonds last as long as the link.
+        public var bonds: BondStore?
         /// Where log lines go (dropped packets, late events, fallbacks). Default: stderr when
         /// `PROVISION_HCI_LOG` is set, nowhere otherwise.
         public var log: @Sendable (String) -> Void
@@ -83,7 +87,7 @@ public actor HCIAdapter: Central {
             c.acceptList = acceptList
             c.dataLength = dataLength
             c.twoMegabitPHY = twoMegabitPHY
-            c.securityHandler = security != nil
+            c.securityHandler = true
             var p = ConnectionInitiator.Parameters()
             p.scanInterval = c.scan.interval
             p.scanWindow = c.scan.interval
@@ -138,7 +142,7 @@ public actor HCIAdapter: Central {
     public nonisolated var connectionSlots: Int { slotCount.withLock { $0 } }
 
     private let transport: any HCITransport
-    private let options: Options
+    let options: Options
     private let slotCount: Mutex<Int>
     private let readsLinkRSSI = Mutex(false)
     private var host: HCIHost
@@ -150,7 +154,9 @@ public actor HCIAdapter: Central {
     private var commandWaiters: [UInt64: CheckedContinuation<HCICommandFlow.Outcome, any Error>] = [:]
     private var connectWaiters: [UInt64: CheckedContinuation<HCILink, any Error>] = [:]
     private var sendWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-    private var links: [UInt64: HCILink] = [:]
+    var links: [UInt64: HCILink] = [:]
+    /// Callers waiting for `secure`, the security their connects asked for (HCIAdapter+Security.swift).
+    var security = SecurityWaiters()
 
     private struct ScanConsumer {
         var filter: ScanFilter
@@ -231,7 +237,7 @@ public actor HCIAdapter: Central {
         }
         try await execute(SetEventMaskCommand.host)
         try await execute(LESetEventMaskCommand.host)
-        let own = options.staticRandomAddress ?? Self.makeStaticRandomAddress()
+        let own = options.staticRandomAddress ?? Self.stationAddress(for: bdaddr.address) ?? Self.makeStaticRandomAddress()
         try await execute(LESetRandomAddressCommand(address: own))
 
         // What the controller can do; a controller that will not say gets the conservative choice.
@@ -313,7 +319,7 @@ public actor HCIAdapter: Central {
         }
     }
 
-    private func makeToken() -> UInt64 {
+    func makeToken() -> UInt64 {
         defer { nextToken += 1 }
         return nextToken
     }
@@ -321,7 +327,7 @@ public actor HCIAdapter: Central {
     // MARK: - The executor
 
     /// Feeds one event to the host and carries out what it decides.
-    private func feed(_ event: HCIHost.Event) {
+    func feed(_ event: HCIHost.Event) {
         guard failure == nil else { return }
         perform(host.handle(event))
     }
@@ -351,18 +357,26 @@ public actor HCIAdapter: Central {
                                    heardRSSI: info.heardRSSI)
                 links[info.id] = link
                 if let waiter = connectWaiters.removeValue(forKey: request) {
+                    attachSecurity(link, asked: security.connects.removeValue(forKey: request))
                     waiter.resume(returning: link)
                 } else {
                     feed(.disconnect(info.id, reason: .localHostTerminated))
                 }
             case .connectFailed(let request, let error):
+                security.connects[request] = nil
                 connectWaiters.removeValue(forKey: request)?.resume(throwing: error)
             case .linkDown(let linkID, let reason):
+                failSecureWaiters(of: linkID, BLEError.disconnected(reason))
                 links.removeValue(forKey: linkID)?.markDisconnected(reason)
             case .att(let linkID, let pdu):
                 links[linkID]?.deliverATT(pdu)
-            case .smp(let linkID, let pdu):
-                if let link = links[linkID] { options.security?.received(pdu, on: link) }
+            case .securityCompleted(let linkID, let request, let outcome):
+                securityCompleted(linkID, request, outcome)
+            case .securityFailed(let linkID, let request, let failure):
+                securityFailed(linkID, request, failure)
+            case .displayPasskey(let linkID, _):
+                // This side announces no display, so no pairing asks it to show one.
+                options.log("\(id): link \(linkID) asked this side to display a passkey; it has no display")
             case .sent(let token):
                 sendWaiters.removeValue(forKey: token)?.resume()
             case .sendFailed(let token, let error):
@@ -504,6 +518,7 @@ public actor HCIAdapter: Central {
                     return
                 }
                 connectWaiters[request] = c
+                security.connects[request] = connect.security
                 feed(.connect(request, peer, timeout: connect.timeout))
             }
         } onCancel: {
@@ -574,6 +589,7 @@ public actor HCIAdapter: Central {
         connectWaiters = [:]
         for c in sendWaiters.values { c.resume(throwing: BLEError.disconnected(linkReason)) }
         sendWaiters = [:]
+        failSecureWaiters(of: nil, error)
         for link in links.values { link.markDisconnected(linkReason) }
         links = [:]
         for consumer in scanConsumers.values { consumer.continuation.finish(throwing: error) }

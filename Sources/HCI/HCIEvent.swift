@@ -556,6 +556,10 @@ public enum HCIEvent: Sendable, Equatable {
     case lePHYUpdateComplete(LEPHYUpdateCompleteEvent)
     case leAdvertisingReport(LEAdvertisingReportEvent)
     case leExtendedAdvertisingReport(LEExtendedAdvertisingReportEvent)
+    /// Encryption Change, v1 (no key size) or v2 (`keySize` set).
+    case encryptionChange(EncryptionChangeEvent)
+    case encryptionKeyRefreshComplete(EncryptionKeyRefreshCompleteEvent)
+    case leLongTermKeyRequest(LELongTermKeyRequestEvent)
     case leMeta(subevent: HCILESubeventCode, parameters: [UInt8])
     case unknown(code: HCIEventCode, parameters: [UInt8])
 
@@ -578,6 +582,9 @@ public enum HCIEvent: Sendable, Equatable {
         case .disconnectionComplete: self = .disconnectionComplete(try DisconnectionCompleteEvent(from: &r))
         case .numberOfCompletedPackets: self = .numberOfCompletedPackets(try NumberOfCompletedPacketsEvent(from: &r))
         case .hardwareError: self = .hardwareError(code: try r.readUInt8("Hardware_Code"))
+        case .encryptionChange: self = .encryptionChange(try EncryptionChangeEvent(from: &r, v2: false))
+        case .encryptionChangeV2: self = .encryptionChange(try EncryptionChangeEvent(from: &r, v2: true))
+        case .encryptionKeyRefreshComplete: self = .encryptionKeyRefreshComplete(try EncryptionKeyRefreshCompleteEvent(from: &r))
         case .leMeta:
             let sub = HCILESubeventCode(rawValue: try r.readUInt8("Subevent_Code"))
             switch sub {
@@ -588,6 +595,7 @@ public enum HCIEvent: Sendable, Equatable {
             case .phyUpdateComplete: self = .lePHYUpdateComplete(try LEPHYUpdateCompleteEvent(from: &r))
             case .advertisingReport: self = .leAdvertisingReport(try LEAdvertisingReportEvent(from: &r))
             case .extendedAdvertisingReport: self = .leExtendedAdvertisingReport(try LEExtendedAdvertisingReportEvent(from: &r))
+            case .longTermKeyRequest: self = .leLongTermKeyRequest(try LELongTermKeyRequestEvent(from: &r))
             default: self = .leMeta(subevent: sub, parameters: r.readRemaining())
             }
         default: self = .unknown(code: code, parameters: r.readRemaining())
@@ -614,6 +622,9 @@ public enum HCIEvent: Sendable, Equatable {
         case .lePHYUpdateComplete(let e): code = .leMeta; w.write(HCILESubeventCode.phyUpdateComplete.rawValue); e.encode(into: &w)
         case .leAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.advertisingReport.rawValue); e.encode(into: &w)
         case .leExtendedAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.extendedAdvertisingReport.rawValue); e.encode(into: &w)
+        case .encryptionChange(let e): code = e.keySize == nil ? .encryptionChange : .encryptionChangeV2; e.encode(into: &w)
+        case .encryptionKeyRefreshComplete(let e): code = .encryptionKeyRefreshComplete; e.encode(into: &w)
+        case .leLongTermKeyRequest(let e): code = .leMeta; w.write(HCILESubeventCode.longTermKeyRequest.rawValue); e.encode(into: &w)
         case .leMeta(let sub, let params): code = .leMeta; w.write(sub.rawValue); w.write(params)
         case .unknown(let c, let params): code = c; w.write(params)
         }

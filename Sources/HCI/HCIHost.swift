@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 
 /// The whole HCI host as one value: bytes from the controller and requests from callers in, bytes to
 /// write, deadlines to arm and outcomes to deliver out. No clock, no I/O, no tasks: `HCIAdapter`
@@ -39,8 +40,11 @@ public struct HCIHost: Sendable {
         public var dataLength = true
         /// Ask for the LE 2M PHY on every link where the controller supports it.
         public var twoMegabitPHY = true
-        /// SMP PDUs go to a security handler instead of being answered "pairing not supported".
+        /// Each link gets a Security Manager (`HCISecurity`): SMP PDUs, encryption events and callers'
+        /// requests go to it. Without, every pairing request is answered "pairing not supported".
         public var securityHandler = false
+        /// Randomness and key pairs of the Security Managers (fixed in tests that check golden bytes).
+        public var securityRandom: @Sendable () -> any SMPRandomSource = { SystemRandom() }
 
         public init() {}
     }
@@ -106,6 +110,8 @@ public struct HCIHost: Sendable {
         case connect(RequestID)
         case initiator(ConnectionInitiator.Timer)
         case disconnection(LinkID)
+        /// The link's Security Manager timer (Vol 3 Part H 3.4).
+        case security(LinkID)
     }
 
     public enum Event: Sendable, Equatable {
@@ -129,6 +135,12 @@ public struct HCIHost: Sendable {
         /// Someone wants advertisements (or nobody does any more).
         case scanWanted(Bool)
         case deadline(Deadline)
+        /// A link the executor handed out gets its Security Manager (addresses, stored bond, policy).
+        case attachSecurity(LinkID, SMPCentralConfiguration)
+        /// A caller wants the link secured as `request` asks; answered by `securityCompleted`/`securityFailed`.
+        case secure(LinkID, RequestID, SecurityRequest)
+        /// The caller stopped waiting for its `secure`.
+        case cancelSecure(LinkID, RequestID)
     }
 
     public enum Action: Sendable, Equatable {
@@ -142,8 +154,12 @@ public struct HCIHost: Sendable {
         case linkDown(LinkID, DisconnectReason)
         /// An ATT PDU for the link's bearer.
         case att(LinkID, [UInt8])
-        /// An SMP PDU for the security handler.
-        case smp(LinkID, [UInt8])
+        /// A link's security procedure ended well; `RequestID` nil when no caller asked (a peer's
+        /// Security Request) — a bond in it is to be stored all the same.
+        case securityCompleted(LinkID, RequestID?, SMPOutcome)
+        case securityFailed(LinkID, RequestID?, SMPFailure)
+        /// This side shows a passkey for an operator to type on the device.
+        case displayPasskey(LinkID, Passkey)
         case sent(Token)
         case sendFailed(Token, BLEError)
         /// An advertisement (merged with its scan response) was heard.
@@ -164,6 +180,8 @@ public struct HCIHost: Sendable {
         case disconnect(LinkID)
         case tuning(Tuning, LinkID)
         case parameterUpdate(LinkID)
+        case encryption(LinkID)
+        case longTermKeyRefusal
     }
 
     private enum Tuning: String, Sendable {
@@ -200,11 +218,13 @@ public struct HCIHost: Sendable {
     private var scanWaiting = false
     private var dataLengthOff = false
     private var phyOff = false
+    private var security: HCISecurity
 
     public init(_ configuration: Configuration = Configuration()) {
         self.configuration = configuration
         initiator = ConnectionInitiator(configuration.initiator)
         scanner = ScanController(parameters: configuration.scan, scansWhileInitiating: configuration.scanWhileInitiating ?? false)
+        security = HCISecurity(random: configuration.securityRandom)
     }
 
     public var statistics: Statistics {
@@ -259,6 +279,13 @@ public struct HCIHost: Sendable {
             scan(scanner.handle(.wanted(wanted)), &out)
         case .deadline(let deadline):
             expired(deadline, &out)
+        case .attachSecurity(let linkID, let c):
+            guard handles[linkID] != nil else { break }
+            secure(.attach(linkID, c), &out)
+        case .secure(let linkID, let id, let request):
+            secure(.secure(linkID, id, request), &out)
+        case .cancelSecure(let linkID, let id):
+            secure(.cancel(linkID, id), &out)
         }
         let waiting = scanner.isWaitingForRadio
         if waiting != scanWaiting {
@@ -367,6 +394,10 @@ public struct HCIHost: Sendable {
             if status != .success {
                 out.append(.log("LE Connection Update for link \(linkID) \(status.map { "failed: \($0)" } ?? "got no answer")"))
             }
+        case .encryption(let linkID):
+            if status != .success { secure(.encryptionRefused(linkID, status), &out) }
+        case .longTermKeyRefusal:
+            break
         }
     }
 
@@ -531,6 +562,7 @@ public struct HCIHost: Sendable {
         guard let link = links.removeValue(forKey: handle) else { return }
         handles[link.id] = nil
         out.append(.disarm(.disconnection(link.id)))
+        secure(.detach(link.id), &out)
         aclActions(acl.connectionClosed(handle: handle), reason: reason, &out)
         if !link.orphan { out.append(.linkDown(link.id, reason)) }
         runInitiator(.links(links.count), &out)
@@ -578,6 +610,8 @@ public struct HCIHost: Sendable {
             guard let h = handles[linkID], let link = links[h] else { return }
             out.append(.log("no Disconnection Complete for 0x\(String(h, radix: 16)); dropping the link locally"))
             linkDown(h, reason: link.localReason ?? .localHostTerminated, &out)
+        case .security(let linkID):
+            secure(.timerExpired(linkID), &out)
         }
     }
 
@@ -659,6 +693,16 @@ public struct HCIHost: Sendable {
             out.append(.log("connection 0x\(String(e.handle, radix: 16)) PHY: status \(e.status), TX \(e.txPHY), RX \(e.rxPHY)"))
         case .hardwareError(let code):
             out.append(.failure(.adapterFailure("controller hardware error 0x\(String(code, radix: 16))")))
+        case .encryptionChange(let e):
+            guard let link = links[e.handle], !link.orphan else { return }
+            secure(.encryptionChanged(link.id, e), &out)
+        case .encryptionKeyRefreshComplete(let e):
+            guard let link = links[e.handle], !link.orphan else { return }
+            secure(.keyRefreshed(link.id, e.status), &out)
+        case .leLongTermKeyRequest(let e):
+            // This host is never a peripheral: it holds no key for a link the peer encrypts.
+            submit(.longTermKeyRefusal, HCICommandPacket(command: LELongTermKeyRequestNegativeReplyCommand(handle: e.handle)),
+                   timeout: configuration.optionalCommandTimeout, &out)
         case .leMeta, .unknown:
             break
         }
@@ -685,7 +729,7 @@ public struct HCIHost: Sendable {
             case .att(let pdu):
                 if !link.orphan { out.append(.att(link.id, pdu)) }
             case .smp(let pdu):
-                if !link.orphan { out.append(.smp(link.id, pdu)) }
+                if !link.orphan { secure(.received(link.id, pdu), &out) }
             case .reply(let channel, let payload):
                 sendInternal(packet.handle, channel, payload, &out)
             case .updateParameters(let p):
@@ -695,6 +739,36 @@ public struct HCIHost: Sendable {
             case .dropped(let why):
                 stats.droppedACLPackets += 1
                 out.append(.log("handle 0x\(String(packet.handle, radix: 16)): \(why)"))
+            }
+        }
+    }
+
+    // MARK: - Security
+
+    /// Feeds the links' Security Managers and carries out what they decide: SMP PDUs on CID 6, LE
+    /// Enable Encryption through the command queue, the SMP timer as a deadline, outcomes for callers.
+    private mutating func secure(_ event: HCISecurity.Event, _ out: inout [Action]) {
+        for action in security.handle(event) {
+            switch action {
+            case .send(let linkID, let pdu):
+                guard let h = handles[linkID] else { continue }
+                sendInternal(h, .smp, pdu, &out)
+            case .enableEncryption(let linkID, let key):
+                guard let h = handles[linkID] else { continue }
+                submit(.encryption(linkID), HCICommandPacket(command: LEEnableEncryptionCommand(handle: h, key: key)),
+                       timeout: configuration.commandTimeout, &out)
+            case .armTimer(let linkID, let limit):
+                out.append(.arm(.security(linkID), limit))
+            case .disarmTimer(let linkID):
+                out.append(.disarm(.security(linkID)))
+            case .completed(let linkID, let id, let outcome):
+                out.append(.securityCompleted(linkID, id, outcome))
+            case .failed(let linkID, let id, let failure):
+                out.append(.securityFailed(linkID, id, failure))
+            case .displayPasskey(let linkID, let passkey):
+                out.append(.displayPasskey(linkID, passkey))
+            case .note(let text):
+                out.append(.log(text))
             }
         }
     }

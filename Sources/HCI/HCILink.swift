@@ -73,9 +73,10 @@ public final class HCILink: Link {
         await adapter.readRSSI(handle: handle) ?? heardRSSI
     }
 
-    /// Sends one SMP PDU on the link's SMP channel (CID 6); returns once it is with the controller.
-    public func sendSMP(_ pdu: [UInt8]) async throws {
-        try await adapter.sendL2CAP(linkID: linkID, channel: .smp, payload: pdu)
+    /// Encrypts the link with a stored bond that meets the level, else pairs through the host's
+    /// Security Manager (see `Link.secure(_:)`).
+    public func secure(_ request: SecurityRequest) async throws -> SecurityOutcome {
+        try await adapter.secure(linkID: linkID, request: request)
     }
 
     /// Records the end of the link once: wakes every waiter and finishes the ATT stream.
@@ -120,12 +121,4 @@ final class HCIATTBearer: ATTBearer {
 
     func deliver(_ pdu: [UInt8]) { continuation.yield(pdu) }
     func finish() { continuation.finish() }
-}
-
-/// Where the SMP (CID 6) PDUs of an adapter's links go: the seam for a security manager. Without one,
-/// the adapter answers every pairing request Pairing Failed / Pairing Not Supported itself.
-public protocol SMPHandler: Sendable {
-    /// One SMP PDU from the peer of `link`, in arrival order, on the adapter's executor (return
-    /// quickly; answer with `link.sendSMP(_:)` from a task of your own).
-    func received(_ pdu: [UInt8], on link: HCILink)
 }

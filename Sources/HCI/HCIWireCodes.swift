@@ -31,6 +31,9 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let leSetDataLength = HCIOpcode(ogf: 0x08, ocf: 0x0022)
     public static let leWriteSuggestedDefaultDataLength = HCIOpcode(ogf: 0x08, ocf: 0x0024)
     public static let leSetPHY = HCIOpcode(ogf: 0x08, ocf: 0x0032)
+    public static let leEnableEncryption = HCIOpcode(ogf: 0x08, ocf: 0x0019)
+    public static let leLongTermKeyRequestNegativeReply = HCIOpcode(ogf: 0x08, ocf: 0x001B)
+    public static let readEncryptionKeySize = HCIOpcode(ogf: 0x05, ocf: 0x0008)
 
     public var name: String {
         switch self {
@@ -58,6 +61,9 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .leSetDataLength: return "LE Set Data Length"
         case .leWriteSuggestedDefaultDataLength: return "LE Write Suggested Default Data Length"
         case .leSetPHY: return "LE Set PHY"
+        case .leEnableEncryption: return "LE Enable Encryption"
+        case .leLongTermKeyRequestNegativeReply: return "LE Long Term Key Request Negative Reply"
+        case .readEncryptionKeySize: return "Read Encryption Key Size"
         default: return "opcode 0x" + String(rawValue, radix: 16)
         }
     }
@@ -76,6 +82,9 @@ public struct HCIEventCode: RawRepresentable, Hashable, Sendable {
     public static let hardwareError = HCIEventCode(rawValue: 0x10)
     public static let numberOfCompletedPackets = HCIEventCode(rawValue: 0x13)
     public static let leMeta = HCIEventCode(rawValue: 0x3E)
+    public static let encryptionChange = HCIEventCode(rawValue: 0x08)
+    public static let encryptionChangeV2 = HCIEventCode(rawValue: 0x59)
+    public static let encryptionKeyRefreshComplete = HCIEventCode(rawValue: 0x30)
 }
 
 /// An LE Meta event subevent code (Core v5.4 Vol 4 Part E 7.7.65). Open.
@@ -90,6 +99,7 @@ public struct HCILESubeventCode: RawRepresentable, Hashable, Sendable {
     public static let phyUpdateComplete = HCILESubeventCode(rawValue: 0x0C)
     public static let enhancedConnectionComplete = HCILESubeventCode(rawValue: 0x0A)
     public static let extendedAdvertisingReport = HCILESubeventCode(rawValue: 0x0D)
+    public static let longTermKeyRequest = HCILESubeventCode(rawValue: 0x05)
 }
 
 /// An HCI status / error code (Core v5.4 Vol 1 Part F). Open.
@@ -100,6 +110,8 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let success = HCIStatus(rawValue: 0x00)
     public static let unknownCommand = HCIStatus(rawValue: 0x01)
     public static let unknownConnectionIdentifier = HCIStatus(rawValue: 0x02)
+    public static let authenticationFailure = HCIStatus(rawValue: 0x05)
+    public static let pinOrKeyMissing = HCIStatus(rawValue: 0x06)
     public static let memoryCapacityExceeded = HCIStatus(rawValue: 0x07)
     public static let connectionTimeout = HCIStatus(rawValue: 0x08)
     public static let connectionLimitExceeded = HCIStatus(rawValue: 0x09)
@@ -124,6 +136,8 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 0x00: return "success"
         case 0x01: return "unknown HCI command"
         case 0x02: return "unknown connection identifier"
+        case 0x05: return "authentication failure"
+        case 0x06: return "PIN or key missing"
         case 0x07: return "memory capacity exceeded"
         case 0x08: return "connection timeout"
         case 0x09: return "connection limit exceeded"
@@ -138,6 +152,8 @@ public struct HCIStatus: RawRepresentable, Hashable, Sendable, CustomStringConve
         case 0x1A: return "unsupported remote feature"
         case 0x1F: return "unspecified error"
         case 0x22: return "LMP/LL response timeout"
+        case 0x25: return "encryption mode not acceptable"
+        case 0x2F: return "insufficient security"
         case 0x28: return "instant passed"
         case 0x3A: return "controller busy"
         case 0x3B: return "unacceptable connection parameters"

@@ -39,13 +39,29 @@ Devices:
   --quirk uuid128         every device declares its services and characteristics (180A, 2A25, FFF0, ...)
                           in 128-bit form (legal; defeats discovery by 16-bit service UUID)
 
+Security (Bumble's own Security Manager on the device side; see SECURITY below):
+  --security LEVEL        none (default), encrypted or authenticated: what every device's control (FFF1)
+                          and blob (FFF4) characteristics need
+  --wrong-passkey, --forget-bond, --security-request INDICES   security faults and options by index
+
 Config file: {"devices": [{"id": "SN-0001", "name": "SNS-0001", "address": "F0:00:00:00:00:01",
 "firmware": "2.4.1", "battery": 87, "adv_interval": "1s", "quirks": ["uuid128"],
-"faults": ["silent" | "ack_loss" | "ack_loss:0.3" | "drop_on_commit"]}]}
+"security": "authenticated", "passkey": "123456", "security_request": true,
+"faults": ["silent" | "ack_loss" | "ack_loss:0.3" | "drop_on_commit" | "wrong_passkey" | "forget_bond"]}]}
 
 Faults: silent (never advertises), ack_loss (commands run, acks never sent), ack_loss:P (each ack lost
 with probability P), drop_on_commit (the device drops the link, reason 0x13, instead of executing a
-commit).
+commit), wrong_passkey (the device displays a passkey other than its `passkey`), forget_bond (the device
+forgets every bond as soon as it is made: a later link's encryption fails with PIN or Key Missing).
+
+SECURITY: `encrypted` devices pair with Just Works (IO capability NoInputNoOutput); `authenticated` ones
+display their passkey (DisplayOnly, MITM required; the passkey is each device's `passkey`, by default
+100000 + its index) and refuse FFF1/FFF4 writes on a link whose key is not MITM-protected (ATT
+Insufficient Authentication; Bumble itself counts every encrypted LE link as authenticated). Both need
+an encrypted link for FFF1 and FFF4 (ATT Insufficient Encryption), keep bonds in memory for the fleet's
+life, and record in their state file each pairing (method, MITM, bonded), each pairing failure, each
+encryption of a link, and whether each FFF1 write and FFF4 chunk arrived encrypted. `security_request`:
+the device sends a Security Request as soon as a central connects.
 
 Workarounds for limits of Bumble's virtual controller live here and in fleet_radio.py, not in the product:
 - LE Create Connection Cancel answers success but leaves the connection pending: the station controller
@@ -70,9 +86,11 @@ import socket
 import sys
 
 from bumble import hci
+from bumble.att import ATT_Error, ErrorCode
 from bumble.core import UUID
 from bumble.device import Device
 from bumble.gatt import Characteristic, CharacteristicValue, Service
+from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport.tcp_server import open_tcp_server_transport_with_socket
 
 from fleet_radio import LinkTiming, PacedController, PacedLink, StationController
@@ -81,6 +99,8 @@ logger = logging.getLogger("bumble_fleet")
 
 DEFAULT_ADV_INTERVAL = 0.020
 QUIRKS = {"uuid128"}
+SECURITY_LEVELS = ("none", "encrypted", "authenticated")
+SECURITY_FAULTS = {"wrong_passkey", "forget_bond"}
 # The Bluetooth Base UUID (Vol 3 Part B 2.5.1), for 16-bit UUIDs written out in 128-bit form.
 BASE_UUID = "0000{:s}-0000-1000-8000-00805F9B34FB"
 
@@ -146,7 +166,7 @@ class SensorV2:
             name, _, value = fault.partition(":")
             if name == "ack_loss":
                 self.ack_loss_rate = float(value) if value else 1.0
-            elif name not in ("silent", "drop_on_commit") or value:
+            elif name not in ({"silent", "drop_on_commit"} | SECURITY_FAULTS) or value:
                 raise ValueError(f"{self.id}: unknown fault `{fault}`")
         if not 0.0 <= self.ack_loss_rate <= 1.0:
             raise ValueError(f"{self.id}: an ack loss rate is a probability from 0 to 1")
@@ -169,6 +189,7 @@ class SensorV2:
         self.acks_lost = []
         self.drops = 0
         self.mtu = 23
+        self._init_security(spec)
         self.controller = PacedController(f"ctl-{self.id}", link=link, seed=seed)
         # Devices are powered on at different moments: the first advertising event at a random phase.
         self.controller.le_legacy_advertiser.first_delay = self.controller.rng.uniform(0, self.adv_interval)
@@ -176,6 +197,7 @@ class SensorV2:
         # REFERENCE-DEVICE.md: the device accepts an ATT MTU of up to 247.
         self.device.gatt_server.max_mtu = 247
         self._build_gatt()
+        self._install_pairing()
 
     def uuid(self, short):
         """A 16-bit UUID as this device declares it: as is, or in 128-bit form (quirk uuid128)."""
@@ -185,6 +207,8 @@ class SensorV2:
         P = Characteristic.Properties
         R = Characteristic.READABLE
         W = Characteristic.WRITEABLE
+        # FFF1 and FFF4 need an encrypted link on a secured device (ATT Insufficient Encryption).
+        WS = W | Characteristic.WRITE_REQUIRES_ENCRYPTION if self.security != "none" else W
         u = self.uuid
         self.fff3 = Characteristic(u("FFF3"), P.NOTIFY, R, b"")
         self.battery_char = Characteristic(u("2A19"), P.READ | P.NOTIFY, R, bytes([self.battery]))
@@ -197,10 +221,10 @@ class SensorV2:
             ]),
             Service(u("180F"), [self.battery_char]),
             Service(u("FFF0"), [
-                Characteristic(u("FFF1"), P.WRITE, W, CharacteristicValue(write=self._on_control)),
+                Characteristic(u("FFF1"), P.WRITE, WS, CharacteristicValue(write=self._on_control)),
                 Characteristic(u("FFF2"), P.READ, R, CharacteristicValue(read=lambda _c: bytes([self.state]))),
                 self.fff3,
-                Characteristic(u("FFF4"), P.WRITE_WITHOUT_RESPONSE, W, CharacteristicValue(write=self._on_blob)),
+                Characteristic(u("FFF4"), P.WRITE_WITHOUT_RESPONSE, WS, CharacteristicValue(write=self._on_blob)),
             ]),
         ])
 
@@ -223,6 +247,7 @@ class SensorV2:
         self.connected = True
         connection.on("disconnection", lambda reason: self._on_disconnection(reason))
         connection.on("connection_att_mtu_update", lambda: self._on_mtu(connection))
+        self._watch_security(connection)
         self.save()
 
     def _on_mtu(self, connection):
@@ -230,12 +255,15 @@ class SensorV2:
         self.save()
 
     def _on_disconnection(self, reason):
+        self.link_mitm.clear()
         self.connected = False
         self.disconnections += 1
         self.last_disconnect_reason = reason
         self.save()
 
-    def _on_blob(self, _connection, value):
+    def _on_blob(self, connection, value):
+        self._check_security(connection)
+        self.fff4_chunks_encrypted.append(bool(connection.encryption))
         # Bytes that arrive with no blob open (never begun, or already ended) are dropped.
         if self.blob_expected is not None and not self.blob_ended:
             self.blob.extend(value)
@@ -244,8 +272,10 @@ class SensorV2:
         self.save()
 
     def _on_control(self, connection, value):
+        self._check_security(connection)
         value = bytes(value)
         self.fff1_writes.append(value.hex())
+        self.fff1_writes_encrypted.append(bool(connection.encryption))
         if value[:1] == b"\x02" and "drop_on_commit" in self.faults:
             self.drops += 1
             self.save()
@@ -341,19 +371,108 @@ class SensorV2:
             "acks_sent": self.acks_sent,
             "acks_lost": self.acks_lost,
             "drops": self.drops,
+            "security": self.security,
+            "pairings": self.pairings,
+            "pairing_failures": self.pairing_failures,
+            "encryptions": self.encryptions,
+            "bonds_forgotten": self.bonds_forgotten,
+            "security_requests_sent": self.security_requests_sent,
+            "fff1_writes_encrypted": self.fff1_writes_encrypted,
+            "fff4_chunks_encrypted": self.fff4_chunks_encrypted,
         }
 
     def describe(self):
         """This device in the ready line."""
         return {"id": self.id, "name": self.name, "address": self.address, "state_file": self.state_path,
                 "faults": sorted(self.faults), "firmware": self.firmware, "quirks": self.quirks,
-                "adv_interval_ms": round(self.adv_interval * 1000, 3), "ack_loss_rate": self.ack_loss_rate}
+                "adv_interval_ms": round(self.adv_interval * 1000, 3), "ack_loss_rate": self.ack_loss_rate,
+                "security": self.security, "passkey": self.passkey}
+
+    # -- Security (see SECURITY in the module docstring) --
+
+    def _init_security(self, spec):
+        self.security = spec.get("security", "none")
+        if self.security not in SECURITY_LEVELS:
+            raise ValueError(f"{self.id}: security is one of {', '.join(SECURITY_LEVELS)}, not `{self.security}`")
+        self.passkey = str(spec.get("passkey", "")) or None
+        if self.passkey is not None and not (self.passkey.isdigit() and len(self.passkey) == 6):
+            raise ValueError(f"{self.id}: a passkey is six digits, not `{self.passkey}`")
+        self.security_request = bool(spec.get("security_request", False))
+        self.pairings = []
+        self.pairing_failures = []
+        self.encryptions = 0
+        self.bonds_forgotten = 0
+        self.security_requests_sent = 0
+        self.fff1_writes_encrypted = []
+        self.fff4_chunks_encrypted = []
+        # Per link: whether its key came from pairing with MITM protection. Per peer: the bond's.
+        self.link_mitm = {}
+        self.bond_mitm = {}
+
+    def _install_pairing(self):
+        if self.security == "none":
+            return
+        device = self
+
+        class Delegate(PairingDelegate):
+            async def generate_passkey(self):
+                shown = int(device.passkey or "0")
+                if "wrong_passkey" in device.faults:
+                    shown = (shown + 1) % 1_000_000
+                return shown
+
+        authenticated = self.security == "authenticated"
+        io = PairingDelegate.DISPLAY_OUTPUT_ONLY if authenticated else PairingDelegate.NO_OUTPUT_NO_INPUT
+        self.device.pairing_config_factory = lambda _connection: PairingConfig(
+            sc=True, mitm=authenticated, bonding=True, delegate=Delegate(io_capability=io))
+
+    def _watch_security(self, connection):
+        if self.security == "none":
+            return
+        connection.on("pairing", lambda keys: self._on_pairing(connection, keys))
+        connection.on("pairing_failure", lambda reason: self._on_pairing_failure(reason))
+        connection.on("connection_encryption_change", lambda: self._on_encryption(connection))
+        if self.security_request:
+            self.security_requests_sent += 1
+            connection.request_pairing()
+
+    def _on_pairing(self, connection, keys):
+        mitm = bool(keys.ltk and keys.ltk.authenticated)
+        self.link_mitm[connection.handle] = mitm
+        self.bond_mitm[str(connection.peer_address)] = mitm
+        self.pairings.append({"peer": str(connection.peer_address), "method": "passkey_entry" if mitm else "just_works",
+                              "mitm": mitm, "sc": bool(getattr(connection, "sc", False)), "bonded": keys.ltk is not None})
+        if "forget_bond" in self.faults:
+            asyncio.get_running_loop().create_task(self._forget(str(connection.peer_address)))
+        self.save()
+
+    async def _forget(self, peer):
+        await self.device.keystore.delete(peer)
+        self.bond_mitm.pop(peer, None)
+        self.bonds_forgotten += 1
+        self.save()
+
+    def _on_pairing_failure(self, reason):
+        self.pairing_failures.append(getattr(reason, "name", str(reason)))
+        self.save()
+
+    def _on_encryption(self, connection):
+        if connection.encryption:
+            self.encryptions += 1
+            # Encrypted with a stored bond: the link is as protected as the bond.
+            self.link_mitm.setdefault(connection.handle, self.bond_mitm.get(str(connection.peer_address), False))
+        self.save()
+
+    def _check_security(self, connection):
+        if self.security == "authenticated" and connection.encryption and not self.link_mitm.get(connection.handle, False):
+            raise ATT_Error(ErrorCode.INSUFFICIENT_AUTHENTICATION)
 
     def save(self):
         write_json_atomically(self.state_path, self.snapshot())
 
 
-def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_commit=()):
+def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_commit=(), security="none",
+                    wrong_passkey=(), forget_bond=(), security_request=()):
     devices = []
     for i in range(1, count + 1):
         faults = []
@@ -363,7 +482,14 @@ def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_comm
             faults.append("ack_loss")
         if i in drop_on_commit:
             faults.append("drop_on_commit")
+        if i in wrong_passkey:
+            faults.append("wrong_passkey")
+        if i in forget_bond:
+            faults.append("forget_bond")
         devices.append({
+            "security": security,
+            "passkey": f"{100000 + i:06d}",
+            "security_request": i in security_request,
             "id": f"SN-{i:04d}",
             "name": f"SNS-{i:04d}",
             "address": f"F0:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}",
@@ -388,6 +514,11 @@ def argument_parser():
     parser.add_argument("--ack-loss", default="", help="indices of devices whose acks are lost")
     parser.add_argument("--old-firmware", default="", help="indices of devices running firmware 1.9.0")
     parser.add_argument("--drop-on-commit", default="", help="indices of devices that drop the link on commit")
+    parser.add_argument("--security", choices=SECURITY_LEVELS, default="none",
+                        help="what every device's FFF1 and FFF4 need: none, encrypted (Just Works) or authenticated (Passkey Entry)")
+    parser.add_argument("--wrong-passkey", default="", help="indices of devices that display a passkey other than theirs")
+    parser.add_argument("--forget-bond", default="", help="indices of devices that forget every bond once it is made")
+    parser.add_argument("--security-request", default="", help="indices of devices that send a Security Request on connect")
     parser.add_argument("--ack-loss-rate", type=float, default=0.0,
                         help="probability that a device loses an ack (every device; seeded)")
     parser.add_argument("--quirk", action="append", default=[], choices=sorted(QUIRKS),
@@ -432,7 +563,10 @@ async def main():
     else:
         devices = default_devices(args.devices, parse_indices(args.old_firmware),
                                   parse_indices(args.silent), parse_indices(args.ack_loss),
-                                  parse_indices(args.drop_on_commit))
+                                  parse_indices(args.drop_on_commit), security=args.security,
+                                  wrong_passkey=parse_indices(args.wrong_passkey),
+                                  forget_bond=parse_indices(args.forget_bond),
+                                  security_request=parse_indices(args.security_request))
     os.makedirs(args.state_dir, exist_ok=True)
 
     link = PacedLink(LinkTiming(args.link_latency, seed=args.seed))

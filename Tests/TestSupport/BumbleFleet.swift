@@ -14,6 +14,10 @@ public final class BumbleFleet: Sendable {
         public var quirks: [String]?
         public var adv_interval_ms: Double?
         public var ack_loss_rate: Double?
+        /// What FFF1 and FFF4 need: `none`, `encrypted` (Just Works) or `authenticated` (Passkey Entry).
+        public var security: String?
+        /// The passkey the device displays when it pairs (unless it has the `wrong_passkey` fault).
+        public var passkey: String?
     }
     /// The fleet's radio timing, as it reports it.
     public struct Radio: Sendable, Decodable, Equatable {
@@ -85,14 +89,27 @@ public final class BumbleFleet: Sendable {
         /// False: LE Read Supported States says scanning while initiating is not supported, and the
         /// controller refuses the combination with Command Disallowed.
         public var scanWhileInitiating: Bool
+        /// What every device's FFF1 and FFF4 need (bumble_fleet.py `--security`). Default none.
+        public var security: Security
+        /// Indices of devices that display another passkey than theirs, that forget every bond once it
+        /// is made, and that send a Security Request when a central connects.
+        public var wrongPasskey: [Int]
+        public var forgetBond: [Int]
+        public var securityRequest: [Int]
         /// Passed to bumble_fleet.py as they are, after the others.
         public var extraArguments: [String]
+
+        /// What a device's provisioning characteristics need.
+        public enum Security: String, Sendable {
+            case none, encrypted, authenticated
+        }
 
         public init(devices: Int = 4, stations: Int = 1, silent: [Int] = [], ackLoss: [Int] = [], oldFirmware: [Int] = [],
                     dropOnCommit: [Int] = [], ackLossRate: Double? = nil, quirks: [Quirk] = [],
                     advertisingInterval: Duration? = nil, linkLatency: ClosedRange<Duration>? = nil, seed: Int? = nil,
                     filterAcceptListSize: Int? = nil, maxLinks: Int? = nil, refuseLinksAt: LinkRefusal = .create,
-                    scanWhileInitiating: Bool = true, extraArguments: [String] = []) {
+                    scanWhileInitiating: Bool = true, security: Security = .none, wrongPasskey: [Int] = [],
+                    forgetBond: [Int] = [], securityRequest: [Int] = [], extraArguments: [String] = []) {
             self.devices = devices
             self.stations = stations
             self.silent = silent
@@ -108,6 +125,10 @@ public final class BumbleFleet: Sendable {
             self.maxLinks = maxLinks
             self.refuseLinksAt = refuseLinksAt
             self.scanWhileInitiating = scanWhileInitiating
+            self.security = security
+            self.wrongPasskey = wrongPasskey
+            self.forgetBond = forgetBond
+            self.securityRequest = securityRequest
             self.extraArguments = extraArguments
         }
 
@@ -132,6 +153,10 @@ public final class BumbleFleet: Sendable {
             if let filterAcceptListSize { a += ["--fal-size", "\(filterAcceptListSize)"] }
             if let maxLinks { a += ["--max-links", "\(maxLinks)", "--max-links-at", refuseLinksAt.rawValue] }
             if !scanWhileInitiating { a.append("--no-scan-while-initiating") }
+            if security != .none { a += ["--security", security.rawValue] }
+            indices("--wrong-passkey", wrongPasskey)
+            indices("--forget-bond", forgetBond)
+            indices("--security-request", securityRequest)
             return a + extraArguments
         }
 

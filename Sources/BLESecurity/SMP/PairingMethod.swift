@@ -69,3 +69,15 @@ public enum PairingMethod: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension PairingMethod {
+    /// The method in the words reports use.
+    public var securityMethod: SecurityMethod {
+        switch self {
+        case .justWorks: return .justWorks
+        case .passkeyEntry: return .passkeyEntry
+        case .numericComparison: return .numericComparison
+        case .outOfBand: return .outOfBand
+        }
+    }
+}

@@ -70,3 +70,21 @@ public struct SMPOutcome: Sendable, Hashable {
         self.usedStoredBond = usedStoredBond
     }
 }
+
+extension SMPOutcome {
+    /// The outcome as the BLE layer reports it: level, method, and whether a bond was made or used.
+    public var securityOutcome: SecurityOutcome {
+        SecurityOutcome(security: security, method: method?.securityMethod,
+                        bond: usedStoredBond ? .used : (bond != nil ? .made : .none))
+    }
+}
+
+extension SMPCentralConfiguration {
+    /// The configuration of a link that `request` will be made on (nil: nobody will ask for security,
+    /// so a peer's Security Request is answered only with a stored bond).
+    public init(localAddress: BluetoothAddress, peerAddress: BluetoothAddress, request: SecurityRequest?, storedBond: Bond?) {
+        self.init(localAddress: localAddress, peerAddress: peerAddress, passkey: request?.passkey, oobData: request?.oob,
+                  allowLegacy: request?.allowLegacy ?? false, bondable: request?.bond ?? true, storedBond: storedBond,
+                  securityRequestPolicy: (request?.level ?? .none) > .none ? .pairOrEncrypt : .encryptOrReject)
+    }
+}

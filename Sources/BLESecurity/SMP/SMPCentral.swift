@@ -83,6 +83,21 @@ public struct SMPCentral: Sendable {
         return true
     }
 
+    /// Changes what this side brings to the next procedure (passkey, OOB data, legacy, bonding, the
+    /// Security Request policy) — a session that asks for more than the link was set up with. Refused
+    /// (false) while a procedure runs: its parameters are already with the peer. The link's addresses
+    /// and the bond it offers stay as they are (a bond made on this link is the one offered).
+    @discardableResult
+    public mutating func reconfigure(_ change: (inout SMPCentralConfiguration) -> Void) -> Bool {
+        guard !isBusy else { return false }
+        let kept = configuration
+        change(&configuration)
+        configuration.localAddress = kept.localAddress
+        configuration.peerAddress = kept.peerAddress
+        configuration.storedBond = kept.storedBond
+        return true
+    }
+
     /// Feeds one event; returns what the executor must do, in order.
     public mutating func handle(_ event: Event) -> [SMPAction] {
         switch event {
@@ -193,8 +208,12 @@ public struct SMPCentral: Sendable {
             return []
         case .reject:
             return [.send(.pairingFailed(SMPPairingFailed(reason: .pairingNotSupported)))]
-        case .encryptOnly:
-            guard security.level < required, let bond = usableBond(for: .encrypted) else { return [] }
+        case .encryptOnly, .encryptOrReject:
+            guard security.level < required else { return [] }
+            guard let bond = usableBond(for: .encrypted) else {
+                return configuration.securityRequestPolicy == .encryptOrReject
+                    ? [.send(.pairingFailed(SMPPairingFailed(reason: .pairingNotSupported)))] : []
+            }
             state = .encrypting(bond)
             return [.startEncryption(bond.encryptionKey)]
         case .pairOrEncrypt:

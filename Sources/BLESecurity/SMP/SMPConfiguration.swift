@@ -35,6 +35,9 @@ public enum SMPSecurityRequestPolicy: Sendable, Hashable {
     case pairOrEncrypt
     /// Encrypt with a stored bond; never pair because the peripheral asked.
     case encryptOnly
+    /// Encrypt with a stored bond; without one answer Pairing Failed (Pairing Not Supported): a link
+    /// nobody asked to secure, so pairing is not this side's to start.
+    case encryptOrReject
     /// Do nothing: the session pairs when it needs to.
     case ignore
     /// Answer Pairing Failed (Pairing Not Supported).
@@ -43,7 +46,7 @@ public enum SMPSecurityRequestPolicy: Sendable, Hashable {
 
 /// What a central can do and may do when it pairs: its abilities (passkey, display, OOB data), its
 /// policy (legacy allowed, bonding, minimum key size, Security Requests), and the link's addresses.
-public struct SMPCentralConfiguration: Sendable {
+public struct SMPCentralConfiguration: Sendable, Equatable {
     /// This host's address on the link (the initiator address in c1, f5 and f6).
     public var localAddress: BluetoothAddress
     /// The peer's address on the link, as the connection reported it (the responder address).

@@ -1,0 +1,102 @@
+import BLE
+import BLESecurity
+
+// The executor's side of link security: each link's Security Manager is attached when the link comes
+// up (the stored bond looked up under the station's identity address), callers' `secure` requests
+// wait here, and new bonds go to the bond store before the caller hears "bond made". The decisions are
+// `HCISecurity`'s (inside `HCIHost`).
+
+/// Callers waiting for a link's security, and what each pending connect asked for.
+struct SecurityWaiters {
+    var waiting: [UInt64: (link: UInt64, continuation: CheckedContinuation<SecurityOutcome, any Error>)] = [:]
+    /// Per connect request: the security the session will ask for (`ConnectOptions.security`).
+    var connects: [UInt64: SecurityRequest?] = [:]
+}
+
+extension HCIAdapter {
+    /// The station's identity on this controller: a static random address (Vol 6 Part B 1.3.2.1)
+    /// derived from its BD_ADDR, so that the same controller is the same station on every run (devices
+    /// keep their bonds under it). Nil when the controller reports no BD_ADDR (all zeros).
+    public static func stationAddress(for bdAddress: BluetoothAddress) -> BluetoothAddress? {
+        guard bdAddress.value != 0 else { return nil }
+        let digest = SHA256.hash(Array("provision station".utf8) + bdAddress.bytes)
+        var bits = digest.prefix(6).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & 0x3FFF_FFFF_FFFF
+        // Neither all zeros nor all ones in the random part.
+        if bits == 0 || bits == 0x3FFF_FFFF_FFFF { bits ^= 1 }
+        return BluetoothAddress(value: bits | 0xC000_0000_0000, kind: .random)
+    }
+
+    /// The station's identity address (the own address set at bring-up).
+    public var stationIdentity: BluetoothAddress? { info?.ownAddress }
+
+    /// Gives a new link its Security Manager: this station's address, the peer's, the bond kept for the
+    /// peer (by identity, or by a stored IRK for a resolvable private address), and the policy that
+    /// follows from what its session will ask.
+    func attachSecurity(_ link: HCILink, asked request: SecurityRequest??) {
+        guard let own = info?.ownAddress else { return }
+        let bond = options.bonds?.resolve(station: own, address: link.peer)
+        let configuration = SMPCentralConfiguration(localAddress: own, peerAddress: link.peer, request: request ?? nil, storedBond: bond)
+        feed(.attachSecurity(link.linkID, configuration))
+    }
+
+    /// Secures a link (see `HCILink.secure`).
+    func secure(linkID: UInt64, request: SecurityRequest) async throws -> SecurityOutcome {
+        if let failure = failureReason { throw failure }
+        guard let link = links[linkID] else { throw BLEError.disconnected(.remoteUserTerminated) }
+        if let reason = link.disconnectReason { throw BLEError.disconnected(reason) }
+        let id = makeToken()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<SecurityOutcome, any Error>) in
+                if Task.isCancelled {
+                    c.resume(throwing: BLEError.cancelled)
+                    return
+                }
+                security.waiting[id] = (linkID, c)
+                feed(.secure(linkID, id, request))
+            }
+        } onCancel: {
+            Task { await self.cancelSecure(linkID: linkID, id: id) }
+        }
+    }
+
+    private func cancelSecure(linkID: UInt64, id: UInt64) {
+        guard let waiter = security.waiting.removeValue(forKey: id) else { return }
+        feed(.cancelSecure(linkID, id))
+        waiter.continuation.resume(throwing: BLEError.cancelled)
+    }
+
+    /// A procedure ended well: a new bond is stored first (the caller hears "bond made" once it is on
+    /// disk), then the caller resumes.
+    func securityCompleted(_ linkID: UInt64, _ request: UInt64?, _ outcome: SMPOutcome) {
+        let waiter = request.flatMap { security.waiting.removeValue(forKey: $0) }
+        guard let bond = outcome.bond, let store = options.bonds, let own = info?.ownAddress else {
+            waiter?.continuation.resume(returning: outcome.securityOutcome)
+            return
+        }
+        let adapterID = id
+        let log = options.log
+        Task {
+            do {
+                try await store.save(bond, station: own)
+                waiter?.continuation.resume(returning: outcome.securityOutcome)
+            } catch {
+                log("\(adapterID): \(bond) could not be stored: \(error)")
+                waiter?.continuation.resume(throwing: BLEError.adapterFailure("the new bond could not be stored: \(error)"))
+            }
+        }
+    }
+
+    func securityFailed(_ linkID: UInt64, _ request: UInt64?, _ failure: SMPFailure) {
+        if request == nil { options.log("\(id): link \(linkID): \(failure)") }
+        guard let id = request, let waiter = security.waiting.removeValue(forKey: id) else { return }
+        waiter.continuation.resume(throwing: BLEError.security(failure.securityFailure))
+    }
+
+    /// Fails the waiters of one link (nil: of every link).
+    func failSecureWaiters(of linkID: UInt64?, _ error: any Error) {
+        for (id, waiter) in security.waiting where linkID == nil || waiter.link == linkID {
+            security.waiting[id] = nil
+            waiter.continuation.resume(throwing: error)
+        }
+    }
+}
