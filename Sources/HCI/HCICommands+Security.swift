@@ -72,57 +72,6 @@ public struct LELongTermKeyRequestNegativeReplyCommand: HCICommand {
     public func encode(into w: inout ByteWriter) { w.writeUInt16LE(handle) }
 }
 
-/// HCI_Read_Encryption_Key_Size (Vol 4 Part E 7.5.7): the key size of an encrypted link, for a
-/// controller that reports Encryption Change v1 (which carries no size).
-///
-/// | Parameter | Size |
-/// |---|---|
-/// | Connection_Handle | 2 |
-public struct ReadEncryptionKeySizeCommand: HCICommand {
-    public static let opcode = HCIOpcode.readEncryptionKeySize
-    public var handle: UInt16
-
-    public init(handle: UInt16) { self.handle = handle }
-
-    public init(from r: inout ByteReader) throws(DecodeError) {
-        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
-    }
-
-    public func encode(into w: inout ByteWriter) { w.writeUInt16LE(handle) }
-}
-
-/// The return parameters of Read Encryption Key Size.
-///
-/// | Parameter | Size |
-/// |---|---|
-/// | Status | 1 |
-/// | Connection_Handle | 2 |
-/// | Key_Size | 1 |
-public struct EncryptionKeySizeReturn: Sendable, Equatable {
-    public var status: HCIStatus
-    public var handle: UInt16
-    public var keySize: UInt8
-
-    public init(status: HCIStatus = .success, handle: UInt16, keySize: UInt8) {
-        self.status = status
-        self.handle = handle
-        self.keySize = keySize
-    }
-
-    public init(from r: inout ByteReader) throws(DecodeError) {
-        status = HCIStatus(rawValue: try r.readUInt8("Status"))
-        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
-        keySize = try r.readUInt8("Key_Size")
-        try r.expectEnd("Read Encryption Key Size return parameters")
-    }
-
-    public func encode(into w: inout ByteWriter) {
-        w.write(status.rawValue)
-        w.writeUInt16LE(handle)
-        w.write(keySize)
-    }
-}
-
 /// HCI_Encryption_Change [v1] (Vol 4 Part E 7.7.8) and [v2] (7.7.8, event 0x59), which adds the key size.
 ///
 /// | Parameter | Size |

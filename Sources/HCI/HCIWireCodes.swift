@@ -33,7 +33,6 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let leSetPHY = HCIOpcode(ogf: 0x08, ocf: 0x0032)
     public static let leEnableEncryption = HCIOpcode(ogf: 0x08, ocf: 0x0019)
     public static let leLongTermKeyRequestNegativeReply = HCIOpcode(ogf: 0x08, ocf: 0x001B)
-    public static let readEncryptionKeySize = HCIOpcode(ogf: 0x05, ocf: 0x0008)
 
     public var name: String {
         switch self {
@@ -63,7 +62,6 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .leSetPHY: return "LE Set PHY"
         case .leEnableEncryption: return "LE Enable Encryption"
         case .leLongTermKeyRequestNegativeReply: return "LE Long Term Key Request Negative Reply"
-        case .readEncryptionKeySize: return "Read Encryption Key Size"
         default: return "opcode 0x" + String(rawValue, radix: 16)
         }
     }

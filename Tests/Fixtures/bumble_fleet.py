@@ -135,6 +135,11 @@ def argument(parse):
     return convert
 
 
+def encrypted(connection):
+    """Whether `connection` is encrypted (False for none: the fixture's own tests call handlers without one)."""
+    return bool(getattr(connection, "encryption", 0))
+
+
 def write_json_atomically(path, document):
     # Readers (tests, the benchmark) are processes on this machine: the rename makes the new state
     # visible whole. No fsync: it cost milliseconds per blob chunk on a busy machine, in the radio's time.
@@ -263,7 +268,7 @@ class SensorV2:
 
     def _on_blob(self, connection, value):
         self._check_security(connection)
-        self.fff4_chunks_encrypted.append(bool(connection.encryption))
+        self.fff4_chunks_encrypted.append(encrypted(connection))
         # Bytes that arrive with no blob open (never begun, or already ended) are dropped.
         if self.blob_expected is not None and not self.blob_ended:
             self.blob.extend(value)
@@ -275,7 +280,7 @@ class SensorV2:
         self._check_security(connection)
         value = bytes(value)
         self.fff1_writes.append(value.hex())
-        self.fff1_writes_encrypted.append(bool(connection.encryption))
+        self.fff1_writes_encrypted.append(encrypted(connection))
         if value[:1] == b"\x02" and "drop_on_commit" in self.faults:
             self.drops += 1
             self.save()
@@ -402,6 +407,7 @@ class SensorV2:
         self.pairing_failures = []
         self.encryptions = 0
         self.bonds_forgotten = 0
+        self.bond_forgotten = asyncio.Event()  # set each time forget_bond has dropped a bond
         self.security_requests_sent = 0
         self.fff1_writes_encrypted = []
         self.fff4_chunks_encrypted = []
@@ -450,6 +456,7 @@ class SensorV2:
         await self.device.keystore.delete(peer)
         self.bond_mitm.pop(peer, None)
         self.bonds_forgotten += 1
+        self.bond_forgotten.set()
         self.save()
 
     def _on_pairing_failure(self, reason):
@@ -464,7 +471,7 @@ class SensorV2:
         self.save()
 
     def _check_security(self, connection):
-        if self.security == "authenticated" and connection.encryption and not self.link_mitm.get(connection.handle, False):
+        if self.security == "authenticated" and encrypted(connection) and not self.link_mitm.get(connection.handle, False):
             raise ATT_Error(ErrorCode.INSUFFICIENT_AUTHENTICATION)
 
     def save(self):

@@ -15,8 +15,10 @@ import tempfile
 import unittest
 
 from bumble import hci
+from bumble.att import ATT_Error, ErrorCode
 from bumble.core import UUID
 from bumble.device import Device, Peer
+from bumble.pairing import PairingConfig, PairingDelegate
 
 import fleet_radio
 from bumble_fleet import SensorV2, default_devices, parse_latency
@@ -496,6 +498,65 @@ class DeviceTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(len(ours), 3 + 9)
         self.assertEqual({len(a.value) for a in ours if a.type == UUID("2800")}, {16})
         self.assertEqual({len(a.value) for a in ours if a.type == UUID("2803")}, {3 + 16})
+
+
+class SecurityTests(unittest.IsolatedAsyncioTestCase):
+    """Devices with --security: Bumble's Security Manager on both ends (the station's host pairs)."""
+
+    async def control(self, connection):
+        peer = Peer(connection)
+        service = (await asyncio.wait_for(peer.discover_service(UUID("FFF0")), TIMEOUT))[0]
+        characteristics = await asyncio.wait_for(service.discover_characteristics(), TIMEOUT)
+        return peer, next(c for c in characteristics if c.uuid == UUID("FFF1"))
+
+    async def test_an_authenticated_device_pairs_with_its_passkey_and_records_encrypted_writes(self):
+        fleet = await Fleet(specs=default_devices(1, security="authenticated")).start()
+        _, host, _ = fleet.stations[0]
+        passkey = int(fleet.specs[0]["passkey"])
+
+        class Keyboard(PairingDelegate):
+            async def get_number(self):
+                return passkey
+
+        host.pairing_config_factory = lambda _c: PairingConfig(
+            sc=True, mitm=True, bonding=True, delegate=Keyboard(io_capability=PairingDelegate.KEYBOARD_INPUT_ONLY))
+        connection = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        peer, fff1 = await self.control(connection)
+        with self.assertRaises(ATT_Error) as refused:
+            await asyncio.wait_for(peer.write_value(fff1, b"\x01\xaa", with_response=True), TIMEOUT)
+        self.assertEqual(refused.exception.error_code, ErrorCode.INSUFFICIENT_ENCRYPTION)
+        await asyncio.wait_for(connection.pair(), TIMEOUT)
+        await asyncio.wait_for(peer.write_value(fff1, b"\x01\xaa", with_response=True), TIMEOUT)
+        sensor = fleet.sensor(1)
+        self.assertEqual([p["method"] for p in sensor.pairings], ["passkey_entry"])
+        self.assertEqual(sensor.fff1_writes_encrypted, [True])
+        self.assertEqual(sensor.config, b"\xaa")
+
+    async def test_a_just_works_key_does_not_open_an_authenticated_device(self):
+        fleet = await Fleet(specs=default_devices(1, security="authenticated")).start()
+        _, host, _ = fleet.stations[0]
+        host.pairing_config_factory = lambda _c: PairingConfig(
+            sc=True, mitm=False, bonding=True, delegate=PairingDelegate(io_capability=PairingDelegate.NO_OUTPUT_NO_INPUT))
+        connection = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        peer, fff1 = await self.control(connection)
+        await asyncio.wait_for(connection.pair(), TIMEOUT)
+        with self.assertRaises(ATT_Error) as refused:
+            await asyncio.wait_for(peer.write_value(fff1, b"\x01\xaa", with_response=True), TIMEOUT)
+        self.assertEqual(refused.exception.error_code, ErrorCode.INSUFFICIENT_AUTHENTICATION)
+        self.assertEqual(fleet.sensor(1).fff1_writes, [])
+
+    async def test_a_device_that_forgets_its_bond_refuses_the_stored_key(self):
+        fleet = await Fleet(specs=default_devices(1, security="encrypted", forget_bond={1})).start()
+        _, host, _ = fleet.stations[0]
+        connection = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        await asyncio.wait_for(connection.pair(), TIMEOUT)
+        await asyncio.wait_for(connection.disconnect(), TIMEOUT)
+        await asyncio.wait_for(fleet.sensor(1).bond_forgotten.wait(), TIMEOUT)
+        again = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        with self.assertRaises(hci.HCI_Error) as failed:
+            await asyncio.wait_for(again.encrypt(), TIMEOUT)
+        self.assertEqual(failed.exception.error_code, hci.HCI_ErrorCode.PIN_OR_KEY_MISSING_ERROR)
+        self.assertEqual(len(fleet.sensor(1).pairings), 1)
 
 
 if __name__ == "__main__":

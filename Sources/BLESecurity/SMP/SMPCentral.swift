@@ -192,8 +192,11 @@ public struct SMPCentral: Sendable {
         switch pdu {
         case .securityRequest(let request):
             return securityRequest(request.authRequirements)
-        case .pairingRequest, .unknown:
-            // A central is never asked to pair; an unknown command is answered as the specification says.
+        case .pairingRequest:
+            // A central does not pair as the responder.
+            return [.send(.pairingFailed(SMPPairingFailed(reason: .pairingNotSupported)))]
+        case .unknown:
+            // An unknown command is answered as the specification says (Vol 3 Part H 3.3).
             return [.send(.pairingFailed(SMPPairingFailed(reason: .commandNotSupported)))]
         default:
             return [] // a late PDU of a finished or failed pairing
