@@ -34,15 +34,26 @@ public struct SecurityRequest: Sendable, Hashable, CustomStringConvertible {
     public var bond: Bool
     /// Pair even when a stored bond exists (a lost bond made again, when the workflow allows it).
     public var pairAgain: Bool
+    /// When the device has lost its bond (encryption fails with PIN or Key Missing), pair again at once
+    /// instead of failing with `bond_lost` (a session's choice; adapters ignore it).
+    public var pairIfBondLost: Bool
 
     public init(level: SecurityLevel, passkey: Passkey? = nil, oob: OOBData? = nil, allowLegacy: Bool = false,
-                bond: Bool = true, pairAgain: Bool = false) {
+                bond: Bool = true, pairAgain: Bool = false, pairIfBondLost: Bool = false) {
         self.level = level
         self.passkey = passkey
         self.oob = oob
         self.allowLegacy = allowLegacy
         self.bond = bond
         self.pairAgain = pairAgain
+        self.pairIfBondLost = pairIfBondLost
+    }
+
+    /// The same request at another level.
+    public func at(_ level: SecurityLevel) -> SecurityRequest {
+        var r = self
+        r.level = level
+        return r
     }
 
     /// The highest level this side can reach with what it brings: authenticated with a passkey or OOB data.
@@ -55,6 +66,7 @@ public struct SecurityRequest: Sendable, Hashable, CustomStringConvertible {
         if allowLegacy { parts.append("legacy allowed") }
         if !bond { parts.append("no bond") }
         if pairAgain { parts.append("pair again") }
+        if pairIfBondLost { parts.append("pair if the bond is lost") }
         return "SecurityRequest(\(parts.joined(separator: ", ")))"
     }
 }
@@ -84,16 +96,27 @@ public struct SecurityOutcome: Sendable, Hashable, CustomStringConvertible {
     /// How the keys were made; nil when a stored bond was used or nothing was needed.
     public var method: SecurityMethod?
     public var bond: BondUse
+    /// The device had lost its bond, and it was made again (`pairIfBondLost`).
+    public var bondWasLost: Bool
 
-    public init(security: LinkSecurity, method: SecurityMethod? = nil, bond: BondUse = .none) {
+    public init(security: LinkSecurity, method: SecurityMethod? = nil, bond: BondUse = .none, bondWasLost: Bool = false) {
         self.security = security
         self.method = method
         self.bond = bond
+        self.bondWasLost = bondWasLost
     }
 
     /// Nothing secured.
     public static let none = SecurityOutcome(security: .none)
 
+    /// What a device's links achieved together, this outcome first and `later` after it (a reconnect
+    /// that encrypted with the bond the first link made): the latest link's protection; the method of
+    /// the last pairing; a bond made on any link counts as made, else one used counts as used.
+    public func followed(by later: SecurityOutcome) -> SecurityOutcome {
+        let bond: BondUse = bond == .made || later.bond == .made ? .made : (bond == .used || later.bond == .used ? .used : .none)
+        return SecurityOutcome(security: later.security, method: later.method ?? method, bond: bond,
+                               bondWasLost: bondWasLost || later.bondWasLost)
+    }
     public var description: String {
         var text = security.description
         if let method { text += ", \(method.rawValue)" }
@@ -102,6 +125,7 @@ public struct SecurityOutcome: Sendable, Hashable, CustomStringConvertible {
         case .made: text += ", bond made"
         case .used: text += ", stored bond used"
         }
+        if bondWasLost { text += " (the device had lost its bond)" }
         return text
     }
 }

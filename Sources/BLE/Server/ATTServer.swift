@@ -36,6 +36,9 @@ public struct ATTServer: Sendable {
     /// Robust caching (Vol 3 Part G 2.5.2.1): false once the database changed under a client that asked
     /// for robust caching, until it reads the Database Hash. A connection without a bond starts aware.
     public private(set) var isChangeAware = true
+    /// The link's protection (set by the owner as the link is encrypted): values that need more are
+    /// refused with Insufficient Encryption or Insufficient Authentication (`AttributeSecurity`).
+    public var linkSecurity: LinkSecurity = .none
 
     private var prepareQueue: [ATTPrepareWrite] = []
 
@@ -240,13 +243,14 @@ public struct ATTServer: Sendable {
 
     private func readError(_ a: GATTDatabase.Attribute) -> ATTErrorCode? {
         if case .value(let props) = a.role, !props.contains(.read) { return .readNotPermitted }
-        return nil
+        return AttributeSecurity.refusal(a.security.read, on: linkSecurity)
     }
 
     private func writeError(_ a: GATTDatabase.Attribute, withResponse: Bool) -> ATTErrorCode? {
         switch a.role {
         case .value(let props):
-            return props.contains(withResponse ? .write : .writeWithoutResponse) ? nil : .writeNotPermitted
+            guard props.contains(withResponse ? .write : .writeWithoutResponse) else { return .writeNotPermitted }
+            return AttributeSecurity.refusal(a.security.write, on: linkSecurity)
         case .cccd:
             return nil
         default:

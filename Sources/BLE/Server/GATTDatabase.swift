@@ -25,6 +25,28 @@ public struct GATTProperties: OptionSet, Sendable, Hashable {
     }
 }
 
+/// What reading or writing a characteristic value needs of the link (Vol 3 Part F 3.2.5): a server
+/// answers a request on a link below it with Insufficient Encryption (the link is not encrypted and
+/// encryption suffices) or Insufficient Authentication (MITM protection is needed).
+public struct AttributeSecurity: Sendable, Hashable {
+    public var read: SecurityLevel
+    public var write: SecurityLevel
+
+    public init(read: SecurityLevel = .none, write: SecurityLevel = .none) {
+        self.read = read
+        self.write = write
+    }
+
+    /// Nothing needed.
+    public static let open = AttributeSecurity()
+
+    /// The ATT error for a request that needs `required` on a link with `link`, or nil when it may go on.
+    public static func refusal(_ required: SecurityLevel, on link: LinkSecurity) -> ATTErrorCode? {
+        guard required > link.level else { return nil }
+        return link.level == .none && required == .encrypted ? .insufficientEncryption : .insufficientAuthentication
+    }
+}
+
 /// A GATT server's attribute table: services, characteristics and descriptors laid out in handle order
 /// as a peripheral exposes them (Vol 3 Part G 3).
 public struct GATTDatabase: Sendable {
@@ -50,6 +72,8 @@ public struct GATTDatabase: Sendable {
         /// The type is declared in its 128-bit form although it has a 16-bit one (Find Information
         /// then lists it in the 128-bit format).
         public var typeIsLong = false
+        /// What a characteristic value needs of the link to be read or written.
+        public var security: AttributeSecurity = .open
 
         /// A characteristic value (not a declaration or descriptor).
         public var isValue: Bool {
@@ -65,11 +89,15 @@ public struct GATTDatabase: Sendable {
         public var value: [UInt8]
         /// Add a CCCD (defaults to whether it declares notify or indicate).
         public var hasCCCD: Bool
-        public init(uuid: BluetoothUUID, properties: GATTProperties, value: [UInt8] = [], hasCCCD: Bool? = nil) {
+        /// What reading or writing the value needs of the link.
+        public var security: AttributeSecurity
+        public init(uuid: BluetoothUUID, properties: GATTProperties, value: [UInt8] = [], hasCCCD: Bool? = nil,
+                    security: AttributeSecurity = .open) {
             self.uuid = uuid
             self.properties = properties
             self.value = value
             self.hasCCCD = hasCCCD ?? !properties.isDisjoint(with: [.notify, .indicate])
+            self.security = security
         }
     }
 
@@ -83,8 +111,12 @@ public struct GATTDatabase: Sendable {
         }
     }
 
+    /// The Database Hash function: from the bytes Vol 3 Part G 7.3.1 hashes to the 16-byte value.
+    public typealias HashFunction = @Sendable ([UInt8]) -> [UInt8]
+
     /// Attributes in increasing handle order.
     public private(set) var attributes: [Attribute] = []
+    private let hash: HashFunction
     private var index: [UInt16: Int] = [:]
     private var valueHandles: [Key: UInt16] = [:]
 
@@ -95,8 +127,10 @@ public struct GATTDatabase: Sendable {
 
     /// Lays out services from handle 1. With `longUUIDs`, every service and characteristic UUID is
     /// declared in its 128-bit form, also those that have a 16-bit one (legal: the spec compares UUIDs in
-    /// 128-bit form; some firmware does it). A Database Hash characteristic (2B2A) gets its value here.
-    public init(services: [ServiceSpec], longUUIDs: Bool = false) {
+    /// 128-bit form; some firmware does it). A Database Hash characteristic (2B2A) gets its value here,
+    /// from `hash` (see `databaseHash`).
+    public init(services: [ServiceSpec], longUUIDs: Bool = false, hash: HashFunction? = nil) {
+        self.hash = hash ?? GATTDatabase.standInHash
         func declared(_ uuid: BluetoothUUID) -> [UInt8] { longUUIDs ? uuid.uuid128.reversed() : uuid.wireBytes }
         var handle: UInt16 = 1
         for service in services {
@@ -114,7 +148,7 @@ public struct GATTDatabase: Sendable {
                 append(Attribute(handle: declHandle, type: .characteristic, value: decl.bytes,
                                  role: .characteristicDeclaration, groupEnd: 0))
                 append(Attribute(handle: valueHandle, type: c.uuid, value: c.value, role: .value(c.properties), groupEnd: 0,
-                                 typeIsLong: longUUIDs))
+                                 typeIsLong: longUUIDs, security: c.security))
                 valueHandles[Key(service: service.uuid, characteristic: c.uuid)] = valueHandle
                 handle += 2
                 if c.hasCCCD {
@@ -155,12 +189,14 @@ public struct GATTDatabase: Sendable {
     /// The Database Hash (2B2A) value of this layout: 16 bytes that change whenever a declaration does.
     ///
     /// The spec computes AES-CMAC (key 0) over `databaseHashInput`. This target has no AES (crypto comes
-    /// from libcrypto, never hand-written), so the first 16 bytes of SHA-256 over the same input stand in
-    /// for it: a client treats the hash as an opaque value and only compares it, so equality is all that
-    /// matters here. Swap in AES-CMAC once a libcrypto target exists (docs/simulator.md).
-    public var databaseHash: [UInt8] {
-        Array(SHA256.hash(databaseHashInput).prefix(16))
-    }
+    /// from libcrypto, in BLESecurity, which depends on this target), so the function is given: the
+    /// simulator passes the real AES-CMAC (`SMPCrypto.databaseHash`); without one, the first 16 bytes
+    /// of SHA-256 over the same input stand in (`standInHash`) — a client treats the hash as an opaque
+    /// value and only compares it.
+    public var databaseHash: [UInt8] { hash(databaseHashInput) }
+
+    /// The stand-in for AES-CMAC where none is given: SHA-256 truncated to 16 bytes.
+    public static let standInHash: HashFunction = { Array(SHA256.hash($0).prefix(16)) }
     private mutating func append(_ a: Attribute) {
         index[a.handle] = attributes.count
         attributes.append(a)

@@ -18,6 +18,9 @@ public actor Session {
     public var roundTrips: Int { counter.value }
     /// The current connection state.
     public var state: ConnectionState { states.current }
+    /// What securing the session's links achieved so far (nil: no link was secured): the level of the
+    /// latest, the method of the last pairing, whether a bond was made or used.
+    public private(set) var security: SecurityOutcome?
 
     private let counter = RoundTripCounter()
     private let states = StateBroadcaster()
@@ -33,6 +36,10 @@ public actor Session {
     private var reconnectTask: Task<Void, Never>?
 
     private var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    /// The security every new link gets before `ready`: the options', raised by `secure` and upgrades.
+    private var securityWanted: SecurityRequest?
+    /// The current link's protection.
+    private var linkSecurity: LinkSecurity = .none
     private var nextID: UInt64 = 0
 
     private struct Subscription {
@@ -53,6 +60,7 @@ public actor Session {
         self.peer = peer
         self.options = options
         self.log = options.log ?? { _ in }
+        self.securityWanted = options.security
     }
 
     /// Connection states: each call returns a new stream that starts with the current state.
@@ -122,7 +130,10 @@ public actor Session {
         let newLink: any Link
         let handoff = LinkHandoff()
         do {
-            let central = self.central, peer = self.peer, connectOptions = options.connect
+            let central = self.central, peer = self.peer
+            var asked = options.connect
+            asked.security = securityWanted ?? options.upgrade
+            let connectOptions = asked
             newLink = try await withDeadline(connectOptions.timeout, operation: "connect \(peer)") {
                 let link = try await central.connect(to: peer, options: connectOptions)
                 // The deadline (or a cancellation) may already have given up on this connect.
@@ -157,6 +168,7 @@ public actor Session {
                                 serviceChanged: serviceChanged, log: { [log, peer] in log("\(peer): \($0)") })
         link = newLink
         gatt = client
+        linkSecurity = .none
         for key in subscriptions.keys {
             subscriptions[key]?.valueHandle = nil
             subscriptions[key]?.cccdHandle = nil
@@ -167,6 +179,11 @@ public actor Session {
         }
         publish(.connected)
         do {
+            // Secured before anything else: a device may refuse even discovery on a plain link, and
+            // the subscriptions restored below may need it.
+            if let wanted = securityWanted, wanted.level > .none {
+                _ = try await secureLink(newLink, wanted)
+            }
             mtu = try await att.exchangeMTU(preferred: options.connect.preferredMTU)
             let active = subscriptions.filter { $0.value.active }.map(\.key)
             if !active.isEmpty {
@@ -199,6 +216,7 @@ public actor Session {
         router.reset(generation: generation)
         link = nil
         gatt = nil
+        linkSecurity = .none
         lastReason = reason
     }
 
@@ -251,6 +269,95 @@ public actor Session {
         failSubscriptions(lastError)
     }
 
+    // MARK: - Security
+
+    /// Secures the ready link as `request` asks (a stored bond, else pairing; see `Link.secure`) within
+    /// `timeout`, and keeps the request for every later link (reconnects are secured before `ready`).
+    /// Throws `BLEError.security` when pairing or encryption fails; after a Security Manager timeout the
+    /// link is dropped (no pairing on it until it is reconnected, Vol 3 Part H 3.4).
+    public func secure(_ request: SecurityRequest, timeout: Duration) async throws -> SecurityOutcome {
+        try await withDeadline(timeout, operation: "secure \(peer) (\(request.level))") {
+            try await self.secureReadyLink(request)
+        }
+    }
+
+    private func secureReadyLink(_ request: SecurityRequest) async throws -> SecurityOutcome {
+        _ = try await readyClient()
+        guard let current = link else { throw BLEError.disconnected(lastReason ?? .localHostTerminated) }
+        let outcome = try await secureLink(current, request)
+        keepForReconnects(request)
+        return outcome
+    }
+
+    /// Later links get at least `request`'s level (with what it brings: passkey, OOB data, policy).
+    private func keepForReconnects(_ request: SecurityRequest) {
+        var kept = request
+        kept.pairAgain = false
+        if kept.level >= (securityWanted?.level ?? .none) { securityWanted = kept }
+    }
+
+    /// One link secured: a device that lost its bond is paired again when the request says so; a
+    /// Security Manager timeout drops the link.
+    private func secureLink(_ target: any Link, _ request: SecurityRequest) async throws -> SecurityOutcome {
+        var outcome: SecurityOutcome
+        do {
+            do {
+                outcome = try await target.secure(request)
+            } catch BLEError.security(let f) where f.category == .bondLost && request.pairIfBondLost && !request.pairAgain {
+                log("\(peer): \(f); pairing again (the workflow allows it)")
+                var again = request
+                again.pairAgain = true
+                outcome = try await target.secure(again)
+                outcome.bondWasLost = true
+            }
+        } catch BLEError.security(let f) where f.category == .timeout {
+            log("\(peer): \(f); dropping the link (no pairing on it until it is reconnected)")
+            await target.disconnect()
+            throw BLEError.security(f)
+        }
+        if target === link || link == nil { linkSecurity = outcome.security }
+        security = security.map { $0.followed(by: outcome) } ?? outcome
+        return outcome
+    }
+
+    /// When `error` is a refusal for insufficient security and the session may upgrade, secures the
+    /// link once at the level the refusal asks for and returns true: the caller repeats its request.
+    /// Insufficient Encryption asks for encryption; Insufficient Authentication for MITM protection
+    /// (encryption first on a plain link when this side has no passkey or OOB data); Insufficient
+    /// Encryption Key Size for a new pairing (a longer key).
+    private func upgrade(after error: BLEError) async throws -> Bool {
+        guard case .att(let refusal) = error, let allowed = options.upgrade, let current = link else { return false }
+        let level = linkSecurity.level
+        var request = allowed
+        switch refusal.code {
+        case .insufficientEncryption:
+            guard level == .none else { return false }
+            request.level = max(allowed.level, .encrypted)
+        case .insufficientAuthentication:
+            guard level < .authenticated else { return false }
+            request.level = level >= .encrypted || allowed.achievableLevel == .authenticated ? .authenticated : .encrypted
+        case .insufficientEncryptionKeySize:
+            request.level = max(level, allowed.level, .encrypted)
+            request.pairAgain = true
+        default:
+            return false
+        }
+        log("\(peer): \(refusal.code.name); securing the link (\(request.level)) and repeating the request")
+        _ = try await secureLink(current, request)
+        keepForReconnects(request)
+        return true
+    }
+
+    /// Runs `body`, and once more after an upgrade when it was refused for insufficient security.
+    private func upgrading<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let e as BLEError {
+            guard try await upgrade(after: e) else { throw e }
+            return try await body()
+        }
+    }
+
     // MARK: - Operations
 
     /// Discovers services and their characteristics ahead of use, caching them for this link: the named
@@ -289,7 +396,12 @@ public actor Session {
     public func read(_ targets: [CharacteristicPath], timeout: Duration) async throws -> [Result<[UInt8], BLEError>] {
         let what = targets.map(\.characteristic.description).joined(separator: ",")
         return try await withDeadline(timeout, operation: "read \(what)") {
-            try await self.withClient { client in try await Self.read(targets, on: client) }
+            let results = try await self.withClient { client in try await Self.read(targets, on: client) }
+            // An entry refused for insufficient security upgrades the link once; then all are read again.
+            for case .failure(let e) in results where try await self.upgrade(after: e) {
+                return try await self.withClient { client in try await Self.read(targets, on: client) }
+            }
+            return results
         }
     }
 
@@ -423,7 +535,8 @@ public actor Session {
         }
         subscriptions[key] = Subscription(indicate: indicate, consumers: [id])
         do {
-            try await enableRediscovering(key, indicate: indicate, on: client, generation: generation)
+            let gen = generation
+            try await upgrading { try await self.enableRediscovering(key, indicate: indicate, on: client, generation: gen) }
         } catch {
             let waiters = subscriptions[key]?.waiters ?? [:]
             subscriptions[key]?.waiters = [:]
@@ -520,7 +633,7 @@ public actor Session {
     private func withClient<T: Sendable>(_ body: @Sendable (GATTClient) async throws -> T) async throws -> T {
         let client = try await readyClient()
         do {
-            return try await body(client)
+            return try await upgrading { try await body(client) }
         } catch let e as BLEError {
             guard await client.shouldRediscover(after: e) else { throw e }
             log("\(peer): \(e); rediscovering and trying once more")

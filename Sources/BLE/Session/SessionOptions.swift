@@ -31,6 +31,13 @@ public struct SessionOptions: Sendable {
     public var gattCacheKey: String
     /// Diagnostics: dropped or stray PDUs, failed reconnect attempts, failed unsubscribes. Nil: silent.
     public var log: (@Sendable (String) -> Void)?
+    /// The security every link of the session gets before it is `ready` (the first, and each
+    /// reconnect's): a stored bond, else pairing. Nil: links are not secured unless `secure` is called.
+    public var security: SecurityRequest?
+    /// What a request refused for insufficient authentication, encryption or key size may do: secure
+    /// the link once with this (its level raised to what the refusal asks) and repeat the request.
+    /// Nil: never — a refusal fails the operation.
+    public var upgrade: SecurityRequest?
 
     public init(connect: ConnectOptions = ConnectOptions(),
                 reconnect: ReconnectPolicy = .limited(maxAttempts: 3, delays: [.seconds(1), .seconds(2), .seconds(5)]),
@@ -39,7 +46,9 @@ public struct SessionOptions: Sendable {
                 attTimeout: Duration = .seconds(30),
                 gattCache: GATTCache? = nil,
                 gattCacheKey: String = "",
-                log: (@Sendable (String) -> Void)? = nil) {
+                log: (@Sendable (String) -> Void)? = nil,
+                security: SecurityRequest? = nil,
+                upgrade: SecurityRequest? = nil) {
         self.connect = connect
         self.reconnect = reconnect
         self.discovery = discovery
@@ -48,6 +57,8 @@ public struct SessionOptions: Sendable {
         self.gattCache = gattCache
         self.gattCacheKey = gattCacheKey
         self.log = log
+        self.security = security
+        self.upgrade = upgrade
     }
 }
 

@@ -43,6 +43,8 @@ actor TestPeripheral {
     }
 
     func setAnswers(_ value: Bool) { answers = value }
+    /// The current link is now protected this well (its server refuses values that need more).
+    func setLinkSecurity(_ value: LinkSecurity) { server?.linkSecurity = value }
     func setHoldCredits(_ value: Bool) { holdCredits = value }
     func setDropAfterCCCDWrite(onLink n: Int?) { dropAfterCCCDWriteOnLink = n }
 
