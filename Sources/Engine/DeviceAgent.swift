@@ -29,6 +29,8 @@ actor DeviceAgent {
     /// This attempt sent an irreversible write that may have reached the device (no answer said it
     /// was not executed, no `confirm` said it did not take effect).
     private var irreversibleSent = false
+    /// What securing this device's links achieved, over every session so far.
+    private var security: SecurityOutcome?
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
         self.device = device
@@ -97,7 +99,7 @@ actor DeviceAgent {
             rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
             captured: capturedForReport(), steps: records,
             error: supervisor.failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
-            resumed: resumed ? true : nil, attRoundTrips: roundTrips)
+            resumed: resumed ? true : nil, attRoundTrips: roundTrips, security: securityRecord())
     }
 
     /// Runs one attempt of a step and says how it went, for the supervisor.
@@ -123,6 +125,10 @@ actor DeviceAgent {
             try await scan(s, index: index, timeout: timeout)
         case .connect(let c):
             try await connect(c, timeout: timeout)
+        case .pair(let p):
+            let s = try requireSession(step)
+            let request = try p.security.request(level: p.security.level.securityLevel, lookup: lookup)
+            _ = try await s.secure(request, timeout: timeout)
         case .discover(let d):
             let s = try requireSession(step)
             let services = d.services.isEmpty ? context.servicesUsed : d.services
@@ -281,18 +287,23 @@ actor DeviceAgent {
             try await adapter.slots.acquire()
             holdsSlot = true
         }
+        // The secrets (passkey, OOB data) rendered for this device; never shown (the redactor knows them).
+        let asked = try c.security.request(level: c.security.level.securityLevel, lookup: lookup)
         let options = SessionOptions(
             connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247),
             reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
             discovery: context.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: context.allowUndeclared,
             attTimeout: context.attTimeout,
-            gattCache: context.gattCache, gattCacheKey: device.value(of: "model") ?? "")
+            gattCache: context.gattCache, gattCacheKey: device.value(of: "model") ?? "",
+            security: asked.level > .none ? asked : nil,
+            upgrade: c.security.upgrade ? asked : nil)
         let central: any Central = held.map { HeldLinkCentral(base: adapter.central, link: $0) } ?? adapter.central
         let s = Session(central: central, peer: peer, options: options)
         do {
             try await s.connect()
         } catch {
+            if let outcome = await s.security { security = security.map { $0.followed(by: outcome) } ?? outcome }
             await s.disconnect()
             if let h = central as? HeldLinkCentral { await h.close() }
             releaseSlot()
@@ -477,10 +488,23 @@ actor DeviceAgent {
         }
         if let s = session {
             roundTripsBefore += await s.roundTrips
+            if let outcome = await s.security { security = security.map { $0.followed(by: outcome) } ?? outcome }
             await s.disconnect()
         }
         session = nil
         releaseSlot()
+    }
+
+    /// The report's view of the device's security: what its links reached, how, and with which bond;
+    /// nil when the workflow never asks for security and nothing was secured.
+    private func securityRecord() -> SecurityRecord? {
+        let asked = context.workflow.steps.contains { $0.security.map { $0.level != .none } ?? false }
+        guard asked || security != nil else { return nil }
+        let o = security ?? .none
+        return SecurityRecord(level: o.security.level.name, method: o.method?.rawValue, bond: o.bond.rawValue,
+                              keySize: o.security.level == .none ? nil : o.security.keySize,
+                              secureConnections: o.security.level == .none ? nil : o.security.secureConnections,
+                              bondLost: o.bondWasLost ? true : nil)
     }
 
     private func releaseSlot() {

@@ -244,6 +244,8 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     /// Outcome taken from the journal of an earlier run (not run again).
     public var carriedOver: Bool?
     public var attRoundTrips: Int?
+    /// The security its links reached (present when the workflow asks for security).
+    public var security: SecurityRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
     /// Set in memory when the outcome could not be journaled (never written to a report).
@@ -252,13 +254,13 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, name, outcome, resumed, rssi,
-             skipReason, started, steps
+             security, skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
                 rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: String] = [:],
                 steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil, carriedOver: Bool? = nil,
-                attRoundTrips: Int? = nil, skipReason: String? = nil) {
+                attRoundTrips: Int? = nil, skipReason: String? = nil, security: SecurityRecord? = nil) {
         self.id = id
         self.address = address
         self.name = name
@@ -275,6 +277,40 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.carriedOver = carriedOver
         self.attRoundTrips = attRoundTrips
         self.skipReason = skipReason
+        self.security = security
+    }
+}
+
+/// A device's link security as the report shows it: the level reached, how the keys were made, and
+/// whether a bond was made or used. Never a key.
+public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
+    /// `none`, `encrypted` or `authenticated`: what the device's last link reached.
+    public var level: String
+    /// `just_works`, `passkey_entry`, `oob` or `numeric_comparison`: how the last pairing authenticated;
+    /// absent when the link was encrypted with a stored bond (or not at all).
+    public var method: String?
+    /// `made` (pairing made a bond), `used` (a stored bond encrypted the link without pairing) or `none`.
+    public var bond: String
+    /// The device had lost its bond and was paired again (`on_bond_lost: pair`).
+    public var bondLost: Bool?
+    /// Encryption key size in octets, when encrypted.
+    public var keySize: Int?
+    /// LE Secure Connections (false: LE legacy pairing), when encrypted.
+    public var secureConnections: Bool?
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case bond, bondLost, keySize, level, method, secureConnections
+    }
+
+    public init(level: String, method: String? = nil, bond: String = "none", keySize: Int? = nil, secureConnections: Bool? = nil,
+                bondLost: Bool? = nil) {
+        self.level = level
+        self.method = method
+        self.bond = bond
+        self.keySize = keySize
+        self.secureConnections = secureConnections
+        self.bondLost = bondLost
     }
 }
 

@@ -7,6 +7,7 @@ public struct Step: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case scan(Scan)
         case connect(Connect)
+        case pair(Pair)
         case discover(Discover)
         case read(Read)
         case verify(Verify)
@@ -23,6 +24,7 @@ public struct Step: Sendable, Equatable {
             switch self {
             case .scan: return "scan"
             case .connect: return "connect"
+            case .pair: return "pair"
             case .discover: return "discover"
             case .read: return "read"
             case .verify: return "verify"
@@ -38,7 +40,7 @@ public struct Step: Sendable, Equatable {
 
         /// Every step keyword.
         public static let keywords = [
-            "scan", "connect", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
+            "scan", "connect", "pair", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
             "await", "sleep", "disconnect",
         ]
     }
@@ -81,7 +83,9 @@ public struct Step: Sendable, Equatable {
     public var templates: [Template] {
         switch kind {
         case .scan(let s): return [s.address, s.name].compactMap { $0 }
-        case .connect, .discover, .subscribe, .unsubscribe, .sleep, .disconnect, .read: return []
+        case .connect(let c): return c.security.templates
+        case .pair(let p): return p.security.templates
+        case .discover, .subscribe, .unsubscribe, .sleep, .disconnect, .read: return []
         case .verify(let v): return [v.value] + v.matcher.templates
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
@@ -135,6 +139,15 @@ public struct Step: Sendable, Equatable {
         }
     }
 
+    /// The security options of a `connect` or `pair` step.
+    public var security: Security? {
+        switch kind {
+        case .connect(let c): return c.security
+        case .pair(let p): return p.security
+        default: return nil
+        }
+    }
+
     /// The name this step captures into, if it is a `read` with an `id`.
     public var capturedName: String? {
         if case .read(let r) = kind { return r.id }
@@ -175,15 +188,18 @@ extension Step {
         }
     }
 
-    /// `connect`: open a connection, optionally request an ATT MTU, with a reconnect policy.
+    /// `connect`: open a connection, optionally request an ATT MTU, with a reconnect policy and the
+    /// security every link of the connection gets (`security`, see `Step.Security`).
     public struct Connect: Sendable, Equatable {
         /// ATT MTU to request (23...517), or nil to keep the default.
         public var mtu: Int?
         /// The connection's reconnect policy after defaults.
         public var reconnect: ReconnectPolicy
-        public init(mtu: Int? = nil, reconnect: ReconnectPolicy = .standard) {
+        public var security: Security
+        public init(mtu: Int? = nil, reconnect: ReconnectPolicy = .standard, security: Security = .none) {
             self.mtu = mtu
             self.reconnect = reconnect
+            self.security = security
         }
     }
 

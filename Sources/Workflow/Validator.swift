@@ -202,6 +202,11 @@ public enum Validator {
                             + "; \(first.0.id) is at \(inventory.path):\(first.0.mark)"))
                 }
             }
+            // 3. Passkeys and OOB data: inventory secrets, six digits / 16 bytes for every device.
+            if let security = step.security {
+                out += checkSecrets(security, step: step, path: path, inventory: inventory, devices: devices,
+                                    captured: capturedAnywhere, reported: &reported)
+            }
             if let id = step.capturedName { captured.insert(id) }
         }
         // 3. Scanning needs something to find the device by.
@@ -209,6 +214,51 @@ public enum Validator {
             let lost = devices.filter { $0.address == nil && $0.name == nil }
             if !lost.isEmpty, let scan = workflow.steps.first(where: { if case .scan = $0.kind { return true } else { return false } }) {
                 out.append(Diagnostic(path: path, mark: scan.mark, message: "`scan` finds devices by address or name, but \(lost.count) devices have neither: \(idList(lost))"))
+            }
+        }
+        return out
+    }
+
+    /// The secrets a `connect` or `pair` uses: each variable declared secret in the inventory (not a
+    /// built-in, not a value read from the device), and its value a six-digit passkey or 16 bytes of
+    /// OOB data for every selected device. Messages never show a value.
+    static func checkSecrets(_ security: Step.Security, step: Step, path: String, inventory: Inventory, devices: [InventoryDevice],
+                             captured: Set<String>, reported: inout Set<String>) -> [Diagnostic] {
+        var out: [Diagnostic] = []
+        var fields: [(template: Template, what: String, valid: (String) -> Bool, shape: String)] = []
+        if let p = security.passkey {
+            fields.append((p, "the passkey", { Step.Security.passkey($0) != nil }, "six digits"))
+        }
+        if let oob = security.oob {
+            fields.append((oob.confirm, "the OOB `confirm` value", { Step.Security.oobValue($0) != nil }, "16 bytes (32 hex digits)"))
+            fields.append((oob.random, "the OOB `random` value", { Step.Security.oobValue($0) != nil }, "16 bytes (32 hex digits)"))
+        }
+        for field in fields {
+            var usable = true
+            for (name, mark) in field.template.references {
+                if captured.contains(name) {
+                    out.append(Diagnostic(path: path, mark: mark, message: "\(field.what) comes from `${\(name)}`, a value read from the device",
+                                          hint: "a passkey or OOB data comes from the inventory, as a secret"))
+                    usable = false
+                } else if !inventory.isSecret(name) && (inventory.variableNames.contains(name) || Template.builtins.contains(name)) {
+                    out.append(Diagnostic(path: path, mark: mark, message: "\(field.what) comes from `${\(name)}`, which the inventory does not declare secret",
+                                          hint: "add `\(name)` to `secrets:` in \(inventory.path), so its value never reaches a report, a journal or a log"))
+                    usable = false
+                } else if !inventory.isSecret(name) {
+                    usable = false   // unknown: reported as such above
+                }
+            }
+            guard usable else { continue }
+            let bad = devices.filter { device in
+                guard let value = try? field.template.render({ device.value(of: $0) }) else { return false }
+                return !field.valid(value)
+            }
+            let key = "\(field.what)@\(field.template.references.first?.1 ?? step.mark)"
+            if let first = bad.first, reported.insert(key).inserted {
+                out.append(Diagnostic(
+                    path: path, mark: field.template.references.first?.1 ?? step.mark,
+                    message: "step `\(step.name)`: \(field.what) is not \(field.shape) for \(bad.count) device\(bad.count == 1 ? "" : "s"): \(idList(bad))",
+                    hint: "fix it in the inventory; \(first.id) is at \(inventory.path):\(first.mark)"))
             }
         }
         return out

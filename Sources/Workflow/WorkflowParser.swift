@@ -45,10 +45,13 @@ public struct WorkflowParser: Sendable {
     }
 
     static let topKeys = ["name", "description", "defaults", "steps"]
+    /// The security options `connect` and `pair` share (`connect` adds `upgrade`).
+    static let securityKeys = ["security", "passkey", "oob", "legacy", "bond", "on_bond_lost"]
     static let commonKeys = ["name", "timeout", "retry", "retry_from"]
     static let optionKeys: [String: [String]] = [
         "scan": ["address", "name", "services", "manufacturer", "min_rssi"],
-        "connect": ["mtu", "reconnect"],
+        "connect": ["mtu", "reconnect"] + securityKeys + ["upgrade"],
+        "pair": securityKeys,
         "discover": ["all", "services"],
         "read": ["service", "characteristic", "id", "as"],
         "verify": ["value", "equals", "matches", "in", "one_of"],
@@ -234,6 +237,12 @@ private struct State {
         case "connect":
             kind = connect(options, defaults: defaults)
             connected = true
+        case "pair":
+            needsConnection(kindName, mark)
+            kind = security(options, step: "pair").map { s in
+                derivedName = "pair \(s.level.rawValue)"
+                return .pair(Step.Pair(security: s))
+            }
         case "discover":
             needsConnection(kindName, mark)
             var d = Step.Discover()
@@ -467,8 +476,98 @@ private struct State {
         var ok = true
         if let m = options["mtu"] { if let v = reader.integer(m, "`mtu`", in: 23...517) { c.mtu = v } else { ok = false } }
         if let r = options["reconnect"] { if let v = reader.reconnect(r) { c.reconnect = v } else { ok = false } }
+        if let s = security(options, step: "connect") { c.security = s } else { ok = false }
         return ok ? .connect(c) : nil
     }
+
+    /// The security options of `connect` or `pair` (docs/workflow.md, "Security"). Passkeys and OOB data
+    /// come from the inventory as secrets: written out in the workflow they are refused (Validator checks
+    /// that the variables are declared secret and hold six digits / 16 bytes for every device).
+    mutating func security(_ options: YAMLNode, step: String) -> Step.Security? {
+        var s = Step.Security(level: step == "pair" ? .encrypted : .none)
+        var ok = true
+        var levelMark = options.mark
+        if let n = options["security"], let text = reader.string(n, "`security`") {
+            levelMark = n.mark
+            let allowed = step == "pair" ? ["encrypted", "authenticated"] : Step.Security.Level.allCases.map(\.rawValue)
+            if let level = Step.Security.Level(rawValue: text), allowed.contains(text) {
+                s.level = level
+            } else {
+                reader.error("`security` is \(allowed.map { "`\($0)`" }.joined(separator: ", ")) on `\(step)`, not `\(text)`", at: n.mark,
+                             hint: Suggestions.hint(for: text, in: allowed)
+                                ?? (step == "pair" ? "a `pair` step secures the link; to secure only when the device asks, use `security: auto` on `connect`" : nil))
+                ok = false
+            }
+        }
+        func secret(_ node: YAMLNode, _ what: String) -> Template? {
+            guard let t = reader.template(node, what) else { ok = false; return nil }
+            if t.isLiteral {
+                reader.error("\(what) is written out in the workflow, where it is no secret", at: node.mark,
+                             hint: "give each device its value in the inventory, list the variable in `secrets:`, and write `\"${name}\"` here")
+                ok = false
+                return nil
+            }
+            return t
+        }
+        if let p = options["passkey"] {
+            s.passkey = secret(p, "the passkey")
+            s.passkeyMark = p.mark
+        }
+        if let o = options["oob"] {
+            if let pairs = reader.mapping(o, "`oob`") {
+                reader.checkKeys(pairs, allowed: ["confirm", "random"], in: "`oob`")
+                let confirm = o["confirm"].flatMap { secret($0, "the OOB `confirm` value") }
+                let random = o["random"].flatMap { secret($0, "the OOB `random` value") }
+                if o["confirm"] == nil || o["random"] == nil {
+                    reader.error("`oob` needs both `confirm` and `random` (the device's C and r, 16 bytes each)", at: o.mark)
+                    ok = false
+                }
+                if let confirm, let random { s.oob = Step.Security.OOB(confirm: confirm, random: random, mark: o.mark) }
+            } else { ok = false }
+        }
+        if let l = options["legacy"] { if let v = reader.bool(l, "`legacy`") { s.legacy = v } else { ok = false } }
+        if let b = options["bond"] { if let v = reader.bool(b, "`bond`") { s.bond = v } else { ok = false } }
+        if let b = options["on_bond_lost"], let text = reader.string(b, "`on_bond_lost`") {
+            if let v = Step.Security.BondLostPolicy(rawValue: text) { s.onBondLost = v } else {
+                reader.error("`on_bond_lost` is `fail` or `pair`, not `\(text)`", at: b.mark,
+                             hint: Suggestions.hint(for: text, in: Step.Security.BondLostPolicy.allCases.map(\.rawValue))
+                                ?? "`fail`: the device fails with `bond_lost`; `pair`: it is paired again")
+                ok = false
+            }
+        }
+        var upgradeGiven: YAMLNode?
+        if let u = options["upgrade"] {
+            upgradeGiven = u
+            if let v = reader.bool(u, "`upgrade`") { s.upgrade = v } else { ok = false }
+        }
+        // What the level allows.
+        switch s.level {
+        case .none:
+            // Never paired: options that only a pairing uses are a mistake, not a no-op.
+            for key in Self.pairingKeys where options[key] != nil {
+                reader.error("`\(key)` has no use with `security: none`: this step never pairs or encrypts", at: options[key]?.mark ?? options.mark,
+                             hint: "secure the link with `security: encrypted` or `authenticated`, or only when the device asks with `security: auto`")
+                ok = false
+            }
+        case .auto:
+            s.upgrade = true
+            if let u = upgradeGiven, u.scalar == "false" {
+                reader.error("`security: auto` secures the link only when the device refuses a request; `upgrade: false` turns that off", at: u.mark,
+                             hint: "use `security: none` for a link that is never secured")
+                ok = false
+            }
+        case .authenticated where s.passkey == nil && s.oob == nil && options["passkey"] == nil && options["oob"] == nil:
+            reader.error("`security: authenticated` needs the device's `passkey` or its `oob` data", at: levelMark,
+                         hint: "without either only Just Works is possible, which is not authenticated: add `passkey: \"${passkey}\"` (an inventory secret)")
+            ok = false
+        default:
+            break
+        }
+        return ok ? s : nil
+    }
+
+    /// The options that only mean something when the step may pair.
+    static let pairingKeys = ["passkey", "oob", "legacy", "bond", "on_bond_lost", "upgrade"]
 
     mutating func write(_ options: YAMLNode, context: String, laterCaptures: [String: Int]) -> Step.Write? {
         let target = characteristic(options, context.replacingBackticks)

@@ -26,10 +26,13 @@ import Testing
                                 adapter: "sim0", rssi: -61, started: "2026-11-30T05:00:00.123Z", durationMs: 12.5,
                                 captured: ["fw": "2.1.0", "serial": "SN-0001", "B": "x", "_x": "y", "camelKey": awkward, "é": "z"],
                                 steps: steps(), error: failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
-                                skipReason: nil)
+                                skipReason: nil,
+                                security: SecurityRecord(level: "authenticated", method: "passkey_entry", bond: "made", keySize: 16,
+                                                         secureConnections: true, bondLost: true))
         let bare = DeviceRecord(id: awkward, address: nil, name: nil, outcome: .skipped, skipReason: "not started: \(awkward)")
         let negative = DeviceRecord(id: "n", address: nil, name: "", outcome: .succeeded, attempts: 1, rssi: -100, durationMs: -0.0,
-                                    captured: [:], steps: [], carriedOver: true, attRoundTrips: 0)
+                                    captured: [:], steps: [], carriedOver: true, attRoundTrips: 0,
+                                    security: SecurityRecord(level: "none"))
         return [full, bare, negative]
     }
 

@@ -16,6 +16,7 @@ import YAML
         steps:
           - scan: { address: "C0:5E:00:00:00:01", name: "${name}", services: [FFF0, 180A], manufacturer: { company: 0x004C, data: "0215" }, min_rssi: -80 }
           - connect: { mtu: 247, reconnect: { attempts: 2, delay: 500ms } }
+          - pair: { security: authenticated, passkey: "${passkey}" }
           - discover: { all: true }
           - read: { id: fw, service: 180A, characteristic: 2A26, as: utf8 }
           - verify: { value: "${fw}", matches: '^2\\.' }
@@ -45,31 +46,34 @@ import YAML
         #expect(scan.manufacturer == Step.ManufacturerFilter(company: 0x004C, prefix: [0x02, 0x15]))
         #expect(scan.minRSSI == -80)
         #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: ReconnectPolicy(attempts: 2, delay: .milliseconds(500)))))
-        #expect(w.steps[2].kind == .discover(Step.Discover(all: true)))
+        guard case .pair(let pair) = w.steps[2].kind else { Issue.record("not a pair"); return }
+        #expect(pair.security.level == .authenticated && pair.security.passkey?.referencedNames == ["passkey"])
+        #expect(w.steps[2].name == "pair authenticated")
+        #expect(w.steps[3].kind == .discover(Step.Discover(all: true)))
         let ref = CharacteristicRef(service: BluetoothUUID(0x180A), characteristic: BluetoothUUID(0x2A26))
-        #expect(w.steps[3].kind == .read(Step.Read(target: ref, id: "fw", decoder: .utf8)))
-        #expect(w.steps[3].name == "read fw")
-        guard case .verify(let verify) = w.steps[4].kind else { Issue.record("not a verify"); return }
+        #expect(w.steps[4].kind == .read(Step.Read(target: ref, id: "fw", decoder: .utf8)))
+        #expect(w.steps[4].name == "read fw")
+        guard case .verify(let verify) = w.steps[5].kind else { Issue.record("not a verify"); return }
         #expect(verify.matcher == .matches(pattern: #"^2\."#, hex: false))
-        guard case .write(let write) = w.steps[5].kind else { Issue.record("not a write"); return }
+        guard case .write(let write) = w.steps[6].kind else { Issue.record("not a write"); return }
         #expect(!write.withResponse)
-        #expect(w.steps[5].name == "write FFF1")
-        guard case .writeBlob(let blob) = w.steps[6].kind else { Issue.record("not a write_blob"); return }
+        #expect(w.steps[6].name == "write FFF1")
+        guard case .writeBlob(let blob) = w.steps[7].kind else { Issue.record("not a write_blob"); return }
         #expect(blob.chunkSize == 20)
         #expect(blob.value.fileTemplates.map(\.source) == ["${blob}"])
-        guard case .subscribe(let sub) = w.steps[7].kind else { Issue.record("not a subscribe"); return }
+        guard case .subscribe(let sub) = w.steps[8].kind else { Issue.record("not a subscribe"); return }
         #expect(sub.mode == .indicate && sub.allowUndeclared && sub.id == "acks")
-        guard case .await(let a) = w.steps[8].kind else { Issue.record("not an await"); return }
+        guard case .await(let a) = w.steps[9].kind else { Issue.record("not an await"); return }
         #expect(a.subscription == "acks")
         #expect(a.matcher == .matches(pattern: "^0200", hex: true))
         #expect(a.resend == [.seconds(1), .seconds(2), .seconds(5)])
         #expect(a.trigger?.value == .hex(Template(literal: "02")))
-        #expect(w.steps[8].effectiveTimeout == .seconds(2))
-        #expect(w.steps[9].kind == .unsubscribe(Step.Unsubscribe(id: "acks")))
-        #expect(w.steps[10].kind == .sleep(Step.Sleep(duration: .milliseconds(250))))
-        #expect(w.steps[10].name == "sleep 250ms")
-        #expect(w.steps[11].kind == .disconnect(Step.Disconnect()))
-        #expect(w.inventoryVariables == ["config", "blob"])
+        #expect(w.steps[9].effectiveTimeout == .seconds(2))
+        #expect(w.steps[10].kind == .unsubscribe(Step.Unsubscribe(id: "acks")))
+        #expect(w.steps[11].kind == .sleep(Step.Sleep(duration: .milliseconds(250))))
+        #expect(w.steps[11].name == "sleep 250ms")
+        #expect(w.steps[12].kind == .disconnect(Step.Disconnect()))
+        #expect(w.inventoryVariables == ["config", "blob", "passkey"])
     }
 
     @Test func stepNamesAndCommonOptionsMayStandBesideTheKind() throws {
