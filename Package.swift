@@ -21,7 +21,7 @@ let package = Package(
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
+        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // Workflow and inventory models, validation, templates, codecs.
         .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
-        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
+        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),

@@ -1,4 +1,6 @@
 import BLE
+import BLESecurity
+import Synchronization
 
 /// Serves one link of one virtual device: runs the device's `ATTServer` over the link's device end,
 /// applies the model's behaviour and faults, and returns a credit after each PDU. Lives as long as the
@@ -8,12 +10,15 @@ struct DeviceConnection: Sendable {
     let link: InMemoryLink
     var rng: SimulatorRandom
     let latencyScale: Double
+    /// The link's protection, as its Security Manager leaves it (`SimulatedLink.secure`).
+    let security: LinkSecurityBox
 
-    init(device: VirtualDevice, link: InMemoryLink, rng: SimulatorRandom, latencyScale: Double) {
+    init(device: VirtualDevice, link: InMemoryLink, rng: SimulatorRandom, latencyScale: Double, security: LinkSecurityBox) {
         self.device = device
         self.link = link
         self.rng = rng
         self.latencyScale = latencyScale
+        self.security = security
     }
 
     /// The GATT database for this connection: values resolved for the device, the current state
@@ -30,14 +35,14 @@ struct DeviceConnection: Sendable {
                 if path == behaviour?.state { value = [device.stateValue] }
                 if device.faults.notifyUndeclared, path == behaviour?.ack {
                     chars.append(.init(uuid: c.uuid, properties: c.properties.subtracting([.notify, .indicate]), value: value,
-                                       hasCCCD: false))
+                                       hasCCCD: false, security: c.security))
                 } else {
-                    chars.append(.init(uuid: c.uuid, properties: c.properties, value: value))
+                    chars.append(.init(uuid: c.uuid, properties: c.properties, value: value, security: c.security))
                 }
             }
             services.append(.init(uuid: s.uuid, characteristics: chars))
         }
-        return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs)
+        return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs, hash: SMPCrypto.databaseHash)
     }
 
     func handle(_ db: GATTDatabase, _ path: CommandBehaviour.Path?) -> UInt16? {
@@ -77,6 +82,7 @@ struct DeviceConnection: Sendable {
                     }
                 }
             }
+            server.linkSecurity = security.value
             let (response, events) = server.receive(pdu)
             var acks: [[UInt8]] = []
             for event in events {
@@ -84,7 +90,7 @@ struct DeviceConnection: Sendable {
                 if h == controlHandle {
                     let busy = faults.busyAck > 0 && rng.chance(faults.busyAck)
                     let lost = !busy && faults.ackLoss > 0 && rng.chance(faults.ackLoss)
-                    guard let ack = device.record(.control(value, busy: busy)) else { continue }
+                    guard let ack = device.record(.control(value, busy: busy, link: server.linkSecurity.level)) else { continue }
                     if let stateHandle { server.database.setValue([device.stateValue], at: stateHandle) }
                     if lost {
                         device.record(.fault("ack_loss"))
@@ -110,5 +116,15 @@ struct DeviceConnection: Sendable {
             }
             peer.consumed()
         }
+    }
+}
+
+/// A link's protection, shared between its Security Manager (which sets it) and the device's ATT server
+/// (which reads it for every PDU).
+final class LinkSecurityBox: Sendable {
+    private let state = Mutex(LinkSecurity.none)
+    var value: LinkSecurity {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
     }
 }

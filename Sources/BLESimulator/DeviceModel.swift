@@ -18,6 +18,8 @@ public struct DeviceModel: Sendable {
     public var services: [Service]
     public var behaviour: CommandBehaviour?
     public var faults: FaultSettings
+    /// The device's Security Manager (`security:`): nil for a device that does not pair.
+    public var security: SecurityConfig?
 
     /// How the device advertises.
     public struct Advertising: Sendable, Equatable {
@@ -53,6 +55,8 @@ public struct DeviceModel: Sendable {
         public var uuid: BluetoothUUID
         public var properties: GATTProperties
         public var value: ValueTemplate
+        /// What reading or writing the value needs of the link (`security:`).
+        public var security: AttributeSecurity = .open
         var mark: SourceMark
     }
 
@@ -84,7 +88,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Top-level keys of a model file.
-    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults"]
+    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security"]
 
     /// Reads a model file.
     public static func load(path: String) throws(SimulatorError) -> DeviceModel {
@@ -125,7 +129,7 @@ public struct DeviceModel: Sendable {
         guard let root else { throw SimulatorError("the model file is empty", file: file, at: SourceMark(line: 1, column: 1)) }
         let pairs = try r.mapping(root, "a device model", allowed: keys)
         var model = DeviceModel(name: "", file: file, advertising: Advertising(), latency: Latency(), maxMTU: 247,
-                                defaults: [:], services: [], behaviour: nil, faults: FaultSettings())
+                                defaults: [:], services: [], behaviour: nil, faults: FaultSettings(), security: nil)
         var behaviourNode: YAMLNode?
         var sawServices = false
         for (key, value) in pairs {
@@ -143,6 +147,7 @@ public struct DeviceModel: Sendable {
                 for s in try r.list(value, "services") { model.services.append(try parseService(s, r)) }
             case "behaviour": behaviourNode = value
             case "faults": try model.faults.apply(value, r)
+            case "security": model.security = try SecurityConfig.parse(value, r)
             default: break
             }
         }
@@ -235,7 +240,8 @@ public struct DeviceModel: Sendable {
         var uuid: BluetoothUUID?
         var props: GATTProperties = []
         var value = ValueTemplate.hex("")
-        for (key, v) in try r.mapping(node, "a characteristic", allowed: ["uuid", "properties", "value"]) {
+        var security = AttributeSecurity.open
+        for (key, v) in try r.mapping(node, "a characteristic", allowed: ["uuid", "properties", "value", "security"]) {
             switch key {
             case "uuid": uuid = try r.uuid(v, "uuid")
             case "properties":
@@ -250,11 +256,12 @@ public struct DeviceModel: Sendable {
                     props.insert(bit)
                 }
             case "value": value = try parseValue(v, r)
+            case "security": security = try SecurityConfig.attributeSecurity(v, r)
             default: break
             }
         }
         guard let uuid else { throw r.fail("a characteristic needs a `uuid`", node) }
-        return Characteristic(uuid: uuid, properties: props, value: value, mark: node.mark)
+        return Characteristic(uuid: uuid, properties: props, value: value, security: security, mark: node.mark)
     }
 
     /// `value: "text ${id}"` (UTF-8), or `{ hex: "00" }`, `{ utf8: "..." }`, `{ uint8: "${battery}" }`.

@@ -16,6 +16,14 @@ struct DeviceState: Sendable {
     var commits = 0
     var commands: [CommandRecord] = []
     var faults: [String: Int] = [:]
+    /// Pairings that completed on this device, in order.
+    var pairings: [PairingRecord] = []
+    /// Why pairings failed, in order (the Pairing Failed reason, or what the device saw).
+    var pairingFailures: [String] = []
+    /// Links encrypted with a bond the device kept (no pairing).
+    var encryptions = 0
+    /// The bonds the device keeps, by central: never the key, only its digest (`PairingRecord.keyDigest`).
+    var bonds: [String: PairingRecord] = [:]
 
     /// Blob bytes kept for the digest; bytes beyond are counted, not kept.
     static let blobStoreLimit = 1 << 20
@@ -41,19 +49,28 @@ struct DeviceState: Sendable {
             }
             blobReceived += bytes.count
             if blob.count < Self.blobStoreLimit { blob += bytes.prefix(Self.blobStoreLimit - blob.count) }
-        case .control(let bytes, let busy):
+        case .control(let bytes, let busy, let link):
             guard let opcode = bytes.first else {
-                commands.append(CommandRecord(opcode: nil, status: nil))
+                commands.append(CommandRecord(opcode: nil, status: nil, link: link))
                 return nil
             }
             if busy {
                 faults["busy_ack", default: 0] += 1
-                commands.append(CommandRecord(opcode: opcode, status: CommandBehaviour.busy))
+                commands.append(CommandRecord(opcode: opcode, status: CommandBehaviour.busy, link: link))
                 return [opcode, CommandBehaviour.busy]
             }
             let status = execute(opcode, Array(bytes.dropFirst()), behaviour)
-            commands.append(CommandRecord(opcode: opcode, status: status))
+            commands.append(CommandRecord(opcode: opcode, status: status, link: link))
             return [opcode, status]
+        case .paired(let record):
+            pairings.append(record)
+            if record.keyDigest != nil { bonds[record.central] = record }
+        case .pairingFailed(let reason):
+            pairingFailures.append(reason)
+        case .encrypted:
+            encryptions += 1
+        case .forgotBond(let central):
+            bonds[central] = nil
         }
         return nil
     }
@@ -88,16 +105,41 @@ struct DeviceState: Sendable {
 struct CommandRecord: Sendable, Equatable {
     var opcode: UInt8?
     var status: UInt8?
+    /// The link's protection when it arrived.
+    var link: SecurityLevel = .none
+}
+
+/// One pairing that completed on a device: with whom, how, and — when it bonded — the SHA-256 of the
+/// key, by which a later link's key is recognised. The key itself is never kept (not in the state file,
+/// not in a dump).
+struct PairingRecord: Sendable, Equatable {
+    /// The central's address with its type (`C1:02:03:04:05:06 random`).
+    var central: String
+    var method: SecurityMethod
+    var level: SecurityLevel
+    var secureConnections: Bool
+    var keySize: Int
+    /// SHA-256 of the LTK (16 bytes, least significant first) when the device kept a bond.
+    var keyDigest: String?
 }
 
 /// A change to a device's state: what the state file records, one JSON line each.
 enum DeviceEvent: Sendable, Equatable {
     case connectAttempt
     case connected
-    /// A control write; `busy` when the busy-ack fault struck (not executed).
-    case control([UInt8], busy: Bool)
+    /// A control write; `busy` when the busy-ack fault struck (not executed); `link` how well the link
+    /// was protected.
+    case control([UInt8], busy: Bool, link: SecurityLevel = .none)
     /// Bytes written to the blob characteristic.
     case blob([UInt8])
     /// A fault injected (counted in the dump).
     case fault(String)
+    /// A pairing completed (and, with a key digest, the device keeps the bond).
+    case paired(PairingRecord)
+    /// A pairing failed, for this reason.
+    case pairingFailed(String)
+    /// A link was encrypted with the bond the device kept for this central.
+    case encrypted(central: String)
+    /// The device dropped its bond with this central (`bond_lost`).
+    case forgotBond(central: String)
 }

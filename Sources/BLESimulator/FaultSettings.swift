@@ -50,6 +50,18 @@ public struct FaultSettings: Sendable, Equatable {
     public var mtuCap: Int?
     /// `slow`: multiplier on every latency of the device (a slow device near a timeout).
     public var slow = 1.0
+    /// `pairing_rejected`: the device answers every Pairing Request with Pairing Failed (Pairing Not
+    /// Supported); encryption with a bond it holds still works.
+    public var pairingRejected = false
+    /// `wrong_passkey`: the passkey the device displays differs from the one its `security.passkey`
+    /// names (the inventory's): Passkey Entry fails with Confirm Value Failed.
+    public var wrongPasskey = false
+    /// `bond_lost`: the device forgets every bond as soon as it is made: a later link's encryption with
+    /// the stored key fails with PIN or Key Missing.
+    public var bondLost = false
+    /// `slow_pairing`: extra time (one duration or a range) each pairing takes on the device, scaled
+    /// like every latency.
+    public var slowPairing = LatencyRange.zero
 
     public init() {}
 
@@ -57,6 +69,7 @@ public struct FaultSettings: Sendable, Equatable {
     public static let names = [
         "no_advertise", "connect_fail", "connect_timeout", "drop", "ack_loss", "busy_ack",
         "notify_undeclared", "full_discovery_only", "long_uuids", "read_multiple_variable", "mtu_cap", "slow",
+        "pairing_rejected", "wrong_passkey", "bond_lost", "slow_pairing",
     ]
 
     /// Applies a `faults:` mapping on top of these settings.
@@ -75,6 +88,10 @@ public struct FaultSettings: Sendable, Equatable {
             case "read_multiple_variable": readMultipleVariable = try reader.bool(value, key)
             case "mtu_cap": mtuCap = try reader.int(value, key, in: 23...517)
             case "slow": slow = try reader.positive(value, key)
+            case "pairing_rejected": pairingRejected = try reader.bool(value, key)
+            case "wrong_passkey": wrongPasskey = try reader.bool(value, key)
+            case "bond_lost": bondLost = try reader.bool(value, key)
+            case "slow_pairing": slowPairing = try reader.latency(value, key)
             default: break
             }
         }

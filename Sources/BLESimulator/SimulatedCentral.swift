@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 import Synchronization
 import YAML
 
@@ -17,6 +18,10 @@ public final class SimulatedCentral: Central {
     /// that one connect until its deadline (no Filter Accept List), so scan steps scan first.
     public var connectsByAddress: Bool { false }
     public let options: SimulatorOptions
+    /// The station's identity: the central's address on every link, under which the devices and the
+    /// bond store (`SimulatorOptions.bonds`) keep bonds. Derived from the adapter id, so it is the same
+    /// on every run.
+    public let stationAddress: BluetoothAddress
 
     /// Devices in order of first advertisement (then id).
     let devices: [VirtualDevice]
@@ -57,6 +62,7 @@ public final class SimulatedCentral: Central {
         self.id = options.id
         self.connectionSlots = options.connectionSlots
         self.options = options
+        self.stationAddress = SimulatedDeviceSpec.derivedAddress(for: "station " + options.id)
         var journal: StateJournal?
         var replay: [(String, DeviceEvent)] = []
         if let path = options.statePath {
@@ -92,6 +98,16 @@ public final class SimulatedCentral: Central {
                     if case .failure(let f) = device.value(c) {
                         throw SimulatorError("device \(spec.id): \(f.message)", file: inventoryFile, at: spec.overrides?.mark)
                     }
+                }
+            }
+            if let security = model.security, !security.passkey.isEmpty {
+                switch Template.expand(security.passkey, { device.variables[$0] }) {
+                case .failure(let f):
+                    throw SimulatorError("device \(spec.id): security.passkey: \(f.message)", file: inventoryFile, at: spec.overrides?.mark)
+                case .success(let text) where text.utf8.count != 6 || Passkey(text) == nil:
+                    throw SimulatorError("device \(spec.id): security.passkey is not six digits", file: inventoryFile, at: spec.overrides?.mark)
+                default:
+                    break
                 }
             }
             guard byID[device.id] == nil else {
@@ -272,13 +288,17 @@ public final class SimulatedCentral: Central {
         // Free the slot and the peripheral as the link closes, before `disconnect()` returns to the
         // central (a controller frees them before Disconnection Complete).
         link.onClose { [weak self] _ in self?.linkClosed(device, link) }
-        let connection = DeviceConnection(device: device, link: link, rng: rng, latencyScale: options.latencyScale)
+        let security = LinkSecurityBox()
+        let connection = DeviceConnection(device: device, link: link, rng: rng, latencyScale: options.latencyScale, security: security)
         Task {
             var connection = connection
             await connection.run()
             self.connectionEnded(device, link)
         }
-        return link
+        let timing = SimulatedLink.Timing(interval: events?.interval, roundTrip: device.model.latency.roundTrip,
+                                          slowPairing: device.faults.slowPairing, factor: factor)
+        return SimulatedLink(inner: link, device: device, station: stationAddress, bonds: options.bonds, security: security,
+                             timing: timing, seed: options.seed)
     }
 
     private func linkClosed(_ device: VirtualDevice, _ link: InMemoryLink) {

@@ -28,9 +28,11 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var faults: [String: Int]
         /// Blob bytes that arrived with no blob begun (or after it ended), dropped.
         public var blobBytesDropped: Int
+        /// The device's side of pairing and bonding; nil for a device without a Security Manager.
+        public var security: Security?
 
         enum CodingKeys: String, CodingKey {
-            case id, address, model, connections, config, blob, state, commits, commands, faults
+            case id, address, model, connections, config, blob, state, commits, commands, faults, security
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
@@ -50,6 +52,40 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             try c.encode(commits, forKey: .commits)
             try c.encode(commands, forKey: .commands)
             try c.encode(faults, forKey: .faults)
+            try c.encode(security, forKey: .security)
+        }
+    }
+
+    /// A device's pairings and bonds. No key, no passkey: only who paired, how, and how often.
+    public struct Security: Codable, Sendable, Equatable {
+        public struct Pairing: Codable, Sendable, Equatable {
+            /// The central's address and type.
+            public var central: String
+            /// `just_works`, `passkey_entry`, `oob`, `numeric_comparison`.
+            public var method: String
+            /// `encrypted` or `authenticated`.
+            public var level: String
+            public var secureConnections: Bool
+            /// The device kept a bond from it.
+            public var bonded: Bool
+
+            enum CodingKeys: String, CodingKey {
+                case central, method, level, bonded
+                case secureConnections = "secure_connections"
+            }
+        }
+
+        public var pairings: [Pairing]
+        /// Why pairings failed, in order.
+        public var pairingFailures: [String]
+        /// Links encrypted with a bond the device kept (no pairing).
+        public var encryptions: Int
+        /// The centrals the device keeps a bond with now.
+        public var bonds: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case pairings, encryptions, bonds
+            case pairingFailures = "pairing_failures"
         }
     }
 
@@ -68,6 +104,14 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var opcode: String?
         /// Ack status, hex: `00` ok, `01` invalid, `02` busy (not executed), `ff` unknown command.
         public var status: String?
+        /// How the link was protected when it arrived: `none`, `encrypted` or `authenticated`.
+        public var link: String
+
+        public init(opcode: String?, status: String?, link: String = "none") {
+            self.opcode = opcode
+            self.status = status
+            self.link = link
+        }
     }
 
     /// The device with this id.
@@ -91,7 +135,12 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             id: d.id, address: d.address.description, model: d.model.name, connections: s.connections,
             connectAttempts: s.connectAttempts, config: s.config?.hexString, blob: blob, state: [s.state].hexString,
             commits: s.commits,
-            commands: s.commands.map { Command(opcode: $0.opcode.map { [$0].hexString }, status: $0.status.map { [$0].hexString }) },
-            faults: s.faults, blobBytesDropped: s.blobDropped)
+            commands: s.commands.map { Command(opcode: $0.opcode.map { [$0].hexString }, status: $0.status.map { [$0].hexString },
+                                               link: $0.link.name) },
+            faults: s.faults, blobBytesDropped: s.blobDropped,
+            security: d.model.security == nil && s.pairings.isEmpty && s.pairingFailures.isEmpty ? nil : Security(
+                pairings: s.pairings.map { Security.Pairing(central: $0.central, method: $0.method.rawValue, level: $0.level.name,
+                                                            secureConnections: $0.secureConnections, bonded: $0.keyDigest != nil) },
+                pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()))
     }
 }

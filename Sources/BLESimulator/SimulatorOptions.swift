@@ -1,3 +1,5 @@
+import BLESecurity
+
 /// How a simulated adapter runs.
 public struct SimulatorOptions: Sendable {
     /// The adapter id in reports and logs.
@@ -21,10 +23,13 @@ public struct SimulatorOptions: Sendable {
     /// waits for the link's next connection event and a connect for the device's next advertising event.
     /// Nil: each model's `latency.connection_interval`, or no pacing when it has none.
     public var connectionInterval: Duration?
+    /// The station's bond store (`--bonds`): links to devices it has bonds with encrypt with the stored
+    /// key; new bonds are kept there. Nil: bonds last as long as the link.
+    public var bonds: BondStore?
 
     public init(id: String = "sim", seed: UInt64 = 0, latencyScale: Double = 1, statePath: String? = nil,
                 connectionSlots: Int = 256, reportPeriod: Duration = .seconds(1), credits: Int = 8,
-                connectionInterval: Duration? = nil) {
+                connectionInterval: Duration? = nil, bonds: BondStore? = nil) {
         self.id = id
         self.seed = seed
         self.latencyScale = max(0, latencyScale)
@@ -33,5 +38,6 @@ public struct SimulatorOptions: Sendable {
         self.reportPeriod = max(.milliseconds(1), reportPeriod)
         self.credits = max(1, credits)
         self.connectionInterval = connectionInterval.map { max(.microseconds(7_500), $0) }
+        self.bonds = bonds
     }
 }

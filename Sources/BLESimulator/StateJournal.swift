@@ -10,7 +10,10 @@ import Synchronization
 /// file is replayed up to the last complete line and cut there.
 ///
 /// Line format: `{"id":"SN-0001","event":"control","hex":"010a0b0c","busy":false}`; events are
-/// `connect_attempt`, `connected`, `control` (hex, busy), `blob` (hex), `fault` (fault).
+/// `connect_attempt`, `connected`, `control` (hex, busy, and `link` when the link was encrypted),
+/// `blob` (hex), `fault` (fault), `paired` (central, method, level, sc, key_size, and `key_sha256` when
+/// the device kept the bond — a digest, never the key), `pairing_failed` (reason), `encrypted` and
+/// `forgot_bond` (central).
 final class StateJournal: Sendable {
     let path: String
     private let fd: Mutex<Int32>
@@ -92,9 +95,18 @@ final class StateJournal: Sendable {
         switch event {
         case .connectAttempt: line += "\"connect_attempt\""
         case .connected: line += "\"connected\""
-        case .control(let bytes, let busy): line += "\"control\",\"hex\":\"\(bytes.hexString)\",\"busy\":\(busy)"
+        case .control(let bytes, let busy, let link):
+            line += "\"control\",\"hex\":\"\(bytes.hexString)\",\"busy\":\(busy)"
+            if link != .none { line += ",\"link\":\"\(link.name)\"" }
         case .blob(let bytes): line += "\"blob\",\"hex\":\"\(bytes.hexString)\""
         case .fault(let name): line += "\"fault\",\"fault\":" + Self.quote(name)
+        case .paired(let p):
+            line += "\"paired\",\"central\":" + Self.quote(p.central) + ",\"method\":\"\(p.method.rawValue)\",\"level\":\"\(p.level.name)\""
+                + ",\"sc\":\(p.secureConnections),\"key_size\":\(p.keySize)"
+            if let digest = p.keyDigest { line += ",\"key_sha256\":\"\(digest)\"" }
+        case .pairingFailed(let reason): line += "\"pairing_failed\",\"reason\":" + Self.quote(reason)
+        case .encrypted(let central): line += "\"encrypted\",\"central\":" + Self.quote(central)
+        case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + Self.quote(central)
         }
         line += "}\n"
         return line
@@ -106,6 +118,19 @@ final class StateJournal: Sendable {
         var hex: String?
         var busy: Bool?
         var fault: String?
+        var link: String?
+        var central: String?
+        var method: String?
+        var level: String?
+        var sc: Bool?
+        var key_size: Int?
+        var key_sha256: String?
+        var reason: String?
+    }
+
+    private static func level(_ name: String?) -> SecurityLevel? {
+        guard let name else { return SecurityLevel.none }
+        return SecurityLevel.allCases.first { $0.name == name }
     }
 
     static func decode(_ bytes: [UInt8]) -> (String, DeviceEvent)? {
@@ -115,14 +140,28 @@ final class StateJournal: Sendable {
         case "connect_attempt": return (l.id, .connectAttempt)
         case "connected": return (l.id, .connected)
         case "control":
-            guard let h = l.hex, let b = [UInt8](hex: h) else { return nil }
-            return (l.id, .control(b, busy: l.busy ?? false))
+            guard let h = l.hex, let b = [UInt8](hex: h), let link = level(l.link) else { return nil }
+            return (l.id, .control(b, busy: l.busy ?? false, link: link))
         case "blob":
             guard let h = l.hex, let b = [UInt8](hex: h) else { return nil }
             return (l.id, .blob(b))
         case "fault":
             guard let f = l.fault else { return nil }
             return (l.id, .fault(f))
+        case "paired":
+            guard let central = l.central, let method = l.method.flatMap(SecurityMethod.init(rawValue:)),
+                  let level = level(l.level), let sc = l.sc, let size = l.key_size else { return nil }
+            return (l.id, .paired(PairingRecord(central: central, method: method, level: level, secureConnections: sc,
+                                                keySize: size, keyDigest: l.key_sha256)))
+        case "pairing_failed":
+            guard let reason = l.reason else { return nil }
+            return (l.id, .pairingFailed(reason))
+        case "encrypted":
+            guard let central = l.central else { return nil }
+            return (l.id, .encrypted(central: central))
+        case "forgot_bond":
+            guard let central = l.central else { return nil }
+            return (l.id, .forgotBond(central: central))
         default: return nil
         }
     }
@@ -193,9 +232,14 @@ private struct FastLine {
                 event = (id, .blob(bytes))
             } else {
                 let busy: Bool
-                if expect(",\"busy\":true}") { busy = true } else if expect(",\"busy\":false}") { busy = false } else { return nil }
-                guard i == b.count else { return nil }
-                event = (id, .control(bytes, busy: busy))
+                if expect(",\"busy\":true") { busy = true } else if expect(",\"busy\":false") { busy = false } else { return nil }
+                var link = SecurityLevel.none
+                if expect(",\"link\":\"") {
+                    guard let name = string(), let l = SecurityLevel.allCases.first(where: { $0.name == name }) else { return nil }
+                    link = l
+                }
+                guard expect("}"), i == b.count else { return nil }
+                event = (id, .control(bytes, busy: busy, link: link))
             }
         case "fault":
             guard expect(",\"fault\":\""), let f = string(), expect("}"), i == b.count else { return nil }

@@ -19,7 +19,7 @@ struct SimulatedCentralTests {
         let started = ContinuousClock.now
         var client = try await Fixtures.connect(central, "PC-1")
         client.assumeSensorV2Layout()
-        let link = try #require(client.link as? InMemoryLink)
+        let link = try #require((client.link as? SimulatedLink)?.inner)
         let events = try #require(link.events)
         #expect(events.interval == .milliseconds(20))
         #expect(events.anchor >= started)
@@ -40,21 +40,21 @@ struct SimulatedCentralTests {
     @Test func theRunsConnectionIntervalOverridesTheModel() async throws {
         let central = try pacedCentral(["PC-2"], modelInterval: nil, runInterval: .milliseconds(30))
         let client = try await Fixtures.connect(central, "PC-2")
-        #expect((client.link as? InMemoryLink)?.events?.interval == .milliseconds(30))
+        #expect((client.link as? SimulatedLink)?.inner.events?.interval == .milliseconds(30))
         await client.link.disconnect()
     }
 
     @Test func withoutAnIntervalOrAtZeroLatencyNothingIsPaced() async throws {
         let unpaced = try pacedCentral(["PC-3"], modelInterval: nil, runInterval: nil)
         let a = try await Fixtures.connect(unpaced, "PC-3")
-        #expect((a.link as? InMemoryLink)?.events == nil)
+        #expect(try #require(a.link as? SimulatedLink).inner.events == nil)
         await a.link.disconnect()
         var model = try Fixtures.model()
         model.latency.connectionInterval = LatencyRange(.milliseconds(30), .milliseconds(30))
         let zero = try SimulatedCentral(model: model, devices: [try Fixtures.spec("PC-4")],
                                         options: SimulatorOptions(latencyScale: 0, connectionInterval: .milliseconds(30)))
         let b = try await Fixtures.connect(zero, "PC-4")
-        #expect((b.link as? InMemoryLink)?.events == nil)
+        #expect(try #require(b.link as? SimulatedLink).inner.events == nil)
         await b.link.disconnect()
     }
 }

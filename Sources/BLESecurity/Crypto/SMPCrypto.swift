@@ -123,3 +123,12 @@ public enum SMPCrypto {
         }
     }
 }
+
+extension SMPCrypto {
+    /// The Database Hash (Vol 3 Part G 7.3.1): AES-CMAC with a key of 0 over the attribute bytes, as a
+    /// characteristic value (least significant octet first). For `GATTDatabase(services:hash:)`.
+    public static let databaseHash: GATTDatabase.HashFunction = { input in
+        // AES-CMAC with a valid key cannot fail short of libcrypto itself failing; then the stand-in.
+        (try? aesCMAC(0, input))?.littleEndianBytes ?? GATTDatabase.standInHash(input)
+    }
+}

@@ -67,7 +67,10 @@ public struct SMPLoopback: Sendable {
     public var peripheralFailure: SMPFailure? { Self.lastFailure(peripheralActions) }
 
     /// How often the sending side changed: the round trips the exchange needs, counted in halves.
-    public var turns: Int {
+    public var turns: Int { Self.turns(transfers) }
+
+    /// How often the sending side changed in `transfers` (the first PDU counts as one).
+    public static func turns(_ transfers: [Transfer]) -> Int {
         zip(transfers, transfers.dropFirst()).reduce(transfers.isEmpty ? 0 : 1) { $0 + ($1.0.direction == $1.1.direction ? 0 : 1) }
     }
 
