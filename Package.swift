@@ -28,7 +28,7 @@ let package = Package(
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).

@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 import BLESimulator
 import Foundation
 import HCI
@@ -28,13 +29,16 @@ enum AdapterFactory {
     /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
     /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
+    /// `bonds`: the station's bond store (`--bonds`), for either kind of adapter.
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?, slots: Int? = nil) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil, bonds: BondStore? = nil) async throws -> any Central {
         if spec == "sim" {
-            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath)
+            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds)
         }
         do {
-            return try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: slots ?? 8))
+            var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
+            options.bonds = bonds
+            return try await HCIAdapter.open(spec: spec, options: options)
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
         }
@@ -54,7 +58,7 @@ enum AdapterFactory {
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
     /// each with the model its `simulator:` entry names or the inventory's default model.
     static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?,
-                          connectionInterval: Duration? = nil) throws -> SimulatedCentral {
+                          connectionInterval: Duration? = nil, bonds: BondStore? = nil) throws -> SimulatedCentral {
         guard let modelPath = inventory.simulatorModel else {
             throw InputError(message: "`--adapter sim` needs a device model: add `simulator: { model: models/sensor-v2.yaml }` to \(inventory.path)")
         }
@@ -72,7 +76,7 @@ enum AdapterFactory {
         do {
             return try SimulatedCentral(models: models, devices: specs, defaultModel: defaultModel.name, inventoryFile: inventory.path,
                                         options: SimulatorOptions(seed: seed, latencyScale: latencyScale, statePath: statePath,
-                                                                  connectionInterval: connectionInterval))
+                                                                  connectionInterval: connectionInterval, bonds: bonds))
         } catch {
             throw InputError(message: "\(error)")
         }

@@ -25,7 +25,8 @@ struct OutputPaths {
         /// Lines written as the run goes (`--events`): a FIFO or a character device is fine; an existing
         /// regular file needs `--force`.
         case stream
-        /// Read and written (`--sim-state`): may exist; it is the state a resumed run continues from.
+        /// Read and written (`--sim-state`, `--bonds`): may exist; it is kept from run to run (the state a
+        /// resumed run continues from, the bonds a later run encrypts with).
         case state
     }
 

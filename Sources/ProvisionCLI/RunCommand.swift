@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 import BLESimulator
 import Dispatch
 import Engine
@@ -43,6 +44,8 @@ public struct RunCommand: Command {
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
         OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
         OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("bonds", kind: .value("PATH"), role: .output,
+                   help: "keep pairing keys here (mode 0600): later runs encrypt with them instead of pairing again"),
         OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
         OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
@@ -168,12 +171,25 @@ public struct RunCommand: Command {
             try? FileManager.default.createDirectory(atPath: InventoryParser.directory(of: plan.absolute(output.path)), withIntermediateDirectories: true)
         }
 
+        // The bond store: read (and its permissions checked) before any adapter opens.
+        var bonds: BondStore?
+        if let path = file(arguments.value("bonds")) {
+            do {
+                bonds = try BondStore(path: path)
+            } catch {
+                out.err(escaping: "error: \(error)")
+                if case .io = error.kind { return ExitCode.environment }
+                return ExitCode.invalidInput
+            }
+        }
+
         // Adapters.
         var centrals: [any Central] = []
         for spec in specs {
             do {
                 centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots))
+                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots,
+                                                              bonds: bonds))
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }
@@ -202,6 +218,7 @@ public struct RunCommand: Command {
         if let l = arguments.value("limit") { reported["limit"] = l }
         if let m = arguments.value("max-failures") { reported["max_failures"] = m }
         if let s = slots { reported["slots"] = "\(s)" }
+        if let b = arguments.value("bonds") { reported["bonds"] = b }
         if specs.contains("sim") { reported["sim_latency"] = "\(latency)" }
         options.reportOptions = reported
 
@@ -333,7 +350,7 @@ public struct RunCommand: Command {
         switch option {
         case "journal", "resume": return .journal
         case "events": return .stream
-        case "sim-state": return .state
+        case "sim-state", "bonds": return .state
         default: return .document
         }
     }
