@@ -7,8 +7,8 @@ import Synchronization
 /// `SMPLoopback` — so that `secure` runs the real Security Manager, real crypto included.
 ///
 /// The exchange itself runs at once; the time it takes on a radio is then waited: one connection event
-/// per turn (sender change) on a paced link, half a modelled round trip per turn on an unpaced one, plus
-/// the device's `slow_pairing`, all scaled like every latency. The device keeps what it learns in its
+/// per turn (sender change; the LL encryption procedure counts four) on a paced link, half a modelled
+/// round trip per turn on an unpaced one, plus the device's `slow_pairing`, all scaled like every latency. The device keeps what it learns in its
 /// state (and `--sim-state`): the pairings, their failures, and each bond as the digest of its key.
 final class SimulatedLink: Link {
     let inner: InMemoryLink
@@ -79,7 +79,10 @@ final class SimulatedLink: Link {
             }
             let (actionsBefore, peripheralBefore, transfersBefore) = (link.centralActions.count, link.peripheralActions.count, link.transfers.count)
             link.run(request.pairAgain && request.level > .none ? .pair(request.level) : .secure(request.level))
-            let turns = SMPLoopback.turns(Array(link.transfers[transfersBefore...]))
+            // The SMP exchange's turns, and the LL encryption procedure's for each start of encryption
+            // (LL_ENC_REQ, LL_ENC_RSP, LL_START_ENC_REQ, LL_START_ENC_RSP both ways: four turns).
+            let encryptions = link.centralActions[actionsBefore...].filter { if case .startEncryption = $0 { return true } else { return false } }.count
+            let turns = SMPLoopback.turns(Array(link.transfers[transfersBefore...])) + 4 * encryptions
             let run = Run(central: Array(link.centralActions[actionsBefore...]), peripheral: Array(link.peripheralActions[peripheralBefore...]))
             lb = link
             return .success((run, turns))

@@ -1,4 +1,5 @@
 import BLE
+import BLESecurity
 import BLESimulator
 import Engine
 import Foundation
@@ -24,9 +25,12 @@ public struct BenchCommand: Command {
     public let discussion = """
         Scenarios: throughput (default 10000 devices, zero latency, concurrency 256, journal with fsync),
         latency (default 1000 devices, model latencies, concurrency 64), or all. Results go to stdout as
-        text and, with --json, as one JSON object per scenario.
+        text and, with --json, as one JSON object per scenario. `security`: pairing's cost per device —
+        CPU and wall time of whole pairings in process (--devices pairings of each kind, default 200), and
+        on paced simulated links (--connection-interval, default 30ms; 10 devices each, fewer with a smaller --devices): a pairing, then an
+        encryption with the bond it made.
         """
-    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency or all (default all)", isOptional: true)]
+    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency, security or all (default all)", isOptional: true)]
     public let options = [
         OptionSpec("devices", short: "n", kind: .value("N"), help: "number of devices"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight"),
@@ -41,12 +45,13 @@ public struct BenchCommand: Command {
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
         let scenario = arguments.positionals.first ?? "all"
-        guard ["throughput", "latency", "ble", "sim", "all"].contains(scenario) else {
-            out.err("error: unknown scenario `\(scenario)` (throughput, latency, ble, sim, all)")
+        guard ["throughput", "latency", "ble", "sim", "security", "all"].contains(scenario) else {
+            out.err("error: unknown scenario `\(scenario)` (throughput, latency, security, ble, sim, all)")
             return ExitCode.invalidInput
         }
         let workflowPath = arguments.value("workflow") ?? "workflows/sensor-v2.yaml"
-        let modelPath = arguments.value("model") ?? "inventory/models/sensor-v2.yaml"
+        let modelPath = arguments.value("model")
+            ?? (scenario == "security" ? "inventory/models/sensor-v2-secure.yaml" : "inventory/models/sensor-v2.yaml")
         func count(_ name: String, _ range: ClosedRange<Int>) -> Swift.Result<Int?, UsageError> {
             guard let text = arguments.value(name) else { return .success(nil) }
             guard let n = Int(text), range.contains(n) else {
@@ -97,6 +102,10 @@ public struct BenchCommand: Command {
                     out.out("ble: \(r)")
                 }
             }
+            if scenario == "security" {
+                try await Self.security(pairings: devicesArg ?? 200, interval: interval ?? .milliseconds(30), modelPath: modelPath,
+                                        output: out, json: arguments.flag("json"))
+            }
             if scenario == "sim" {
                 let model: DeviceModel
                 do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)", isInput: true) }
@@ -111,6 +120,44 @@ public struct BenchCommand: Command {
         }
         for problem in incomplete { out.err("error: \(problem); these numbers do not measure a clean run") }
         return incomplete.isEmpty ? ExitCode.success : ExitCode.someDevicesFailed
+    }
+
+    /// `bench security`: whole pairings in process (both sides' crypto and machines), then pairings and
+    /// bonded encryptions on paced simulated links.
+    /// `modelPath`: a model with a Security Manager that displays its passkey (sensor-v2-secure).
+    static func security(pairings: Int, interval: Duration, modelPath: String, output out: Output, json: Bool) async throws {
+        for exchange in SecurityBenchmarks.Exchange.allCases {
+            let r: SecurityBenchmarks.Result
+            do { r = try SecurityBenchmarks.pairings(exchange, count: pairings) } catch { throw BenchError(description: "\(error)", isInput: false) }
+            if json {
+                let perMs = { (total: Double) in total / Double(max(1, r.pairings)) * 1000 }
+                out.out("{\"scenario\":\"security\",\"exchange\":\"\(r.exchange.rawValue)\",\"pairings\":\(r.pairings),"
+                        + "\"cpu_ms\":\(String(format: "%.3f", perMs(r.cpuSeconds))),\"wall_ms\":\(String(format: "%.3f", perMs(r.seconds))),"
+                        + "\"pdus\":\(r.pdus),\"turns\":\(r.turns)}")
+            } else {
+                out.out("security: \(r)")
+            }
+        }
+        var model: DeviceModel
+        do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)", isInput: true) }
+        guard model.security != nil else {
+            throw BenchError(description: "\(modelPath): the model has no `security:` section (no Security Manager to pair with)", isInput: true)
+        }
+        for passkey in [nil, "123456"] as [String?] {
+            if passkey == nil {
+                model.security?.io = .noInputNoOutput
+                model.security?.requireMITM = false
+            } else if let original = try? DeviceModel.load(path: modelPath) {
+                model = original
+            }
+            let r = try await SimulatorSecurityBenchmarks.paced(model: model, interval: interval, devices: min(10, pairings), passkey: passkey)
+            if json {
+                out.out("{\"scenario\":\"security-paced\",\"method\":\"\(r.method)\",\"interval\":\"\(DurationText.format(interval))\","
+                        + "\"pairing_ms\":\(String(format: "%.1f", r.pairingMs)),\"bonded_ms\":\(String(format: "%.1f", r.bondedMs))}")
+            } else {
+                out.out("security: \(r)")
+            }
+        }
     }
 
     struct Result {

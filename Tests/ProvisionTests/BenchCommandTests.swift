@@ -25,6 +25,20 @@ import Testing
         #expect(ok.err == "")
     }
 
+    @Test func securityMeasuresWholePairingsAndPairingsOnPacedLinks() async throws {
+        let r = await run(["bench", "security", "--devices", "2", "--connection-interval", "7.5ms", "--json",
+                           "--model", cliRepositoryRoot + "/inventory/models/sensor-v2-secure.yaml"])
+        #expect(r.code == 0, "\(r.err)")
+        let lines = r.out.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(lines.filter { $0["scenario"] as? String == "security" }.map { $0["turns"] as? Int } == [8, 86, 6, 6])
+        let paced = lines.filter { $0["scenario"] as? String == "security-paced" }
+        #expect(paced.map { $0["method"] as? String } == ["Just Works", "Passkey Entry"])
+        // A paced Passkey Entry pairing takes at least one connection event per turn.
+        #expect((paced.last?["pairing_ms"] as? Double ?? 0) >= 86 * 7.5)
+        let plain = await run(["bench", "security", "--devices", "1", "--model", cliRepositoryRoot + "/inventory/models/sensor-v2.yaml"])
+        #expect(plain.code == 2 && plain.err.contains("has no `security:` section"))
+    }
+
     @Test func badArgumentsAndInputsAreExitTwo() async {
         for args in [["--devices", "x"], ["--devices", "0"], ["--devices", "-3"], ["--concurrency", "0"], ["--concurrency", "many"]] {
             let r = await run(["bench", "throughput"] + args)
