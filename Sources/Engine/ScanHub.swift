@@ -15,7 +15,7 @@ actor ScanHub {
         var manufacturer: (company: UInt16, prefix: [UInt8])?
 
         func matches(_ ad: Advertisement) -> Bool {
-            if let address, !address.sameDevice(as: ad.address) { return false }
+            if let address, !ad.isFrom(address) { return false }
             if let name, ad.name != name { return false }
             if !filter.matches(ad) { return false }
             if let m = manufacturer {
@@ -122,7 +122,8 @@ actor ScanHub {
 
     private func deliver(_ ad: Advertisement) {
         advertisementsSeen += 1
-        let key = ad.address.value
+        // A device behind a resolvable private address is known by its identity (the inventory's).
+        let key = (ad.identity ?? ad.address).value
         byAddress[key] = ad
         if let name = ad.name { byName[name] = key }
         var candidates: [UInt64] = []

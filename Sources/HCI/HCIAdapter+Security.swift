@@ -6,11 +6,14 @@ import BLESecurity
 // wait here, and new bonds go to the bond store before the caller hears "bond made". The decisions are
 // `HCISecurity`'s (inside `HCIHost`).
 
-/// Callers waiting for a link's security, and what each pending connect asked for.
+/// Callers waiting for a link's security, what each pending connect asked for, and the resolvable
+/// private addresses bonded devices were last heard at.
 struct SecurityWaiters {
     var waiting: [UInt64: (link: UInt64, continuation: CheckedContinuation<SecurityOutcome, any Error>)] = [:]
     /// Per connect request: the security the session will ask for (`ConnectOptions.security`).
     var connects: [UInt64: SecurityRequest?] = [:]
+    /// Per identity address: the resolvable private address last heard from it, and when.
+    var heard: [UInt64: (address: BluetoothAddress, at: ContinuousClock.Instant)] = [:]
 }
 
 extension HCIAdapter {
@@ -98,5 +101,46 @@ extension HCIAdapter {
             security.waiting[id] = nil
             waiter.continuation.resume(throwing: error)
         }
+    }
+}
+
+// MARK: - Resolvable private addresses
+
+extension HCIAdapter {
+    /// How long a resolvable private address heard from a device is taken as its current one (devices
+    /// change it every few minutes; Vol 3 Part C 10.7.2 suggests 15).
+    static let privateAddressFreshness: Duration = .seconds(60)
+
+    /// The identity behind a resolvable private address, when a stored bond's IRK resolves it (the bond
+    /// store caches the answer); remembered as the device's current address for connecting.
+    func identity(of address: BluetoothAddress) -> BluetoothAddress? {
+        guard address.isResolvablePrivate, let own = info?.ownAddress,
+              let bond = options.bonds?.resolve(station: own, address: address) else { return nil }
+        security.heard[bond.peer.value] = (address, .now)
+        return bond.peer
+    }
+
+    /// The address to initiate a connection to for `peer`, and what is left of `timeout`: the resolvable
+    /// private address a bonded device (one with a stored IRK) advertises with now — heard recently, or
+    /// listened for until it advertises — else `peer` itself. The controller's resolving list is not
+    /// used: the host resolves, so the Filter Accept List and the connection machines see plain addresses.
+    func connectionTarget(for peer: BluetoothAddress, within timeout: Duration) async -> (BluetoothAddress, Duration) {
+        guard !peer.isResolvablePrivate, let own = info?.ownAddress,
+              options.bonds?.bond(station: own, peer: peer)?.peerIRK != nil else { return (peer, timeout) }
+        if let heard = security.heard[peer.value], ContinuousClock.now - heard.at < Self.privateAddressFreshness {
+            return (heard.address, timeout)
+        }
+        let start = ContinuousClock.now
+        let stream = scan(ScanFilter(addresses: [peer], allowDuplicates: false))
+        let found = try? await withDeadline(timeout, operation: "hearing \(peer) advertise") {
+            for try await ad in stream where ad.identity?.sameDevice(as: peer) == true { return ad.address }
+            return nil as BluetoothAddress?
+        }
+        let left = max(.zero, timeout - (ContinuousClock.now - start))
+        if let address = found ?? nil {
+            options.log("\(id): \(peer) advertises as \(address) (resolved with its IRK); connecting there")
+            return (address, left)
+        }
+        return (peer, left)
     }
 }

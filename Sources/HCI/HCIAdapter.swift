@@ -484,7 +484,7 @@ public actor HCIAdapter: Central {
     private func deliver(_ entry: AdvertisementCache.Entry) {
         guard !scanConsumers.isEmpty else { return }
         let ad = Advertisement(address: entry.address, rssi: entry.rssi, data: entry.merged,
-                               connectable: entry.connectable, time: .now, adapter: id)
+                               connectable: entry.connectable, time: .now, adapter: id, identity: identity(of: entry.address))
         let key = entry.address.value
         var ended = false
         for (consumerID, var consumer) in scanConsumers where consumer.filter.matches(ad) {
@@ -510,6 +510,11 @@ public actor HCIAdapter: Central {
     /// `connect(to:options:)` with the concrete link type.
     public func connectLink(to peer: BluetoothAddress, options connect: ConnectOptions) async throws -> HCILink {
         if let failure { throw failure }
+        // A bonded device that hides behind resolvable private addresses is connected at the one it
+        // advertises with now (HCIAdapter+Security.swift).
+        let (peer, timeout) = await connectionTarget(for: peer, within: connect.timeout)
+        var connect = connect
+        connect.timeout = timeout
         let request = makeToken()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCILink, any Error>) in

@@ -8,18 +8,28 @@ public struct Advertisement: Sendable, Equatable {
     public var time: ContinuousClock.Instant
     /// Which adapter heard it (`Central.id`).
     public var adapter: String
+    /// The device's identity address when `address` is a resolvable private address that an IRK the
+    /// adapter holds (a bond's) resolves; nil otherwise.
+    public var identity: BluetoothAddress?
 
     public init(address: BluetoothAddress, rssi: Int, data: AdvertisingData, connectable: Bool = true,
-                time: ContinuousClock.Instant = .now, adapter: String = "") {
+                time: ContinuousClock.Instant = .now, adapter: String = "", identity: BluetoothAddress? = nil) {
         self.address = address
         self.rssi = rssi
         self.data = data
         self.connectable = connectable
         self.time = time
         self.adapter = adapter
+        self.identity = identity
     }
 
     public var name: String? { data.localName }
+
+    /// True when the advertisement comes from the device with this address: its own, or the identity
+    /// behind its resolvable private address.
+    public func isFrom(_ device: BluetoothAddress) -> Bool {
+        device.sameDevice(as: address) || (identity.map { device.sameDevice(as: $0) } ?? false)
+    }
 }
 
 /// What a scan is looking for. Empty lists match everything. An advertisement passes when it matches
@@ -42,7 +52,7 @@ public struct ScanFilter: Sendable, Equatable {
     }
 
     public func matches(_ ad: Advertisement) -> Bool {
-        if !addresses.isEmpty && !addresses.contains(where: { $0.sameDevice(as: ad.address) }) { return false }
+        if !addresses.isEmpty && !addresses.contains(where: { ad.isFrom($0) }) { return false }
         if !names.isEmpty && !(ad.name.map { names.contains($0) } ?? false) { return false }
         if !services.isEmpty {
             let listed = ad.data.serviceUUIDs
