@@ -120,25 +120,29 @@ extension HCIAdapter {
         return bond.peer
     }
 
-    /// The address to initiate a connection to for `peer`, and what is left of `timeout`: the resolvable
-    /// private address a bonded device (one with a stored IRK) advertises with now — heard recently, or
-    /// listened for until it advertises — else `peer` itself. The controller's resolving list is not
-    /// used: the host resolves, so the Filter Accept List and the connection machines see plain addresses.
+    /// The address to initiate a connection to for `peer`, and what is left of `timeout`: for a bonded
+    /// device that uses privacy (it bonded from a resolvable private address, and handed over its IRK),
+    /// the private address it advertises with now — heard recently, or listened for until it advertises
+    /// (its identity address, if that is what it uses then) — else `peer` itself. The controller's
+    /// resolving list is not used: the host resolves, so the Filter Accept List and the connection
+    /// machines see plain addresses.
     func connectionTarget(for peer: BluetoothAddress, within timeout: Duration) async -> (BluetoothAddress, Duration) {
         guard !peer.isResolvablePrivate, let own = info?.ownAddress,
-              options.bonds?.bond(station: own, peer: peer)?.peerIRK != nil else { return (peer, timeout) }
+              let bond = options.bonds?.bond(station: own, peer: peer), bond.usesPrivateAddress, bond.peerIRK != nil else {
+            return (peer, timeout)
+        }
         if let heard = security.heard[peer.value], ContinuousClock.now - heard.at < Self.privateAddressFreshness {
             return (heard.address, timeout)
         }
         let start = ContinuousClock.now
         let stream = scan(ScanFilter(addresses: [peer], allowDuplicates: false))
         let found = try? await withDeadline(timeout, operation: "hearing \(peer) advertise") {
-            for try await ad in stream where ad.identity?.sameDevice(as: peer) == true { return ad.address }
+            for try await ad in stream where ad.isFrom(peer) { return ad.address }
             return nil as BluetoothAddress?
         }
         let left = max(.zero, timeout - (ContinuousClock.now - start))
         if let address = found ?? nil {
-            options.log("\(id): \(peer) advertises as \(address) (resolved with its IRK); connecting there")
+            if address != peer { options.log("\(id): \(peer) advertises as \(address) (resolved with its IRK); connecting there") }
             return (address, left)
         }
         return (peer, left)

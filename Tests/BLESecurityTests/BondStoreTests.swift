@@ -160,6 +160,21 @@ final class ScratchDirectory {
         #expect(Set(reopened.bonds(station: Self.station).map(\.ltk.value)) == Set((0..<50).map { UInt128($0) }))
     }
 
+    @Test func aPeerThatUsesPrivateAddressesIsRememberedAsSuch() async throws {
+        let dir = try ScratchDirectory()
+        let store = try BondStore(path: dir.file("bonds.json"))
+        var privateBond = try Self.scBond()
+        privateBond.usesPrivateAddress = true
+        try await store.save(privateBond, station: Self.station)
+        try await store.save(try Self.legacyBond(), station: Self.station)
+        let text = try String(contentsOfFile: dir.file("bonds.json"), encoding: .utf8)
+        // Written only for the peer that uses them.
+        #expect(text.components(separatedBy: "\"private_address\" : true").count == 2)
+        let reopened = try BondStore(path: dir.file("bonds.json"))
+        #expect(reopened.bond(station: Self.station, peer: privateBond.peer)?.usesPrivateAddress == true)
+        #expect(reopened.bond(station: Self.station, peer: try Self.legacyBond().peer)?.usesPrivateAddress == false)
+    }
+
     @Test func removingABondForgetsIt() async throws {
         let dir = try ScratchDirectory()
         let store = try BondStore(path: dir.file("bonds.json"))

@@ -28,7 +28,8 @@ private let irk = Key128(0x0F0E_0D0C_0B0A_0908_0706_0504_0302_0100)
     @Test func aBondedDeviceBehindAResolvablePrivateAddressIsHeardConnectedAndEncrypted() async throws {
         let station = try #require(HCIAdapter.stationAddress(for: BluetoothAddress(value: 0x00AA_0000_0001)))
         let ltk = Key128(0x1111_2222_3333_4444_5555_6666_7777_8888)
-        let bond = Bond(peer: identity, ltk: ltk, keySize: 16, authenticated: true, secureConnections: true, peerIRK: irk)
+        let bond = Bond(peer: identity, ltk: ltk, keySize: 16, authenticated: true, secureConnections: true, peerIRK: irk,
+                        usesPrivateAddress: true)
         let (bonds, path) = try await store(with: bond, station: station)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let rpa = try BluetoothAddress.resolvablePrivate(irk: irk, prand: 0x12_3456)
@@ -60,6 +61,21 @@ private let irk = Key128(0x0F0E_0D0C_0B0A_0908_0706_0504_0302_0100)
         fake.inject(event: .encryptionChange(EncryptionChangeEvent(handle: command.handle, enabled: 1)))
         let outcome = try await securing
         #expect(outcome == SecurityOutcome(security: bond.linkSecurity, bond: .used))
+        await adapter.close()
+    }
+
+    @Test func aBondedDeviceThatDoesNotUsePrivateAddressesIsConnectedAtOnce() async throws {
+        let station = try #require(HCIAdapter.stationAddress(for: BluetoothAddress(value: 0x00AA_0000_0001)))
+        let bond = Bond(peer: identity, ltk: Key128(1), keySize: 16, authenticated: false, secureConnections: true, peerIRK: irk)
+        let (bonds, path) = try await store(with: bond, station: station)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let fake = FakeController()
+        var options = HCIAdapter.Options(log: { _ in })
+        options.bonds = bonds
+        let adapter = try await HCIAdapter.open(transport: fake, id: "fake", options: options)
+        let link = try await adapter.connect(to: identity, options: ConnectOptions(timeout: .seconds(5)))
+        #expect(link.peer == identity)
+        #expect(fake.observed.commands[.leSetScanEnable] == nil, "no listening before the connect")
         await adapter.close()
     }
 

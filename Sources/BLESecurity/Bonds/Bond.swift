@@ -27,10 +27,13 @@ public struct Bond: Sendable, Hashable, CustomStringConvertible, CustomDebugStri
     public var peerCSRK: Key128?
     /// When the bond was made; set by the bond store when it saves a bond without one.
     public var created: Date?
+    /// The peer connected from a resolvable private address when it bonded: it uses privacy, so a later
+    /// connection goes to the private address it advertises with then (found with `peerIRK`).
+    public var usesPrivateAddress: Bool
 
     public init(peer: BluetoothAddress, ltk: Key128, ediv: UInt16 = 0, rand: UInt64 = 0, keySize: Int,
                 authenticated: Bool, secureConnections: Bool, peerIRK: Key128? = nil, peerCSRK: Key128? = nil,
-                created: Date? = nil) {
+                created: Date? = nil, usesPrivateAddress: Bool = false) {
         self.peer = peer
         self.ltk = ltk
         self.ediv = ediv
@@ -41,6 +44,7 @@ public struct Bond: Sendable, Hashable, CustomStringConvertible, CustomDebugStri
         self.peerIRK = peerIRK
         self.peerCSRK = peerCSRK
         self.created = created
+        self.usesPrivateAddress = usesPrivateAddress
     }
 
     /// The level a link encrypted with this bond has.

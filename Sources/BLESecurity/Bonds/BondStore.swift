@@ -330,9 +330,12 @@ public final class BondStore: Sendable, CustomStringConvertible {
         var irk: String?
         var csrk: String?
         var created: Date?
+        /// Present (true) only for a peer that uses resolvable private addresses.
+        var privateAddress: Bool?
 
         enum CodingKeys: String, CodingKey {
             case peer, ltk, ediv, rand, authenticated, irk, csrk, created
+            case privateAddress = "private_address"
             case peerType = "peer_type"
             case keySize = "key_size"
             case secureConnections = "secure_connections"
@@ -349,7 +352,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: b.ediv,
                           rand: hex64(b.rand), keySize: b.keySize, authenticated: b.authenticated,
                           secureConnections: b.secureConnections, irk: b.peerIRK.map { hex($0.value) },
-                          csrk: b.peerCSRK.map { hex($0.value) }, created: b.created)
+                          csrk: b.peerCSRK.map { hex($0.value) }, created: b.created,
+                          privateAddress: b.usesPrivateAddress ? true : nil)
             })
         })
         let encoder = JSONEncoder()
@@ -403,7 +407,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 }
                 station.bonds[peer.value] = Bond(peer: peer, ltk: ltk, ediv: b.ediv, rand: rand, keySize: b.keySize,
                                                  authenticated: b.authenticated, secureConnections: b.secureConnections,
-                                                 peerIRK: irk, peerCSRK: csrk, created: b.created)
+                                                 peerIRK: irk, peerCSRK: csrk, created: b.created,
+                                                 usesPrivateAddress: b.privateAddress ?? false)
             }
             stations[address.value] = station
         }

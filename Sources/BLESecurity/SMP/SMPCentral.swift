@@ -422,11 +422,13 @@ public struct SMPCentral: Sendable {
             if let sc = p.sc {
                 bond = Bond(peer: peer, ltk: Key128(sc.ltk).masked(toSize: f.keySize), keySize: f.keySize,
                             authenticated: f.method.isAuthenticated, secureConnections: true,
-                            peerIRK: p.receiver.irk, peerCSRK: p.receiver.csrk)
+                            peerIRK: p.receiver.irk, peerCSRK: p.receiver.csrk,
+                            usesPrivateAddress: configuration.peerAddress.isResolvablePrivate)
             } else if let ltk = p.receiver.ltk {
                 bond = Bond(peer: peer, ltk: ltk, ediv: p.receiver.ediv, rand: p.receiver.rand, keySize: f.keySize,
                             authenticated: f.method.isAuthenticated, secureConnections: false,
-                            peerIRK: p.receiver.irk, peerCSRK: p.receiver.csrk)
+                            peerIRK: p.receiver.irk, peerCSRK: p.receiver.csrk,
+                            usesPrivateAddress: configuration.peerAddress.isResolvablePrivate)
             }
         }
         return .done(ours, SMPOutcome(security: security, method: f.method, bond: bond, usedStoredBond: false))
