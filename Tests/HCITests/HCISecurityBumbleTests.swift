@@ -121,4 +121,30 @@ struct HCISecurityBumbleTests {
             #expect(try pairings(fleet, "SN-0001").count == 2)
         }
     }
+
+    @Test func aSecurityRequestIsMetWhenTheLinkWillBeSecuredAndRefusedWhenItWillNot() async throws {
+        try await BumbleFleet.with(BumbleFleet.Options(devices: 2, security: .encrypted, securityRequest: [1, 2])) { fleet in
+            let adapter = try await HCIAdapter.open(spec: fleet.spec)
+            let first = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
+            let second = try #require(BluetoothAddress(fleet.devices[1].address, kind: .random))
+            // The session will ask for encryption: the device's own request pairs the link (Just Works).
+            let asked = SecurityRequest(level: .encrypted)
+            let link = try await adapter.connect(to: first, options: ConnectOptions(timeout: .seconds(10), security: asked))
+            let outcome = try await link.secure(asked)
+            #expect(outcome.security.level == .encrypted)
+            #expect(try await writeControl(RawATT(link), [0x01, 0x01]) == [0x13])
+            await link.disconnect()
+            // Nobody will secure this link: the request is answered Pairing Failed (Pairing Not Supported).
+            let plain = try await adapter.connect(to: second, options: ConnectOptions(timeout: .seconds(10)))
+            let refused = try await writeControl(RawATT(plain), [0x01, 0x01])
+            #expect(refused.first == 0x01 && refused.last == 0x0F)
+            await plain.disconnect()
+            await adapter.close()
+            #expect(try fleet.state(fleet.devices[0].id)["security_requests_sent"] as? Int == 1)
+            #expect(try pairings(fleet, fleet.devices[0].id).count == 1)
+            #expect(try pairings(fleet, fleet.devices[1].id).isEmpty)
+            let failures = try fleet.state(fleet.devices[1].id)["pairing_failures"] as? [String]
+            #expect(failures?.count == 1 && failures?.first?.contains("PAIRING_NOT_SUPPORTED") == true, "\(failures ?? [])")
+        }
+    }
 }
