@@ -139,7 +139,8 @@ public struct MeasurementLimits: Sendable, Equatable {
                 case .version(let v): text = v.text
                 default: throw ValueError("matches needs text, bytes or a version, not \(value.type.phrase)")
                 }
-                guard Matcher.regexError(matches) == nil else {
+                // The compiled pattern is cached: a run checks the same few patterns on every device.
+                guard RegexCache.shared.regex(matches) != nil else {
                     throw ValueError("the regular expression /\(matches)/ does not compile")
                 }
                 if !Matcher.search(matches, in: text) { return result(.fail, "\(shown) does not match /\(matches)/") }

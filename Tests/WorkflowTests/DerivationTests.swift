@@ -4,17 +4,6 @@ import Testing
 @Suite struct DerivationTests {
     private let mac: [UInt8] = [0xC0, 0x5E, 0x00, 0x00, 0x12, 0x34]
 
-    private func message(_ body: () throws -> Any) -> String? {
-        do {
-            _ = try body()
-            return nil
-        } catch let error as ValueError {
-            return error.message
-        } catch {
-            return "\(error)"
-        }
-    }
-
     @Test func slicesFromTheStartAndFromTheEnd() throws {
         #expect(try Derivation.slice(mac, start: 0, length: 3) == [0xC0, 0x5E, 0x00])
         #expect(try Derivation.slice(mac, start: 4, length: nil) == [0x12, 0x34])

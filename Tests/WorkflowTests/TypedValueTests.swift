@@ -5,17 +5,6 @@ import Testing
 @Suite struct TypedValueTests {
     private func version(_ text: String) throws -> TypedValue { .version(try SemanticVersion(parsing: text)) }
 
-    private func message(_ body: () throws -> Any) -> String? {
-        do {
-            _ = try body()
-            return nil
-        } catch let error as ValueError {
-            return error.message
-        } catch {
-            return "\(error)"
-        }
-    }
-
     @Test func jsonRenderingIsExact() throws {
         #expect(TypedValue.integer(19, signed: false).json == "19")
         #expect(TypedValue.integer(-40, signed: true).json == "-40")

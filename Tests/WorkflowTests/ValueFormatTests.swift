@@ -4,17 +4,6 @@ import Testing
 @Suite struct ValueFormatTests {
     private func decode(_ format: ValueFormat, _ bytes: [UInt8]) throws -> TypedValue { try format.decode(bytes) }
 
-    private func message(_ body: () throws -> Any) -> String? {
-        do {
-            _ = try body()
-            return nil
-        } catch let error as ValueError {
-            return error.message
-        } catch {
-            return "\(error)"
-        }
-    }
-
     @Test func unsignedIntegersInBothByteOrders() throws {
         #expect(try decode(.uint8, [0xFF]) == .integer(255, signed: false))
         #expect(try decode(.uint16le, [0x2C, 0x01]) == .integer(300, signed: false))

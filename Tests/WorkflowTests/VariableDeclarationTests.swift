@@ -2,17 +2,6 @@ import Testing
 @testable import Workflow
 
 @Suite struct VariableDeclarationTests {
-    private func message(_ body: () throws -> Any) -> String? {
-        do {
-            _ = try body()
-            return nil
-        } catch let error as ValueError {
-            return error.message
-        } catch {
-            return "\(error)"
-        }
-    }
-
     @Test func aKeyOfTheWrongLengthIsAnErrorThatDoesNotShowTheSecret() throws {
         let key = try VariableDeclaration(format: .hex, length: 16...16, secret: true)
         #expect(key.type == .bytes)
