@@ -23,6 +23,8 @@ let package = Package(
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
         .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
+        // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
+        .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
         .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
         // Scheduler, device agents, supervisor, journal, report.
@@ -40,6 +42,7 @@ let package = Package(
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
+        .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
     ],
