@@ -29,6 +29,8 @@ let package = Package(
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["CLibPQ"]),
+        // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
+        .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
         // The command line: argument parsing, commands, progress display, exit codes.
@@ -45,6 +47,7 @@ let package = Package(
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
+        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "Engine", "BLESimulator"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),

@@ -88,6 +88,7 @@ public final class PostgresConnection: Sendable, CustomStringConvertible {
 
     /// Runs statements in one round trip, as one implicit transaction: if one fails, none takes effect
     /// and the first error is thrown. Returns one result per statement.
+    @discardableResult
     public func pipeline(_ statements: [PostgresStatement], timeout: Duration? = nil, label: String) async throws -> [PostgresRows] {
         guard !statements.isEmpty else { return [] }
         let rows = try await perform(statements, step: .none, timeout: timeout, label: label)
@@ -188,6 +189,7 @@ public final class PostgresTransaction: Sendable {
     }
 
     /// Runs statements in the transaction in one round trip.
+    @discardableResult
     public func pipeline(_ statements: [PostgresStatement], timeout: Duration? = nil, label: String) async throws -> [PostgresRows] {
         let first = begun.withLock { b -> Bool in
             defer { b = true }
