@@ -84,6 +84,31 @@ public enum LineSchema {
         }
     }
 
+    // MARK: Roles
+
+    /// Grants least privilege to two group roles, creating them when missing (run by the line's owner
+    /// after `migrate`, and again after a migration adds a table; docs/line.md shows the same SQL):
+    /// - `provision_station`: read everything; add runs, devices and stations and update them (claims,
+    ///   leases, heartbeats); add intents and outcomes, never change or delete them.
+    /// - `provision_auditor`: read everything, change nothing.
+    /// Login roles join one of them (`CREATE ROLE station1 LOGIN PASSWORD '…' IN ROLE provision_station`).
+    public static func grantRoles(_ connection: PostgresConnection, timeout: Duration = .seconds(60)) async throws {
+        try await connection.pipeline(roleStatements, timeout: timeout, label: "grant the line roles")
+    }
+
+    static let roleStatements: [PostgresStatement] = [
+        PostgresStatement("""
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_station') THEN CREATE ROLE provision_station NOLOGIN; END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_auditor') THEN CREATE ROLE provision_auditor NOLOGIN; END IF;
+            END $$
+            """),
+        PostgresStatement("GRANT USAGE ON SCHEMA provision TO provision_station, provision_auditor"),
+        PostgresStatement("GRANT SELECT ON ALL TABLES IN SCHEMA provision TO provision_station, provision_auditor"),
+        PostgresStatement("GRANT INSERT, UPDATE ON provision.runs, provision.stations, provision.devices TO provision_station"),
+        PostgresStatement("GRANT INSERT ON provision.intents, provision.outcomes TO provision_station"),
+    ]
+
     // MARK: History
 
     static let migrations: [Migration] = [

@@ -86,3 +86,54 @@ struct LineSchemaTests {
         #expect(try await LineSchema.databaseVersion(admin) == nil)
     }
 }
+
+@Suite(.serialized, .enabled(if: PostgresCluster.shouldRun, "needs PostgreSQL: run `make test`, or apt-get install postgresql"))
+struct LineRoleTests {
+    @Test func aStationRoleWorksTheLineAndAnAuditorRoleOnlyReads() async throws {
+        let line = try await LineFixture.make(devices: 4)
+        defer { line.close() }
+        try await LineSchema.grantRoles(line.admin)
+        try await line.admin.query("""
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'line_test_station') THEN
+                    CREATE ROLE line_test_station LOGIN PASSWORD 'station-pass' IN ROLE provision_station;
+                END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'line_test_auditor') THEN
+                    CREATE ROLE line_test_auditor LOGIN PASSWORD 'auditor-pass' IN ROLE provision_auditor;
+                END IF;
+            END $$
+            """)
+        let superuser = "user=\(PostgresCluster.superuser) password=\(line.cluster.password)"
+        let stationCS = try ConnectionString(line.connectionString.replacingOccurrences(of: superuser, with: "user=line_test_station password=station-pass"))
+        let auditorCS = line.connectionString.replacingOccurrences(of: superuser, with: "user=line_test_auditor password=auditor-pass")
+
+        // The station role joins, claims, announces and records.
+        let station = try await LineStation.join(stationCS, run: line.run,
+                                                 station: LineStationInfo(id: "s/1", name: "s", host: "h", adapters: [], toolVersion: "test"),
+                                                 devices: line.devices)
+        let claims = try await station.claim(among: line.devices, limit: 2)
+        try await station.recordIntent(LineIntent(device: claims[0].device, attempt: claims[0].attempt, stepIndex: 7, step: "set configuration"))
+        #expect(try await station.recordOutcome(LineFixture.outcome(claims[0])) == .succeeded)
+        // It cannot rewrite history.
+        let stationDB = try await PostgresConnection.connect(stationCS)
+        defer { stationDB.close() }
+        for attempt in [{ try await stationDB.query("DELETE FROM provision.outcomes") },
+                        { try await stationDB.query("UPDATE provision.outcomes SET outcome = 'failed'") },
+                        { try await stationDB.query("DELETE FROM provision.devices") }] {
+            await #expect { try await attempt() } throws: { error in (error as? PostgresError)?.sqlState == SQLState.insufficientPrivilege }
+        }
+
+        // The auditor reads the report view and nothing else is allowed.
+        let auditor = try await PostgresConnection.connect(auditorCS)
+        defer { auditor.close() }
+        let rows = try await auditor.query("SELECT device_id, state FROM provision.device_report WHERE run_id = $1 ORDER BY device_id",
+                                           [.text(line.run.id)])
+        #expect(try rows.map { try $0.decode("state", as: String.self) } == ["succeeded", "claimed", "pending", "pending"])
+        await #expect { try await auditor.query("UPDATE provision.devices SET state = 'pending'") } throws: { error in
+            (error as? PostgresError)?.sqlState == SQLState.insufficientPrivilege
+        }
+        await #expect { try await LineClaims(connection: auditor, run: line.run.id, station: "s/1").claim(among: line.devices, limit: 1, lease: .seconds(5)) } throws: { error in
+            (error as? PostgresError)?.sqlState == SQLState.insufficientPrivilege
+        }
+    }
+}
