@@ -1,10 +1,15 @@
 /// One station's intents and outcomes waiting to be written, and which of them go in the next batch.
 ///
-/// Group commit: while one batch is being written (one round trip, one transaction), everything that
-/// arrives waits and goes in the next batch, so a station's throughput does not fall with the
-/// database's round-trip time. A batch holds at most `maxBatch` entries and at most one intent and one
-/// outcome per device (a second one for the same device waits for the following batch, so the
-/// order of one device's writes is kept).
+/// Group commit: a batch (one round trip, one transaction) starts as soon as a writer is free; what
+/// arrives while every writer is busy waits and goes in the next batch, so a station's throughput does
+/// not fall with the database's round-trip time. With several writers (connections), batches commit in
+/// parallel and PostgreSQL flushes their commits together.
+///
+/// A batch holds at most `maxBatch` entries. A device has at most one entry in the batches being
+/// written, and its entries are written in the order they were submitted: an entry for a device that
+/// is being written, or that waits behind an earlier entry, waits for a later batch. (The exception
+/// that keeps one round trip per device: an intent and then the outcome of one device may share a
+/// batch, since a batch writes its intents before its outcomes.)
 struct GroupCommit<Ticket: Sendable>: Sendable {
     enum Item: Sendable {
         case intent(LineIntent)
@@ -24,27 +29,36 @@ struct GroupCommit<Ticket: Sendable>: Sendable {
     }
 
     private(set) var pending: [Entry] = []
-    private(set) var writing = false
+    /// Batches being written.
+    private(set) var writing = 0
+    /// Devices with an entry in a batch being written.
+    private var busy: [String: Int] = [:]
     let maxBatch: Int
+    let writers: Int
 
-    init(maxBatch: Int = 500) {
+    init(maxBatch: Int = 500, writers: Int = 1) {
         self.maxBatch = max(1, maxBatch)
+        self.writers = max(1, writers)
     }
 
-    /// Queues an entry; returns the batch to write now, if the writer is idle.
+    /// Queues an entry; returns a batch to write now, if a writer is free.
     mutating func submit(_ entry: Entry) -> [Entry]? {
         pending.append(entry)
         return nextBatch()
     }
 
-    /// The batch being written is done; returns the next batch to write, if any.
-    mutating func batchFinished() -> [Entry]? {
-        writing = false
+    /// A batch is written; returns the next batch to write, if any.
+    mutating func batchFinished(_ batch: [Entry]) -> [Entry]? {
+        writing -= 1
+        for entry in batch {
+            let d = entry.item.device
+            if let n = busy[d], n > 1 { busy[d] = n - 1 } else { busy[d] = nil }
+        }
         return nextBatch()
     }
 
     private mutating func nextBatch() -> [Entry]? {
-        guard !writing, !pending.isEmpty else { return nil }
+        guard writing < writers, !pending.isEmpty else { return nil }
         var batch: [Entry] = []
         var rest: [Entry] = []
         var intents = Set<String>()
@@ -54,7 +68,7 @@ struct GroupCommit<Ticket: Sendable>: Sendable {
         for entry in pending {
             let device = entry.item.device
             let fits: Bool
-            if batch.count >= maxBatch || waiting.contains(device) {
+            if batch.count >= maxBatch || waiting.contains(device) || busy[device] != nil {
                 fits = false
             } else {
                 switch entry.item {
@@ -70,8 +84,10 @@ struct GroupCommit<Ticket: Sendable>: Sendable {
                 waiting.insert(device)
             }
         }
+        guard !batch.isEmpty else { return nil }
         pending = rest
-        writing = true
+        writing += 1
+        for entry in batch { busy[entry.item.device, default: 0] += 1 }
         return batch
     }
 }

@@ -12,6 +12,8 @@ import PostgresClient
 /// - An expired lease is swept (`sweepExpired`, also at the start of every `claim`): the device goes back
 ///   to `pending`, or to `needs_review` when an intent of the attempt has no outcome — the rule of the
 ///   file journal's resume. Rows being changed by someone else are skipped (`SKIP LOCKED`), never waited for.
+/// - Statements look devices up one by one by primary key (the `OFFSET 0` subqueries keep the planner
+///   from scanning a whole run when its statistics are stale, as they are for a run just added).
 /// - Writes can be retried after a lost connection: an outcome already written by this station for this
 ///   attempt answers `alreadyRecorded`; an intent is idempotent while the lease is held.
 public struct LineClaims: Sendable {
@@ -43,6 +45,7 @@ public struct LineClaims: Sendable {
     public func claim(among devices: [String], limit: Int, lease: Duration) async throws -> [LineClaim] {
         guard limit > 0, !devices.isEmpty else { return [] }
         let results = try await connection.pipeline([
+            Self.withoutWaitingForFlush,
             sweepStatement(limit: 1000),
             PostgresStatement("""
                 WITH wanted AS (
@@ -65,22 +68,45 @@ public struct LineClaims: Sendable {
                 RETURNING d.device_id, d.attempt, d.lease_expires_at
                 """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease)]),
         ], timeout: timeout, label: "claim devices for station \(station)")
-        return try results[1].map(Self.claim)
+        return try results[2].map(Self.claim)
     }
 
-    /// Extends the lease of every device this station holds in the run (and its heartbeat), in one
-    /// statement. Returns the devices still held; an expired lease is not renewed (it is forfeit).
-    public func renew(lease: Duration) async throws -> [LineClaim] {
-        let rows = try await connection.query("""
-            WITH beat AS (
-                UPDATE provision.stations SET heartbeat_at = now() WHERE station_id = $2
-            )
-            UPDATE provision.devices
-            SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-            WHERE run_id = $1 AND lease_owner = $2 AND state = 'claimed' AND lease_expires_at > now()
-            RETURNING device_id, attempt, lease_expires_at
-            """, [.text(run), .text(station), .milliseconds(lease)], timeout: timeout, label: "renew the leases of station \(station)")
-        return try rows.map(Self.claim)
+    /// What a renewal did: the leases extended, and every device the station holds with a live lease.
+    public struct Renewal: Sendable, Equatable {
+        public var renewed: [LineClaim]
+        /// Every device this station holds with a live lease, renewed or not (a device whose row one of
+        /// the station's connections is writing at that moment is held, and renewed next time).
+        public var held: [LineClaim]
+    }
+
+    /// Extends the lease of every device this station holds in the run (and beats its heart), in one
+    /// round trip. An expired lease is not renewed (it is forfeit); rows the station's own writes hold
+    /// at that moment are skipped rather than waited for (no lock cycles between a station's connections).
+    public func renew(lease: Duration) async throws -> Renewal {
+        let results = try await connection.pipeline([
+            Self.withoutWaitingForFlush,
+            PostgresStatement("""
+                WITH beat AS (
+                    UPDATE provision.stations SET heartbeat_at = now() WHERE station_id = $2
+                )
+                UPDATE provision.devices AS d
+                SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+                FROM (
+                    SELECT run_id, device_id FROM provision.devices
+                    WHERE run_id = $1 AND lease_owner = $2 AND state = 'claimed' AND lease_expires_at > now()
+                    FOR UPDATE SKIP LOCKED
+                ) AS mine
+                WHERE d.run_id = mine.run_id AND d.device_id = mine.device_id
+                RETURNING d.device_id, d.attempt, d.lease_expires_at
+                """, [.text(run), .text(station), .milliseconds(lease)]),
+            PostgresStatement("""
+                SELECT device_id, attempt, lease_expires_at FROM provision.devices
+                WHERE run_id = $1 AND lease_owner = $2 AND state = 'claimed' AND lease_expires_at > now()
+                ORDER BY device_id
+                """, [.text(run), .text(station)]),
+        ], timeout: timeout, label: "renew the leases of station \(station)")
+        // One transaction: the second statement sees the expiries the first extended.
+        return Renewal(renewed: try results[1].map(Self.claim), held: try results[2].map(Self.claim))
     }
 
     /// The devices this station holds now (after a reconnection, to find claims whose answer was lost).
@@ -97,7 +123,7 @@ public struct LineClaims: Sendable {
     /// Returns the new state of each device released (devices not held are left alone and not listed).
     public func release(_ claims: [(device: String, attempt: Int)]) async throws -> [String: DeviceState] {
         guard !claims.isEmpty else { return [:] }
-        let rows = try await connection.query("""
+        let results = try await connection.pipeline([Self.withoutWaitingForFlush, PostgresStatement("""
             UPDATE provision.devices AS d
             SET state = CASE WHEN d.intent_step IS NULL THEN 'pending' ELSE 'needs_review' END,
                 review_reason = CASE WHEN d.intent_step IS NULL THEN NULL ELSE 'released_after_intent' END,
@@ -106,17 +132,18 @@ public struct LineClaims: Sendable {
             WHERE d.run_id = $1 AND d.device_id = r.device_id AND d.attempt = r.attempt
               AND d.state = 'claimed' AND d.lease_owner = $2
             RETURNING d.device_id, d.state
-            """, [.text(run), .text(station), .textArray(claims.map(\.device)), .array(claims.map { .int($0.attempt) })],
+            """, [.text(run), .text(station), .textArray(claims.map(\.device)), .array(claims.map { .int($0.attempt) })])],
             timeout: timeout, label: "release devices of station \(station)")
         var states: [String: DeviceState] = [:]
-        for row in rows { states[try row.decode("device_id")] = try row.decode("state", as: DeviceState.self) }
+        for row in results[1] { states[try row.decode("device_id")] = try row.decode("state", as: DeviceState.self) }
         return states
     }
 
     /// Sweeps up to `limit` expired leases of the run (any station may; concurrent sweeps share the work).
     public func sweepExpired(limit: Int = 1000) async throws -> [Swept] {
-        let rows = try await connection.pipeline([sweepStatement(limit: limit)], timeout: timeout, label: "sweep expired leases")
-        return try rows[0].map { row in
+        let rows = try await connection.pipeline([Self.withoutWaitingForFlush, sweepStatement(limit: limit)], timeout: timeout,
+                                                 label: "sweep expired leases")
+        return try rows[1].map { row in
             Swept(device: try row.decode("device_id"), attempt: try row.decode("attempt"), state: try row.decode("state"))
         }
     }
@@ -197,7 +224,11 @@ public struct LineClaims: Sendable {
                    d.lease_owner, d.attempt AS current_attempt
             FROM input AS i
             LEFT JOIN held AS h ON h.device_id = i.device_id
-            LEFT JOIN provision.devices AS d ON d.run_id = $1 AND d.device_id = i.device_id
+            LEFT JOIN LATERAL (
+                SELECT state, lease_owner, attempt FROM provision.devices
+                WHERE run_id = $1 AND device_id = i.device_id
+                OFFSET 0
+            ) AS d ON true
             """, [.text(run), .text(station), .textArray(intents.map(\.device)), .array(intents.map { .int($0.attempt) }),
                   .array(intents.map { .int($0.stepIndex) }), .textArray(intents.map(\.step))])
     }
@@ -239,7 +270,11 @@ public struct LineClaims: Sendable {
                    coalesce(dn.state, d.state) AS state, d.lease_owner, d.attempt AS current_attempt
             FROM input AS i
             LEFT JOIN done AS dn ON dn.device_id = i.device_id
-            LEFT JOIN provision.devices AS d ON d.run_id = $1 AND d.device_id = i.device_id
+            LEFT JOIN LATERAL (
+                SELECT state, lease_owner, attempt FROM provision.devices
+                WHERE run_id = $1 AND device_id = i.device_id
+                OFFSET 0
+            ) AS d ON true
             """, [.text(run), .text(station),
                   .textArray(outcomes.map(\.device)),
                   .array(outcomes.map { .int($0.attempt) }),
@@ -276,6 +311,14 @@ public struct LineClaims: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Claims, renewals, releases and sweeps commit without waiting for the WAL flush
+    /// (`synchronous_commit = off` for that transaction only). Losing one in a database crash is safe:
+    /// every intent and outcome is fenced by the lease owner and attempt, so a claim that vanished
+    /// makes the station's next write `leaseLost` before anything irreversible goes out; and a durable
+    /// commit (an intent, an outcome) flushes the WAL up to itself, so any claim it depends on is
+    /// durable by then. Intents and outcomes always wait for the flush.
+    static let withoutWaitingForFlush = PostgresStatement("SET LOCAL synchronous_commit TO off")
 
     private static func claim(_ row: PostgresRow) throws -> LineClaim {
         LineClaim(device: try row.decode("device_id"), attempt: try row.decode("attempt"), leaseExpires: try row.decode("lease_expires_at"))

@@ -23,8 +23,10 @@ public actor LineStation {
     /// The deadline of each database operation.
     public nonisolated let timeout: Duration
     private let connectionString: ConnectionString
-    private var connection: PostgresConnection?
-    private var connecting: Task<PostgresConnection, any Error>?
+    /// Slot 0 carries claims, renewals and releases; slots 1...writers carry group-commit batches.
+    private var connections: [PostgresConnection?]
+    private var connecting: [Int: Task<PostgresConnection, any Error>] = [:]
+    private var freeWriters: [Int]
     private var commit: GroupCommit<UInt64>
     private var waiters: [UInt64: CheckedContinuation<LineWriteResult, any Error>] = [:]
     private var nextTicket: UInt64 = 0
@@ -35,20 +37,28 @@ public actor LineStation {
     public private(set) var entriesWritten = 0
 
     init(connectionString: ConnectionString, connection: PostgresConnection, station: LineStationInfo, run: String,
-         lease: Duration, timeout: Duration, maxBatch: Int) {
+         lease: Duration, timeout: Duration, maxBatch: Int, writers: Int) {
+        let writers = max(1, writers)
         self.connectionString = connectionString
-        self.connection = connection
+        self.connections = [connection] + Array(repeating: nil, count: writers)
+        self.freeWriters = Array((1...writers).reversed())
         self.station = station
         self.run = run
         self.lease = lease
         self.timeout = timeout
-        self.commit = GroupCommit(maxBatch: maxBatch)
+        self.commit = GroupCommit(maxBatch: maxBatch, writers: writers)
     }
 
     /// Connects, migrates the schema if needed, creates or joins `run`, adds `devices` to it (those
     /// already there are left as they are), and registers the station.
+    ///
+    /// - Parameters:
+    ///   - writers: connections that write group-commit batches side by side (PostgreSQL flushes their
+    ///     commits together); one more connection carries claims and renewals.
+    ///   - maxBatch: intents and outcomes per batch at most.
     public static func join(_ connectionString: ConnectionString, run: LineRun, station: LineStationInfo, devices: [String],
-                            lease: Duration = .seconds(30), timeout: Duration = .seconds(10), maxBatch: Int = 500) async throws -> LineStation {
+                            lease: Duration = .seconds(30), timeout: Duration = .seconds(10), writers: Int = 1,
+                            maxBatch: Int = 500) async throws -> LineStation {
         let connection = try await PostgresConnection.connect(connectionString, timeout: timeout, defaultTimeout: timeout)
         do {
             try await LineSchema.migrate(connection, toolVersion: station.toolVersion, timeout: max(timeout, .seconds(60)))
@@ -61,50 +71,53 @@ public actor LineStation {
             throw error
         }
         return LineStation(connectionString: connectionString, connection: connection, station: station, run: run.id,
-                           lease: lease, timeout: timeout, maxBatch: maxBatch)
+                           lease: lease, timeout: timeout, maxBatch: maxBatch, writers: writers)
     }
 
-    /// The connection, made again if the last one was lost.
-    private func liveConnection() async throws -> PostgresConnection {
-        if let connection, !connection.isClosed { return connection }
-        if let connecting { return try await connecting.value }
+    /// The connection of `slot`, made (again) when there is none or the last one was lost.
+    private func liveConnection(_ slot: Int = 0) async throws -> PostgresConnection {
+        if let c = connections[slot], !c.isClosed { return c }
+        if let pending = connecting[slot] { return try await pending.value }
         let cs = connectionString
         let timeout = self.timeout
         let task = Task { try await PostgresConnection.connect(cs, timeout: timeout, defaultTimeout: timeout) }
-        connecting = task
-        defer { connecting = nil }
+        connecting[slot] = task
+        defer { connecting[slot] = nil }
         let fresh = try await task.value
-        connection = fresh
+        connections[slot] = fresh
         return fresh
     }
 
-    private func claims() async throws -> LineClaims {
-        LineClaims(connection: try await liveConnection(), run: run, station: station.id, timeout: timeout)
+    private func claims(_ slot: Int = 0) async throws -> LineClaims {
+        LineClaims(connection: try await liveConnection(slot), run: run, station: station.id, timeout: timeout)
     }
 
     // MARK: Claims and leases
 
-    /// Claims up to `limit` pending devices among those this station hears (best first).
+    /// Claims up to `limit` pending devices among those this station hears (best first). Devices it
+    /// already holds are not asked for again.
     public func claim(among devices: [String], limit: Int) async throws -> [LineClaim] {
-        let claimed = try await claims().claim(among: devices, limit: limit, lease: lease)
+        let wanted = devices.filter { held[$0] == nil }
+        let claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
         for c in claimed { held[c.device] = c }
         return claimed
     }
 
-    /// What a renewal found: the leases extended, and devices this station thought it held but does not.
+    /// What a renewal found: the leases extended, and devices this station thought it held but does not
+    /// (taken over after its lease expired, or expired and not renewable).
     public struct Renewal: Sendable, Equatable {
         public var renewed: [LineClaim]
         public var lost: [String]
     }
 
-    /// Renews every lease this station holds (one statement) and reports the ones it lost.
+    /// Renews every lease this station holds (one round trip) and reports the ones it lost.
     public func renew() async throws -> Renewal {
-        let renewed = try await claims().renew(lease: lease)
-        let still = Set(renewed.map(\.device))
+        let result = try await claims().renew(lease: lease)
+        let still = Set(result.held.map(\.device))
         let lost = held.keys.filter { !still.contains($0) }.sorted()
         for d in lost { held[d] = nil }
-        for c in renewed { held[c.device] = c }
-        return Renewal(renewed: renewed, lost: lost)
+        for c in result.renewed where held[c.device] != nil { held[c.device] = c }
+        return Renewal(renewed: result.renewed, lost: lost)
     }
 
     /// Renews the leases every `period` until the task is cancelled; `onLost` hears of devices lost.
@@ -137,9 +150,9 @@ public actor LineStation {
         close()
     }
 
-    /// Closes the connection (waiting writes fail with `.closed`).
+    /// Closes the connections (waiting writes fail with `.closed`).
     public func close() {
-        connection?.close()
+        for c in connections { c?.close() }
     }
 
     // MARK: Intents and outcomes (group commit)
@@ -180,10 +193,12 @@ public actor LineStation {
     }
 
     private func startWriting(_ batch: [GroupCommit<UInt64>.Entry]) {
-        Task { await self.write(batch) }
+        // GroupCommit starts no more batches than there are writers, so one is free.
+        let writer = freeWriters.popLast() ?? 1
+        Task { await self.write(batch, on: writer) }
     }
 
-    private func write(_ batch: [GroupCommit<UInt64>.Entry]) async {
+    private func write(_ batch: [GroupCommit<UInt64>.Entry], on writer: Int) async {
         batchesWritten += 1
         entriesWritten += batch.count
         var intents: [LineIntent] = []
@@ -195,7 +210,7 @@ public actor LineStation {
             }
         }
         do {
-            let results = try await claims().write(intents: intents, outcomes: outcomes)
+            let results = try await claims(writer).write(intents: intents, outcomes: outcomes)
             for entry in batch {
                 let result: LineWriteResult?
                 switch entry.item {
@@ -212,6 +227,7 @@ public actor LineStation {
         } catch {
             for entry in batch { waiters.removeValue(forKey: entry.ticket)?.resume(throwing: error) }
         }
-        if let next = commit.batchFinished() { startWriting(next) }
+        freeWriters.append(writer)
+        if let next = commit.batchFinished(batch) { startWriting(next) }
     }
 }
