@@ -107,7 +107,11 @@ final class ConnectionDriver {
             }
             if fds[1].revents != 0 { inbox.drainWake() }
             if fds[0].revents & Int16(POLLOUT) != 0, needsFlush { flush() }
-            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0, !closing { readInput() }
+            if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0, !closing {
+                readInput()
+                // libpq: output blocked on TLS may need input first; try the flush again after reading.
+                if needsFlush, !closing { flush() }
+            }
             if !closing { perform(scheduler.handle(.timePassed, now: .now)) }
         }
         let error = Self.closedError(scheduler, connectionString)

@@ -246,6 +246,32 @@ struct PostgresConnectionTests {
         #expect(try await db.query("SELECT current_user AS u")[0].decode("u", as: String.self) == PostgresCluster.superuser)
     }
 
+    @Test func largeParametersAndResultsGoThroughTheNonBlockingSocket() async throws {
+        let t = try await TestDatabase.make()
+        defer { t.close() }
+        // Far more than a socket buffer holds: the request goes out in several writes, waiting for the socket.
+        let big = String(repeating: "0123456789abcdef", count: 512 * 1024)
+        let rows = try await t.db.query("SELECT length($1::text) AS n, md5($1::text) AS h, repeat('x', 4000000) AS back", [.text(big)])
+        #expect(try rows[0].decode("n", as: Int.self) == big.utf8.count)
+        #expect(try rows[0].decode("back", as: String.self).utf8.count == 4_000_000)
+    }
+
+    @Test(.enabled(if: PostgresCluster.tlsAvailable, "needs the openssl command to make a test certificate"))
+    func tlsIsUsedWhenTheConnectionStringAsksForIt() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let db = try await PostgresConnection.connect(cluster.connectionString() + " sslmode=require", timeout: .seconds(30))
+        defer { db.close() }
+        let row = try await db.query("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()")[0]
+        #expect(try row.decode("ssl", as: Bool.self))
+        #expect(try row.decodeIfPresent("version", as: String.self)?.hasPrefix("TLS") == true)
+        let big = String(repeating: "z", count: 6_000_000)
+        #expect(try await db.query("SELECT length($1::text) AS n", [.text(big)])[0].decode("n", as: Int.self) == 6_000_000)
+        // A certificate nobody vouches for is refused when the string asks for verification.
+        await #expect { try await PostgresConnection.connect(cluster.connectionString() + " sslmode=verify-full", timeout: .seconds(30)) } throws: { error in
+            (error as? PostgresError)?.kind == .connectFailed
+        }
+    }
+
     @Test func sessionsUseUTCAndISODatesWhateverTheServerDefault() async throws {
         let t = try await TestDatabase.make()
         defer { t.close() }

@@ -98,11 +98,11 @@ public final class PostgresCluster: Sendable {
     // MARK: Starting and stopping
 
     /// One cluster shared by every test of the process (started on first use; its watchdog stops it when
-    /// the process ends). Tests create their own database on it (`createDatabase`).
+    /// the process ends), with TLS when `tlsAvailable`. Tests create their own database on it (`createDatabase`).
     public static func shared() async throws -> PostgresCluster {
         let task = sharedCluster.withLock { t -> Task<PostgresCluster, any Error> in
             if let t { return t }
-            let new = Task { try await start() }
+            let new = Task { try await start(tls: tlsAvailable) }
             t = new
             return new
         }
@@ -111,9 +111,14 @@ public final class PostgresCluster: Sendable {
 
     private static let sharedCluster = Mutex<Task<PostgresCluster, any Error>?>(nil)
 
+    /// Whether test clusters can offer TLS (the openssl command makes their certificate). The shared
+    /// cluster does when it can, so every test's connection goes through TLS (`sslmode=prefer`).
+    public static let tlsAvailable = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")
+
     /// Starts a new cluster. `fsync: false` (the default for tests) trades crash safety for speed;
-    /// benchmarks use `fsync: true`.
-    public static func start(fsync: Bool = false, timeout: Duration = .seconds(120)) async throws -> PostgresCluster {
+    /// benchmarks use `fsync: true`. With `tls`, the server also accepts TLS with a self-signed
+    /// certificate made by the openssl command (libpq's default `sslmode=prefer` then uses it).
+    public static func start(fsync: Bool = false, tls: Bool = false, timeout: Duration = .seconds(120)) async throws -> PostgresCluster {
         if let reason = unavailableReason { throw ClusterError("PostgreSQL is not available: \(reason)") }
         guard case .success(let bin) = binaries, case .success(let runAs) = serverUser else { throw ClusterError("unreachable") }
         let directory = FileManager.default.temporaryDirectory.path + "/provision-pg-\(UUID().uuidString.prefix(8))"
@@ -137,6 +142,13 @@ public final class PostgresCluster: Sendable {
                                                          "--encoding=UTF8", "--locale=C", "--no-sync"],
                                        as: runAs, timeout: timeout)
             guard initdb.status == 0 else { throw ClusterError("initdb failed (\(initdb.status)): \(initdb.output)") }
+            if tls {
+                let made = try await run("/usr/bin/openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                                                               "-keyout", dataDirectory + "/server.key", "-out", dataDirectory + "/server.crt"],
+                                         as: runAs, timeout: timeout)
+                guard made.status == 0 else { throw ClusterError("openssl could not make a test certificate (\(made.status)): \(made.output)") }
+                _ = chmod(dataDirectory + "/server.key", 0o600)
+            }
             var lastFailure = ""
             for _ in 0..<5 {
                 let port = try freePort()
@@ -151,6 +163,7 @@ public final class PostgresCluster: Sendable {
                     full_page_writes = \(fsync ? "on" : "off")
                     max_connections = 200
                     log_min_messages = warning
+                    ssl = \(tls ? "on" : "off")
                     """
                 try appendFile(dataDirectory + "/postgresql.conf", settings)
                 let started = try await run(bin + "/pg_ctl", ["-D", dataDirectory, "-l", directory + "/server.log", "-w", "-t", "60", "start"],
