@@ -165,7 +165,13 @@ public final class PostgresTransaction: Sendable {
     private let token: UInt64
     private let label: String
     private let timeout: Duration?
-    private let begun = Mutex(false)
+    private struct State {
+        var begun = false
+        /// The first failure of a statement: the transaction is over (the server aborted it, or it
+        /// never began); later statements are refused instead of running outside it.
+        var failure: PostgresError?
+    }
+    private let state = Mutex(State())
 
     init(connection: PostgresConnection, token: UInt64, label: String, timeout: Duration?) {
         self.connection = connection
@@ -174,7 +180,7 @@ public final class PostgresTransaction: Sendable {
         self.timeout = timeout
     }
 
-    var hasBegun: Bool { begun.withLock { $0 } }
+    var hasBegun: Bool { state.withLock { $0.begun } }
 
     /// Runs one statement in the transaction.
     @discardableResult
@@ -191,20 +197,34 @@ public final class PostgresTransaction: Sendable {
     /// Runs statements in the transaction in one round trip.
     @discardableResult
     public func pipeline(_ statements: [PostgresStatement], timeout: Duration? = nil, label: String) async throws -> [PostgresRows] {
-        let first = begun.withLock { b -> Bool in
-            defer { b = true }
-            return !b
+        let (first, failure) = state.withLock { s -> (Bool, PostgresError?) in
+            defer { s.begun = true }
+            return (!s.begun, s.failure)
+        }
+        if let failure {
+            throw PostgresError(failure.kind, operation: "\(self.label): \(label)",
+                                message: "not run: the transaction failed earlier (\(failure.message))", sqlState: SQLState.inFailedTransaction)
         }
         let limit = timeout ?? self.timeout
-        if first {
-            let rows = try await connection.perform([PostgresStatement("BEGIN")] + statements, step: .begin(token),
-                                                    timeout: limit, label: "\(self.label): \(label)")
-            return Array(rows.dropFirst())
+        do {
+            if first {
+                let rows = try await connection.perform([PostgresStatement("BEGIN")] + statements, step: .begin(token),
+                                                        timeout: limit, label: "\(self.label): \(label)")
+                return Array(rows.dropFirst())
+            }
+            return try await connection.perform(statements, step: .within(token), timeout: limit, label: "\(self.label): \(label)")
+        } catch let error as PostgresError {
+            state.withLock { if $0.failure == nil { $0.failure = error } }
+            throw error
         }
-        return try await connection.perform(statements, step: .within(token), timeout: limit, label: "\(self.label): \(label)")
     }
 
     func commit() async throws {
+        if let failure = state.withLock({ $0.failure }) {
+            await rollback()
+            throw PostgresError(.server, operation: "\(label): commit",
+                                message: "rolled back: a statement of the transaction failed (\(failure.message))", sqlState: SQLState.inFailedTransaction)
+        }
         let rows = try await connection.perform([PostgresStatement("COMMIT")], step: .end(token), timeout: timeout,
                                                 label: "\(label): commit", cancellable: false)
         if rows.first?.commandTag == "ROLLBACK" {

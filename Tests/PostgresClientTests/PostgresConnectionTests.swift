@@ -155,6 +155,14 @@ struct PostgresConnectionTests {
         } } throws: { error in
             (error as? PostgresError)?.sqlState == SQLState.inFailedTransaction
         }
+        // The first statement timed out (the body went on regardless): nothing after it runs outside the
+        // transaction, and the commit reports the failure.
+        await #expect { try await t.db.transaction { tx in
+            _ = try? await tx.query("SELECT pg_sleep(30)", timeout: .milliseconds(200))
+            try await tx.query("INSERT INTO x VALUES (5)")
+        } } throws: { error in
+            (error as? PostgresError)?.sqlState == SQLState.inFailedTransaction
+        }
         let keys = try await t.admin.query("SELECT k FROM x ORDER BY k").map { try $0.decode("k", as: Int.self) }
         #expect(keys == [1, 2])
     }
