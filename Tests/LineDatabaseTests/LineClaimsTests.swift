@@ -10,11 +10,15 @@ struct LineClaimsTests {
     @Test func eightStationsOnAThousandDevicesClaimEachDeviceExactlyOnce() async throws {
         let line = try await LineFixture.make(devices: 1000)
         defer { line.close() }
+        // Every station joins first, so that all of them claim at once.
+        let stations = try await withThrowingTaskGroup(of: LineStation.self) { group in
+            for s in 0..<8 { group.addTask { try await line.station("station-\(s)") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
         // Every station hears every device, each in its own order; each works a window of what it hears.
         let claimed = try await withThrowingTaskGroup(of: [LineClaim].self) { group in
-            for s in 0..<8 {
+            for (s, station) in stations.enumerated() {
                 group.addTask {
-                    let station = try await line.station("station-\(s)")
                     var rng = SimulatorRandom(seed: UInt64(s + 1))
                     var heard = line.devices
                     heard.shuffle(using: &rng)
