@@ -121,7 +121,9 @@ public final class PostgresCluster: Sendable {
     public static func start(fsync: Bool = false, tls: Bool = false, timeout: Duration = .seconds(120)) async throws -> PostgresCluster {
         if let reason = unavailableReason { throw ClusterError("PostgreSQL is not available: \(reason)") }
         guard case .success(let bin) = binaries, case .success(let runAs) = serverUser else { throw ClusterError("unreachable") }
-        let directory = FileManager.default.temporaryDirectory.path + "/provision-pg-\(UUID().uuidString.prefix(8))"
+        // The server user must reach the directory: /tmp when it is another user (TMPDIR may be private).
+        let parent = runAs == nil ? FileManager.default.temporaryDirectory.path : "/tmp"
+        let directory = parent + "/provision-pg-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])
         if let runAs, let pw = getpwnam(runAs) {
