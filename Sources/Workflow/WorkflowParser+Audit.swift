@@ -73,8 +73,9 @@ extension ParserState {
                             if let l = byteLength(p.value) { length = l } else { ok = false }
                         }
                     } else {
-                        let hint = Suggestions.hint(for: key, in: formats + ["secret"])
-                            ?? "a declaration is `{ FORMAT: LENGTH, secret: true }`; formats: \(formats.joined(separator: ", "))"
+                        let hint = Suggestions.hint(for: key, in: format == nil ? formats + ["secret"] : ["secret"])
+                            ?? (format == nil ? "a declaration is `{ FORMAT: LENGTH, secret: true }`; formats: \(formats.joined(separator: ", "))"
+                                : "a declaration is `{ FORMAT: LENGTH, secret: true }`")
                         reader.error(format == nil ? "unknown format `\(key)`" : "unknown key `\(key)` in the declaration of `\(name)`",
                                      at: p.key.mark, hint: hint)
                         ok = false
@@ -277,22 +278,28 @@ extension ParserState {
         // Type problems, each at its key: template limits take part with a stand-in of their type.
         var probe = MeasurementLimits(matches: limits.matches)
         var templated = Set<String>()
-        func stand(_ l: LimitSpecs.Limit?, _ key: String) -> TypedValue? {
+        // A templated limit of a typed name stands as a value of its type; one read from inventory text
+        // (per device, by `Validator`) as a value of the type it will be read as.
+        func stand(_ l: LimitSpecs.Limit?, _ key: String, _ kind: LimitSpecs.Kind) -> TypedValue? {
             switch l {
             case .value(let v)?: return v
             case .template(let t)?:
                 templated.insert(key)
-                guard let name = t.loneReference, case .typed(let type) = nameType(name), type != .text else { return nil }
-                return Self.standIn(type)
+                if let name = t.loneReference, case .typed(let type) = nameType(name), type != .text { return Self.standIn(type) }
+                switch kind {
+                case .number: return .integer(0, signed: true)
+                case .version: return Self.standIn(.version)
+                case .sameAsValue: return Self.standIn(valueType)
+                }
             case nil: return nil
             }
         }
-        probe.min = stand(limits.min, "min")
-        probe.max = stand(limits.max, "max")
-        probe.equals = stand(limits.equals, "equals")
-        probe.oneOf = limits.oneOf.map { $0.compactMap { stand($0, "in") } }
-        if case .version(let v)? = stand(limits.versionAtLeast, "version_at_least") { probe.versionAtLeast = v }
-        if case .version(let v)? = stand(limits.versionBelow, "version_below") { probe.versionBelow = v }
+        probe.min = stand(limits.min, "min", .number)
+        probe.max = stand(limits.max, "max", .number)
+        probe.equals = stand(limits.equals, "equals", .sameAsValue)
+        probe.oneOf = limits.oneOf.map { $0.compactMap { stand($0, "in", .sameAsValue) } }
+        if case .version(let v)? = stand(limits.versionAtLeast, "version_at_least", .version) { probe.versionAtLeast = v }
+        if case .version(let v)? = stand(limits.versionBelow, "version_below", .version) { probe.versionBelow = v }
         if limits.all.isEmpty && limits.matches == nil { probe = MeasurementLimits() }
         var problems = probe.typeProblems(for: valueType)
         if !templated.isEmpty {
