@@ -11,7 +11,8 @@ actor DeviceAgent {
     let attemptNumber: Int
     let resumed: Bool
 
-    private var captured: [String: String] = [:]
+    /// Values captured by earlier steps, with their types.
+    private var captured: [String: TypedValue] = [:]
     private var session: Session?
     private var adapter: AdapterPool.Adapter?
     private var holdsSlot = false
@@ -130,7 +131,12 @@ actor DeviceAgent {
         case .read(let r):
             let s = try requireSession(step)
             let bytes = try await readValue(r, at: index, on: s, timeout: timeout)
-            let value = try r.decoder.decode(bytes)
+            let value: TypedValue
+            do {
+                value = try r.format.decode(bytes)
+            } catch {
+                throw DeviceFailure(.protocolError, "the value read cannot be decoded as \(r.format): \(error.message)")
+            }
             if let id = r.id { captured[id] = value }
         case .verify(let v):
             let value = try v.value.render(lookup)
@@ -444,13 +450,20 @@ actor DeviceAgent {
 
     // MARK: - Values
 
+    /// A template reference's text: a captured value as it is shown (`TypedValue.description`: numbers
+    /// in decimal, bytes in hex), else the device's variable.
     private func lookup(_ name: String) -> String? {
-        captured[name] ?? device.value(of: name)
+        captured[name]?.description ?? device.value(of: name)
     }
 
-    private func capturedForReport() -> [String: String] {
-        var out: [String: String] = [:]
-        for (k, v) in captured { out[k] = redactor.redact(v) }
+    /// The captured values as the report keeps them: the JSON of each type, and `***` for a value
+    /// that shows a secret.
+    private func capturedForReport() -> [String: JSONScalar] {
+        var out: [String: JSONScalar] = [:]
+        for (k, v) in captured {
+            let shown = v.description
+            out[k] = redactor.isEmpty || redactor.redact(shown) == shown ? v.jsonScalar : .string(Redactor.mask)
+        }
         return out
     }
 

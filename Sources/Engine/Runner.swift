@@ -225,7 +225,8 @@ public enum Runner {
         let info = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: adapterInfo,
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
-                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight)
+                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
+                           captureTypes: workflow.captureTypes)
         let ordered = records(plan, scheduled.records, stop)
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
         var reportError: String?

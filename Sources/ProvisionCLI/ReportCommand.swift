@@ -168,7 +168,7 @@ public struct ReportCommand: Command {
             var cells = [d.id, d.address ?? "", d.name ?? "", d.outcome.rawValue, d.error?.kind.rawValue ?? "", d.error?.step ?? "",
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
                          d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts)]
-            cells += keys.map { d.captured[$0] ?? "" }
+            cells += keys.map { d.captured[$0]?.text ?? "" }
             rows.append(cells.map(field).joined(separator: ","))
         }
         return rows.joined(separator: "\r\n") + "\r\n"
@@ -205,7 +205,7 @@ public struct ReportCommand: Command {
                 parts.append("error \(old.error?.kind.rawValue ?? "none") → \(d.error?.kind.rawValue ?? "none")")
             }
             for key in Set(old.captured.keys).union(d.captured.keys).sorted() where old.captured[key] != d.captured[key] {
-                parts.append("\(key) \(old.captured[key] ?? "-") → \(d.captured[key] ?? "-")")
+                parts.append("\(key) \(old.captured[key]?.text ?? "-") → \(d.captured[key]?.text ?? "-")")
             }
             if !parts.isEmpty {
                 lines.append("\(d.id): " + parts.joined(separator: "; "))

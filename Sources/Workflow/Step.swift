@@ -198,15 +198,16 @@ extension Step {
         }
     }
 
-    /// `read`: read a characteristic, decode it, and capture it under `id`.
+    /// `read`: read a characteristic, decode it (`as:`, default `hex`), and capture the typed value
+    /// under `id`.
     public struct Read: Sendable, Equatable {
         public var target: CharacteristicRef
         public var id: String?
-        public var decoder: ValueDecoder
-        public init(target: CharacteristicRef, id: String?, decoder: ValueDecoder) {
+        public var format: ValueFormat
+        public init(target: CharacteristicRef, id: String?, format: ValueFormat = .hex) {
             self.target = target
             self.id = id
-            self.decoder = decoder
+            self.format = format
         }
     }
 

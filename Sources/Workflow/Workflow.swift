@@ -47,6 +47,15 @@ public struct Workflow: Sendable, Equatable {
     /// Names captured by `read` steps, in order.
     public var capturedNames: [String] { steps.compactMap(\.capturedName) }
 
+    /// The type of every captured value, by name (what the report's `run.capture_types` shows).
+    public var captureTypes: [String: ValueType] {
+        var out: [String: ValueType] = [:]
+        for step in steps {
+            if case .read(let r) = step.kind, let id = r.id { out[id] = r.format.valueType }
+        }
+        return out
+    }
+
     /// Names the workflow needs from the inventory (every reference that is not a built-in or a capture).
     public var inventoryVariables: Set<String> {
         let captured = Set(capturedNames)

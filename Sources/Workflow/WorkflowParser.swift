@@ -253,20 +253,12 @@ private struct State {
                     id = v
                 }
             }
-            var decoder = ValueDecoder.hex
-            if let a = options["as"], let text = reader.string(a, "`as`") {
-                if let d = ValueDecoder(rawValue: text) {
-                    decoder = d
-                } else {
-                    let names = ValueDecoder.allCases.map(\.rawValue)
-                    reader.error("unknown decoder `\(text)`", at: a.mark,
-                                 hint: Suggestions.hint(for: text, in: names) ?? "use one of \(names.joined(separator: ", "))")
-                }
-            }
+            var format = ValueFormat.hex
+            if let a = options["as"], let f = valueFormat(a) { format = f }
             if let id { captures[id] = number }
             if let target {
                 derivedName = "read \(id ?? target.characteristic.description)"
-                kind = .read(Step.Read(target: target, id: id, decoder: decoder))
+                kind = .read(Step.Read(target: target, id: id, format: format))
             } else {
                 kind = nil
             }
@@ -389,6 +381,17 @@ private struct State {
         if let retryFrom { pendingRetryFrom[number] = retryFrom }
         step.retryFrom = retryFrom?.name
         return step
+    }
+
+    /// An `as:` format name (`uint8`, `version`, …).
+    mutating func valueFormat(_ node: YAMLNode) -> ValueFormat? {
+        guard let text = reader.string(node, "`as`") else { return nil }
+        let (format, hint) = ValueFormat.named(text)
+        if format == nil {
+            reader.error("unknown decoder `\(text)`", at: node.mark,
+                         hint: hint ?? "use one of \(ValueFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return format
     }
 
     mutating func needsConnection(_ kind: String, _ mark: SourceMark) {

@@ -80,7 +80,7 @@ import TestSupport
         var devices: [DeviceRecord] = []
         for (i, value) in hostile.enumerated() {
             var d = DeviceRecord(id: "SN-\(i)", address: nil, name: value, outcome: .failed, attempts: 1, rssi: -73,
-                                 captured: ["fw": value],
+                                 captured: ["fw": .string(value)],
                                  error: FailureRecord(kind: .verifyFailed, step: "check", message: value))
             d.durationMs = 12.5
             devices.append(d)
@@ -137,8 +137,8 @@ import TestSupport
             ("broken.json", "error: broken.json: not JSON (invalid value at line 2, column 3)\n"),
             ("empty.json", "error: empty.json: the file is empty, not a report\n"),
             ("other.json", "error: other.json: not a provision report (it has no `schema`)\n"),
-            ("future.json", "error: future.json: schema `provision.report/9` is not `provision.report/1`, the one this version of provision reads\n"),
-            ("odd.json", "error: odd.json: not a valid provision.report/1 report: `devices[0].outcome` has a value this version does not know\n"),
+            ("future.json", "error: future.json: schema `provision.report/9` is not `provision.report/2`, the one this version of provision reads\n"),
+            ("odd.json", "error: odd.json: not a valid provision.report/2 report: `devices[0].outcome` has a value this version does not know\n"),
         ]
         for (file, message) in cases {
             let r = await run(["report", file], in: dir)
@@ -153,7 +153,7 @@ import TestSupport
         let line = try TestLine()
         defer { line.remove() }
         let evil = "1.0\u{1B}[2J\u{07}\n\u{202E}"
-        try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .failed, captured: ["fw": evil],
+        try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .failed, captured: ["fw": .string(evil)],
                                      error: FailureRecord(kind: .verifyFailed, step: "check \u{1B}]0;x\u{07}", message: "\"\(evil)\" does not match"))],
                        to: line.directory)
         try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .succeeded, captured: ["fw": "2.0"])],

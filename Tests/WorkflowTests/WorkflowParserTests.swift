@@ -47,7 +47,7 @@ import YAML
         #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: ReconnectPolicy(attempts: 2, delay: .milliseconds(500)))))
         #expect(w.steps[2].kind == .discover(Step.Discover(all: true)))
         let ref = CharacteristicRef(service: BluetoothUUID(0x180A), characteristic: BluetoothUUID(0x2A26))
-        #expect(w.steps[3].kind == .read(Step.Read(target: ref, id: "fw", decoder: .utf8)))
+        #expect(w.steps[3].kind == .read(Step.Read(target: ref, id: "fw", format: .utf8)))
         #expect(w.steps[3].name == "read fw")
         guard case .verify(let verify) = w.steps[4].kind else { Issue.record("not a verify"); return }
         #expect(verify.matcher == .matches(pattern: #"^2\."#, hex: false))
