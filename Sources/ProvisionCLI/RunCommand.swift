@@ -44,7 +44,8 @@ public struct RunCommand: Command {
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
         OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
-        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (a test case per device and step)"),
+        OptionSpec("html", kind: .value("PATH"), role: .output, help: "also write a self-contained HTML report (opens offline)"),
         OptionSpec("trace", kind: .value("PATH"), role: .output, help: "protocol trace per adapter: btsnoop for HCI (Wireshark), ATT PDUs for sim"),
         OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
         OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
@@ -141,6 +142,10 @@ public struct RunCommand: Command {
             guard let path = arguments.value(option.name), !(option.name == "events" && path == "-") else { continue }
             plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
         }
+        // The retry file beside the report (RetryFile), written when devices did not succeed.
+        let retryPath = RetryFile.path(forReport: reportPath)
+        plan.outputs.append(OutputPaths.Output(option: "retry", path: retryPath, kind: .document, isDefault: arguments.value("report") == nil,
+                                               shownAs: "the retry file \(retryPath) (beside the report)"))
         // One trace file per adapter (TraceOutputs names them).
         let tracePaths = arguments.value("trace").map { TraceOutputs.paths(for: $0, adapters: specs) } ?? []
         for path in tracePaths {
@@ -283,6 +288,21 @@ public struct RunCommand: Command {
         Self.printSummary(report, output: out)
         out.out("report: \(reportPath)")
         out.out("journal: \(journalPath)")
+        do {
+            try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
+            if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
+        } catch {
+            out.err(escaping: "error: cannot write the retry file \(retryPath): \(error.localizedDescription)")
+        }
+        if let htmlPath = arguments.value("html") {
+            do {
+                let page = HTMLReport(report: report, source: reportPath)
+                try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
+                out.out("html: \(htmlPath)")
+            } catch {
+                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+            }
+        }
         if controller.stopRequests > 0 { return ExitCode.interrupted }
         let failed = report.devices.contains { $0.outcome != .succeeded }
         if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }),
