@@ -1,10 +1,12 @@
+import BLE
 import Engine
 import Foundation
 import Workflow
 
 /// The self-contained HTML report (`provision run --html PATH`, `provision report --html PATH`): one
 /// file with its CSS, script and SVG charts inline and a Content-Security-Policy that forbids loading
-/// anything, so it opens offline and the same anywhere (docs/report.md, "The HTML report").
+/// anything and runs no script but its own, so it opens offline and the same anywhere (docs/report.md,
+/// "The HTML report").
 ///
 /// Sections: summary; failures by kind; where the line's time went (time per step, and a timeline of
 /// each device's steps on the run's clock); distributions of captured values (versions in version
@@ -71,7 +73,9 @@ struct HTMLReport {
         let r = report.run
         let title = r.workflow.name ?? r.workflow.path
         var x = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        x += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n"
+        // Nothing may be loaded, and the only script that may run is the page's own (by its hash): even
+        // if device text ever slipped through unescaped, a script or handler in it would not run.
+        x += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src '\(Self.scriptHash)'; img-src data:\">\n"
         x += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         x += "<title>\(Self.h(title)) · \(Self.h(r.id)) · provision report</title>\n"
         x += "<style>\n\(Self.css)</style>\n</head>\n<body data-rendered=\"no\">\n"
@@ -85,7 +89,7 @@ struct HTMLReport {
         x += deviceTable
         x += "<footer>From \(Self.h(source)) by provision \(Self.h(toolVersion)). This page loads nothing: it works offline. "
         x += "Text from devices is shown as text, control characters escaped.</footer>\n"
-        x += "<script>\n\(Self.script)</script>\n</body>\n</html>\n"
+        x += "<script>\(Self.script)</script>\n</body>\n</html>\n"
         return x
     }
 
@@ -485,6 +489,9 @@ struct HTMLReport {
         footer { margin-top: 32px; color: var(--dim); font-size: 12px; }
 
         """
+
+    /// `sha256-…` of the script, for the Content-Security-Policy.
+    static let scriptHash = "sha256-" + Data(SHA256.hash(Array(script.utf8))).base64EncodedString()
 
     /// The page's only script: the device table's filter. It reads the page's own text, never data
     /// put into script.

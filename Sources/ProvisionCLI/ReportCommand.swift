@@ -88,13 +88,13 @@ public struct ReportCommand: Command {
             let older = loaded[1].report
             var olderDevices = older.devices
             if let filter {
+                // The selected devices as they were, and devices of the older run only that it selects there.
+                let ids = Set(selected.map(\.id)), newerIDs = Set(newer.report.devices.map(\.id))
                 let olderFields = ReportFields(older)
-                if let f = try? DeviceFilter(filter.expression.source, fields: olderFields), let picked = try? f.select(older.devices, fields: olderFields) {
-                    olderDevices = picked
-                } else {
-                    let ids = Set(selected.map(\.id))
-                    olderDevices = older.devices.filter { ids.contains($0.id) }
-                }
+                let gone = older.devices.filter { !newerIDs.contains($0.id) }
+                let goneSelected = (try? DeviceFilter(filter.expression.source, fields: olderFields)).flatMap { try? $0.select(gone, fields: olderFields) } ?? []
+                let goneIDs = Set(goneSelected.map(\.id))
+                olderDevices = older.devices.filter { ids.contains($0.id) || goneIDs.contains($0.id) }
             }
             comparison = ReportComparison(older: older, newer: newer.report, olderDevices: olderDevices, newerDevices: selected)
         }
