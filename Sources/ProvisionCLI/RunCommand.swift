@@ -110,8 +110,9 @@ public struct RunCommand: Command {
         }
 
         // Validate everything before anything touches a radio.
-        let result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
+        var result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
                                         currentDirectory: context.currentDirectory)
+        result.diagnostics += ModelCheck.diagnostics(result)
         for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
         guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {
             out.err("\(result.errors.count) error(s); nothing was sent to any device")

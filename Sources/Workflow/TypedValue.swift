@@ -337,7 +337,7 @@ public enum TypedValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The value in a message: text and versions quoted, others as shown.
-    var quotedForMessage: String {
+    public var quotedForMessage: String {
         switch self {
         case .text(let s): return "\"\(Self.quoted(s))\""
         default: return Self.quoted(description)

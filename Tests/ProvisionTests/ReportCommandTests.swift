@@ -38,7 +38,7 @@ import TestSupport
         #expect(rows[2].hasPrefix("SN-0002,C0:5E:00:00:00:02,SNS-0002,failed,verify_failed,firmware is supported,"))
         #expect(rows[2].contains(",1.9.0,SN-0002,"))
         // A message with a quote is quoted, its quotes doubled.
-        #expect(rows[2].contains("\"\"\"1.9.0\"\" does not match"))
+        #expect(rows[2].contains(",\"firmware is supported \"\"1.9.0\"\" does not match /^2\\./\","))
     }
 
     @Test func compareNamesWhatChangedPerDevice() async throws {
