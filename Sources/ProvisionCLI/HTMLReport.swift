@@ -362,7 +362,10 @@ struct HTMLReport {
         for name in order {
             let all = byName[name] ?? []
             let pass = all.filter { $0.1.result.passed }.count
-            let limits = all.first.map { $0.1.result.limits.description(unit: $0.1.result.unit) } ?? ""
+            // Limits written with `${…}` differ per device: say so, with one of them.
+            let each = Set(all.map { $0.1.result.limits.description(unit: $0.1.result.unit) })
+            let first = all.first.map { $0.1.result.limits.description(unit: $0.1.result.unit) } ?? ""
+            let limits = each.count > 1 ? "per device, e.g. \(first)" : first
             let unit = all.first?.1.result.unit ?? ""
             let values = all.compactMap(\.1.result.value).sorted { (try? TypedValue.compare($0, .less, $1)) ?? false }
             var range = ""

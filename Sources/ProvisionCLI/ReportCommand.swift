@@ -177,7 +177,12 @@ public struct ReportCommand: Command {
 
         if let filter {
             out.out(escaping: "\(selected.count) of \(newer.report.devices.count) device(s) where \(filter.expression.source)\(selected.isEmpty ? "" : ":")")
-            let shown = filter.expression.names.filter { $0 != "outcome" && $0 != "id" }.sorted()
+            // The fields the condition reads (a measurement's value beside its outcome).
+            var named = filter.expression.names.filter { $0 != "outcome" && $0 != "id" }
+            for n in named where n.hasPrefix("measurement.") && !n.hasSuffix(".value") && fields.type(of: n + ".value") != nil {
+                named.insert(n + ".value")
+            }
+            let shown = named.sorted()
             for d in selected {
                 let values = fields.values(d)
                 let parts = shown.map { "\($0) \(values[$0]?.description ?? "-")" }

@@ -109,6 +109,11 @@ struct ReportComparison: Sendable {
                 lines.append("\(e.id): " + e.changes.map { "\(Self.shortName($0.field)) \(Self.shown($0.before)) → \(Self.shown($0.after))" }.joined(separator: "; "))
             }
         }
+        var byField: [String: Int] = [:]
+        for e in entries { for c in e.changes { byField[Self.shortName(c.field), default: 0] += 1 } }
+        if !byField.isEmpty {
+            lines.append("changes by field: " + byField.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
         let outcomes = DeviceOutcome.allCases.map(\.rawValue).filter { (outcomesBefore[$0] ?? 0) + (outcomesAfter[$0] ?? 0) > 0 }
         lines.append("outcomes: " + outcomes.map { "\($0) \(outcomesBefore[$0] ?? 0) → \(outcomesAfter[$0] ?? 0)" }.joined(separator: ", "))
         lines.append("\(entries.count) of \(total) device(s) differ between \(older.id) and \(newer.id)")

@@ -30,6 +30,7 @@ import Workflow
             SN-0008: outcome succeeded → failed; error.kind - → verify_failed; battery 60 → 12; measurement.battery level pass → fail
             SN-0012: only in run-20260105T080000-aaaaaa (succeeded)
             SN-0013: only in run-old (succeeded)
+            changes by field: battery 1, error.kind 1, firmware 1, measurement.battery level 1, outcome 1
             outcomes: succeeded 10 → 9, failed 2 → 3
             4 of 13 device(s) differ between run-old and run-20260105T080000-aaaaaa
 
