@@ -11,8 +11,8 @@ import Workflow
 ///   duration): a failed step has `<failure type="KIND" message="…">` (its causes as text); a step not
 ///   reached or skipped by its `when:` has `<skipped message="…"/>`. A `verify` step's testcase carries
 ///   its measurement as properties (`measurement`, `value`, `unit`, `limits`, `outcome`), and a failed
-///   measurement is a `<failure type="measurement" message="battery 19 % is below min 20 %">`, also when
-///   the step was `optional`. A device without steps (never started) is one testcase `device`.
+///   measurement is a failure with the measurement's message (`message="battery 19 % is below min
+///   20 %"`, type the step's error kind, or `measurement` when the step did not fail). A device without steps (never started) is one testcase `device`.
 /// - An interrupted device's running step is an `<error type="interrupted">`.
 extension RunReport {
     public func junitXML() -> String {
@@ -69,7 +69,8 @@ extension RunReport {
                         body += "      <error type=\"interrupted\" message=\"\(Self.esc(step.error?.message ?? "interrupted"))\"/>\n"
                     } else if let m = failedMeasurement {
                         counts.failures += 1
-                        body += "      <failure type=\"measurement\" message=\"\(Self.esc(m.result.message))\">\(Self.esc(step.error?.causes.joined(separator: "\n") ?? ""))</failure>\n"
+                        let kind = step.error?.kind.rawValue ?? "measurement"
+                        body += "      <failure type=\"\(kind)\" message=\"\(Self.esc(m.result.message))\">\(Self.esc(step.error?.causes.joined(separator: "\n") ?? ""))</failure>\n"
                     } else {
                         counts.failures += 1
                         body += Self.failure(step.error, fallback: "step failed")
@@ -93,7 +94,7 @@ extension RunReport {
             suite += " skipped=\"\(counts.skipped)\" time=\"\(Self.seconds(d.durationMs ?? 0))\" hostname=\"\(Self.esc(run.station))\""
             if let started = d.started { suite += " timestamp=\"\(Self.esc(started))\"" }
             suite += ">\n    <properties>\n"
-            for (k, v) in properties { suite += "  " + Self.property(k, v) }
+            for (k, v) in properties { suite += Self.property(k, v, indent: 6) }
             suite += "    </properties>\n" + cases.joined() + "  </testsuite>\n"
             suites.append(suite)
             totals.tests += counts.tests
@@ -114,8 +115,8 @@ extension RunReport {
         return "      <failure type=\"\(esc(e?.kind.rawValue ?? fallback))\" message=\"\(esc(e?.message ?? fallback))\">\(esc(text))</failure>\n"
     }
 
-    private static func property(_ name: String, _ value: String) -> String {
-        "        <property name=\"\(esc(name))\" value=\"\(esc(value))\"/>\n"
+    private static func property(_ name: String, _ value: String, indent: Int = 8) -> String {
+        String(repeating: " ", count: indent) + "<property name=\"\(esc(name))\" value=\"\(esc(value))\"/>\n"
     }
 
     private static func seconds(_ ms: Double) -> String { String(format: "%.3f", ms / 1000) }
