@@ -27,7 +27,8 @@ public struct ReadCommand: Command {
     public let summary = "read one characteristic of one device"
     public let discussion = """
         Prints the value decoded as --as says (default hex), as a `read` step with `as:` would capture it.
-        With --json: {"device": {…}, "service", "characteristic", "hex", "type", "value"} on one line.
+        With --json: {"address", "characteristic", "device" (its id, else its address), "hex", "service",
+        "type", "value"} on one line.
         Exit status: 0 read, 1 the device was not found, refused the read or the value does not decode as
         --as says, 2 usage, 3 adapter failure.
         """
@@ -38,11 +39,9 @@ public struct ReadCommand: Command {
         let out = context.output
         let args = arguments.positionals
         guard args.count == 3 else { return ExitCode.invalidInput }
-        let path: CharacteristicPath
-        let format: ValueFormat
+        let path: CharacteristicPath, format: ValueFormat
         do {
-            path = try OneDevice.path(service: args[1], characteristic: args[2])
-            format = try OneDevice.format(arguments)
+            (path, format) = try OneDevice.characteristic(arguments)
         } catch {
             return OneDevice.report(error, usage: usage, output: out)
         }
@@ -192,11 +191,9 @@ public struct SubscribeCommand: Command {
         let out = context.output
         let args = arguments.positionals
         guard args.count == 3 else { return ExitCode.invalidInput }
-        let path: CharacteristicPath
-        let format: ValueFormat
+        let path: CharacteristicPath, format: ValueFormat
         do {
-            path = try OneDevice.path(service: args[1], characteristic: args[2])
-            format = try OneDevice.format(arguments)
+            (path, format) = try OneDevice.characteristic(arguments)
         } catch {
             return OneDevice.report(error, usage: usage, output: out)
         }

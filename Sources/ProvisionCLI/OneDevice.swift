@@ -230,6 +230,13 @@ struct OneDevice {
         return CharacteristicPath(service: s, characteristic: c)
     }
 
+    /// SERVICE and CHARACTERISTIC (the 2nd and 3rd positionals) and `--as`.
+    static func characteristic(_ arguments: ParsedArguments) throws(Failure) -> (CharacteristicPath, ValueFormat) {
+        let args = arguments.positionals
+        guard args.count >= 3 else { throw Failure(message: "SERVICE and CHARACTERISTIC are required", code: ExitCode.invalidInput, isUsage: true) }
+        return (try path(service: args[1], characteristic: args[2]), try format(arguments))
+    }
+
     /// `--as FORMAT` (default `hex`), or a usage failure with a did-you-mean hint.
     static func format(_ arguments: ParsedArguments) throws(Failure) -> ValueFormat {
         guard let name = arguments.value("as") else { return .hex }
