@@ -41,14 +41,17 @@ struct DeviceConnection: Sendable {
         return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs)
     }
 
-    /// The value handles of the stored characteristics (`store` behaviour), with their path and whether
-    /// a written value is indicated (the characteristic indicates and does not notify) or notified.
-    static func storeHandles(_ db: GATTDatabase, _ model: DeviceModel) -> [UInt16: (path: CommandBehaviour.Path, indicate: Bool)] {
-        var out: [UInt16: (path: CommandBehaviour.Path, indicate: Bool)] = [:]
+    /// How a stored characteristic tells a subscriber its new value: by notification when it declares
+    /// notify, by indication when it declares only indicate, not at all otherwise.
+    enum Echo { case none, notify, indicate }
+
+    /// The value handles of the stored characteristics (`store` behaviour), with their path and echo.
+    static func storeHandles(_ db: GATTDatabase, _ model: DeviceModel) -> [UInt16: (path: CommandBehaviour.Path, echo: Echo)] {
+        var out: [UInt16: (path: CommandBehaviour.Path, echo: Echo)] = [:]
         for path in model.store?.characteristics ?? [] {
             guard let h = db.valueHandle(service: path.service, characteristic: path.characteristic) else { continue }
             let properties = model.services.first { $0.uuid == path.service }?.characteristics.first { $0.uuid == path.characteristic }?.properties ?? []
-            out[h] = (path, properties.contains(.indicate) && !properties.contains(.notify))
+            out[h] = (path, properties.contains(.notify) ? .notify : properties.contains(.indicate) ? .indicate : .none)
         }
         return out
     }
@@ -98,9 +101,13 @@ struct DeviceConnection: Sendable {
                 guard case .wrote(let h, let value, _) = event else { continue }
                 if let store = stores[h] {
                     device.record(.store(store.path, value))
-                    if let pdu = store.indicate ? server.indication(valueHandle: h, value: value) : server.notification(valueHandle: h, value: value) {
-                        echoes.append(pdu)
+                    let pdu: [UInt8]?
+                    switch store.echo {
+                    case .notify: pdu = server.notification(valueHandle: h, value: value)
+                    case .indicate: pdu = server.indication(valueHandle: h, value: value)
+                    case .none: pdu = nil
                     }
+                    if let pdu { echoes.append(pdu) }
                 } else if h == controlHandle {
                     let busy = faults.busyAck > 0 && rng.chance(faults.busyAck)
                     let lost = !busy && faults.ackLoss > 0 && rng.chance(faults.ackLoss)

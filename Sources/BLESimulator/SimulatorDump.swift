@@ -115,7 +115,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
     /// Pretty JSON with sorted keys.
     public func json() -> String {
         let e = JSONEncoder()
-        e.outputFormatting = [.prettyPrinted, .sortedKeys]
+        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         guard let data = try? e.encode(self) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
