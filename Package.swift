@@ -36,7 +36,7 @@ let package = Package(
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI", "Trace"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
@@ -53,7 +53,7 @@ let package = Package(
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -347,47 +347,4 @@ extension RunReport {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         return try EngineJSON.decoder().decode(RunReport.self, from: data)
     }
-
-    /// JUnit XML: one test case per device, for CI and MES dashboards.
-    public func junitXML() -> String {
-        func esc(_ s: String) -> String {
-            var out = ""
-            for c in s.unicodeScalars {
-                switch c {
-                case "&": out += "&amp;"
-                case "<": out += "&lt;"
-                case ">": out += "&gt;"
-                case "\"": out += "&quot;"
-                case "'": out += "&apos;"
-                default:
-                    // XML 1.0 forbids most control characters.
-                    if c.value < 0x20 && c != "\n" && c != "\t" && c != "\r" { out += "?" } else { out.unicodeScalars.append(c) }
-                }
-            }
-            return out
-        }
-        let failures = devices.filter { $0.outcome == .failed }.count
-        let skipped = devices.filter { $0.outcome == .skipped }.count
-        let errors = devices.filter { $0.outcome == .interrupted }.count
-        var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        x += "<testsuites>\n"
-        x += "  <testsuite name=\"\(esc(run.workflow.name ?? run.workflow.path))\" tests=\"\(devices.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"\(skipped)\" time=\"\(String(format: "%.3f", summary.wallMs / 1000))\" timestamp=\"\(esc(run.started))\">\n"
-        for d in devices {
-            let time = String(format: "%.3f", (d.durationMs ?? 0) / 1000)
-            x += "    <testcase classname=\"\(esc(run.workflow.name ?? "provision"))\" name=\"\(esc(d.id))\" time=\"\(time)\">\n"
-            switch d.outcome {
-            case .succeeded: break
-            case .failed:
-                let e = d.error
-                x += "      <failure type=\"\(esc(e?.kind.rawValue ?? "failed"))\" message=\"\(esc(e?.message ?? ""))\">\(esc(([e?.step.map { "step: \($0)" } ?? ""] + (e?.causes ?? [])).joined(separator: "\n")))</failure>\n"
-            case .skipped:
-                x += "      <skipped message=\"\(esc(d.skipReason ?? "skipped"))\"/>\n"
-            case .interrupted:
-                x += "      <error type=\"interrupted\" message=\"\(esc(d.error?.message ?? "interrupted"))\"/>\n"
-            }
-            x += "    </testcase>\n"
-        }
-        x += "  </testsuite>\n</testsuites>\n"
-        return x
-    }
 }

@@ -54,6 +54,8 @@ public actor HCIAdapter: Central {
         public var rotation: Duration = .seconds(2)
         /// Receives SMP PDUs; nil answers every pairing request "pairing not supported".
         public var security: (any SMPHandler)?
+        /// Sees every H4 packet both ways (`--trace`: a btsnoop log); nil traces nothing.
+        public var packetTap: HCIPacketTap?
         /// Where log lines go (dropped packets, late events, fallbacks). Default: stderr when
         /// `PROVISION_HCI_LOG` is set, nowhere otherwise.
         public var log: @Sendable (String) -> Void
@@ -323,6 +325,7 @@ public actor HCIAdapter: Central {
     /// Feeds one event to the host and carries out what it decides.
     private func feed(_ event: HCIHost.Event) {
         guard failure == nil else { return }
+        if case .received(let bytes) = event { options.packetTap?.received(bytes) }
         perform(host.handle(event))
     }
 
@@ -332,6 +335,7 @@ public actor HCIAdapter: Central {
             switch action {
             case .write(let bytes):
                 // Written at once and in order: the transport queues what the descriptor cannot take.
+                options.packetTap?.sent(bytes)
                 do {
                     try transport.write(bytes)
                 } catch {

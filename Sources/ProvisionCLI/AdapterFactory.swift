@@ -28,13 +28,16 @@ enum AdapterFactory {
     /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
     /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
+    /// `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?, slots: Int? = nil) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil, packetTap: HCIPacketTap? = nil) async throws -> any Central {
         if spec == "sim" {
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath)
         }
+        var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
+        options.packetTap = packetTap
         do {
-            return try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: slots ?? 8))
+            return try await HCIAdapter.open(spec: spec, options: options)
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
         }

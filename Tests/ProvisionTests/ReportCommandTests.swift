@@ -34,7 +34,7 @@ import TestSupport
         let r = await run(["report", first, "--csv"], in: line.directory)
         let rows = r.out.components(separatedBy: "\r\n").filter { !$0.isEmpty }
         #expect(rows.count == 4)
-        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,fw,serial,state")
+        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,run_id,started,fw,serial,state")
         #expect(rows[2].hasPrefix("SN-0002,C0:5E:00:00:00:02,SNS-0002,failed,verify_failed,firmware is supported,"))
         #expect(rows[2].contains(",1.9.0,SN-0002,"))
         // A message with a quote is quoted, its quotes doubled.
@@ -137,7 +137,7 @@ import TestSupport
             ("broken.json", "error: broken.json: not JSON (invalid value at line 2, column 3)\n"),
             ("empty.json", "error: empty.json: the file is empty, not a report\n"),
             ("other.json", "error: other.json: not a provision report (it has no `schema`)\n"),
-            ("future.json", "error: future.json: schema `provision.report/9` is not `provision.report/2`, the one this version of provision reads\n"),
+            ("future.json", "error: future.json: schema `provision.report/9` is not one this version of provision reads (provision.report/1, provision.report/2)\n"),
             ("odd.json", "error: odd.json: not a valid provision.report/2 report: `devices[0].outcome` has a value this version does not know\n"),
         ]
         for (file, message) in cases {
