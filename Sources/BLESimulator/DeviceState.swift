@@ -24,6 +24,8 @@ struct DeviceState: Sendable {
     var encryptions = 0
     /// The bonds the device keeps, by central: never the key, only its digest (`PairingRecord.keyDigest`).
     var bonds: [String: PairingRecord] = [:]
+    /// Values written to stored characteristics (`store` behaviour), the last one of each.
+    var stored: [CommandBehaviour.Path: [UInt8]] = [:]
 
     /// Blob bytes kept for the digest; bytes beyond are counted, not kept.
     static let blobStoreLimit = 1 << 20
@@ -42,6 +44,8 @@ struct DeviceState: Sendable {
             connections += 1
         case .fault(let name):
             faults[name, default: 0] += 1
+        case .store(let path, let value):
+            stored[path] = value
         case .blob(let bytes):
             guard blobExpected != nil, !blobEnded else {
                 blobDropped += bytes.count
@@ -142,4 +146,6 @@ enum DeviceEvent: Sendable, Equatable {
     case encrypted(central: String)
     /// The device dropped its bond with this central (`bond_lost`).
     case forgotBond(central: String)
+    /// A value written to a stored characteristic (`store` behaviour).
+    case store(CommandBehaviour.Path, [UInt8])
 }

@@ -30,9 +30,11 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var blobBytesDropped: Int
         /// The device's side of pairing and bonding; nil for a device without a Security Manager.
         public var security: Security?
+        /// The values written to stored characteristics (`store` behaviour), hex, by `SERVICE/CHARACTERISTIC`.
+        public var stored: [String: String] = [:]
 
         enum CodingKeys: String, CodingKey {
-            case id, address, model, connections, config, blob, state, commits, commands, faults, security
+            case id, address, model, connections, config, blob, state, commits, commands, faults, security, stored
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
@@ -53,6 +55,45 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             try c.encode(commands, forKey: .commands)
             try c.encode(faults, forKey: .faults)
             try c.encode(security, forKey: .security)
+            try c.encode(stored, forKey: .stored)
+        }
+
+        public init(id: String, address: String, model: String, connections: Int, connectAttempts: Int, config: String?, blob: Blob?,
+                    state: String, commits: Int, commands: [Command], faults: [String: Int], blobBytesDropped: Int,
+                    security: Security? = nil, stored: [String: String] = [:]) {
+            self.id = id
+            self.address = address
+            self.model = model
+            self.connections = connections
+            self.connectAttempts = connectAttempts
+            self.config = config
+            self.blob = blob
+            self.state = state
+            self.commits = commits
+            self.commands = commands
+            self.faults = faults
+            self.blobBytesDropped = blobBytesDropped
+            self.security = security
+            self.stored = stored
+        }
+
+        /// Reads a dump written by this or an earlier version (which had no `security` or no `stored`).
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(String.self, forKey: .id)
+            address = try c.decode(String.self, forKey: .address)
+            model = try c.decode(String.self, forKey: .model)
+            connections = try c.decode(Int.self, forKey: .connections)
+            connectAttempts = try c.decode(Int.self, forKey: .connectAttempts)
+            config = try c.decodeIfPresent(String.self, forKey: .config)
+            blob = try c.decodeIfPresent(Blob.self, forKey: .blob)
+            state = try c.decode(String.self, forKey: .state)
+            commits = try c.decode(Int.self, forKey: .commits)
+            commands = try c.decode([Command].self, forKey: .commands)
+            faults = try c.decode([String: Int].self, forKey: .faults)
+            blobBytesDropped = try c.decode(Int.self, forKey: .blobBytesDropped)
+            security = try c.decodeIfPresent(Security.self, forKey: .security)
+            stored = try c.decodeIfPresent([String: String].self, forKey: .stored) ?? [:]
         }
     }
 
@@ -112,6 +153,16 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             self.status = status
             self.link = link
         }
+
+        enum CodingKeys: String, CodingKey { case opcode, status, link }
+
+        /// Reads a command of this or an earlier version's dump (which had no `link`: `none`).
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            opcode = try c.decodeIfPresent(String.self, forKey: .opcode)
+            status = try c.decodeIfPresent(String.self, forKey: .status)
+            link = try c.decodeIfPresent(String.self, forKey: .link) ?? "none"
+        }
     }
 
     /// The device with this id.
@@ -120,7 +171,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
     /// Pretty JSON with sorted keys.
     public func json() -> String {
         let e = JSONEncoder()
-        e.outputFormatting = [.prettyPrinted, .sortedKeys]
+        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         guard let data = try? e.encode(self) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
@@ -141,6 +192,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             security: d.model.security == nil && s.pairings.isEmpty && s.pairingFailures.isEmpty ? nil : Security(
                 pairings: s.pairings.map { Security.Pairing(central: $0.central, method: $0.method.rawValue, level: $0.level.name,
                                                             secureConnections: $0.secureConnections, bonded: $0.keyDigest != nil) },
-                pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()))
+                pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()),
+            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }))
     }
 }

@@ -107,6 +107,8 @@ final class StateJournal: Sendable {
         case .pairingFailed(let reason): line += "\"pairing_failed\",\"reason\":" + Self.quote(reason)
         case .encrypted(let central): line += "\"encrypted\",\"central\":" + Self.quote(central)
         case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + Self.quote(central)
+        case .store(let path, let bytes):
+            line += "\"store\",\"service\":\"\(path.service)\",\"characteristic\":\"\(path.characteristic)\",\"hex\":\"\(bytes.hexString)\""
         }
         line += "}\n"
         return line
@@ -126,6 +128,8 @@ final class StateJournal: Sendable {
         var key_size: Int?
         var key_sha256: String?
         var reason: String?
+        var service: String?
+        var characteristic: String?
     }
 
     private static func level(_ name: String?) -> SecurityLevel? {
@@ -162,6 +166,10 @@ final class StateJournal: Sendable {
         case "forgot_bond":
             guard let central = l.central else { return nil }
             return (l.id, .forgotBond(central: central))
+        case "store":
+            guard let h = l.hex, let b = [UInt8](hex: h), let s = l.service.flatMap(BluetoothUUID.init),
+                  let c = l.characteristic.flatMap(BluetoothUUID.init) else { return nil }
+            return (l.id, .store(CommandBehaviour.Path(service: s, characteristic: c), b))
         default: return nil
         }
     }

@@ -58,6 +58,8 @@ public actor HCIAdapter: Central {
         /// Where bonds are kept (`--bonds`): links to bonded devices encrypt with the stored key, new
         /// bonds are written there. Nil: bonds last as long as the link.
         public var bonds: BondStore?
+        /// Sees every H4 packet both ways (`--trace`: a btsnoop log); nil traces nothing.
+        public var packetTap: HCIPacketTap?
         /// Where log lines go (dropped packets, late events, fallbacks). Default: stderr when
         /// `PROVISION_HCI_LOG` is set, nowhere otherwise.
         public var log: @Sendable (String) -> Void
@@ -329,6 +331,7 @@ public actor HCIAdapter: Central {
     /// Feeds one event to the host and carries out what it decides.
     func feed(_ event: HCIHost.Event) {
         guard failure == nil else { return }
+        if case .received(let bytes) = event { options.packetTap?.received(bytes) }
         perform(host.handle(event))
     }
 
@@ -338,6 +341,7 @@ public actor HCIAdapter: Central {
             switch action {
             case .write(let bytes):
                 // Written at once and in order: the transport queues what the descriptor cannot take.
+                options.packetTap?.sent(bytes)
                 do {
                     try transport.write(bytes)
                 } catch {

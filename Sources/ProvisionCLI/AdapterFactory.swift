@@ -30,14 +30,16 @@ enum AdapterFactory {
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
     /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
     /// `bonds`: the station's bond store (`--bonds`), for either kind of adapter.
+    /// `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?, slots: Int? = nil, bonds: BondStore? = nil) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil, bonds: BondStore? = nil, packetTap: HCIPacketTap? = nil) async throws -> any Central {
         if spec == "sim" {
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds)
         }
+        var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
+        options.packetTap = packetTap
+        options.bonds = bonds
         do {
-            var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
-            options.bonds = bonds
             return try await HCIAdapter.open(spec: spec, options: options)
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
