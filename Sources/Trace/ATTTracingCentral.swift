@@ -55,6 +55,8 @@ final class TracedLink: Link {
     func waitForDisconnect() async -> DisconnectReason { await base.waitForDisconnect() }
     func disconnect() async { await base.disconnect() }
     func readRSSI() async -> Int? { await base.readRSSI() }
+    /// Pairing and encryption are the wrapped link's (its SMP is not ATT: it is not traced here).
+    func secure(_ request: SecurityRequest) async throws -> SecurityOutcome { try await base.secure(request) }
 }
 
 /// A bearer that records each PDU before it goes out and as it comes in.
