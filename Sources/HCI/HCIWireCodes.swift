@@ -32,6 +32,8 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let leWriteSuggestedDefaultDataLength = HCIOpcode(ogf: 0x08, ocf: 0x0024)
     public static let leSetPHY = HCIOpcode(ogf: 0x08, ocf: 0x0032)
     public static let leEnableEncryption = HCIOpcode(ogf: 0x08, ocf: 0x0019)
+    /// Never sent by this host (it is never a peripheral); named so a trace can leave its key out.
+    public static let leLongTermKeyRequestReply = HCIOpcode(ogf: 0x08, ocf: 0x001A)
     public static let leLongTermKeyRequestNegativeReply = HCIOpcode(ogf: 0x08, ocf: 0x001B)
 
     public var name: String {
@@ -61,6 +63,7 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .leWriteSuggestedDefaultDataLength: return "LE Write Suggested Default Data Length"
         case .leSetPHY: return "LE Set PHY"
         case .leEnableEncryption: return "LE Enable Encryption"
+        case .leLongTermKeyRequestReply: return "LE Long Term Key Request Reply"
         case .leLongTermKeyRequestNegativeReply: return "LE Long Term Key Request Negative Reply"
         default: return "opcode 0x" + String(rawValue, radix: 16)
         }

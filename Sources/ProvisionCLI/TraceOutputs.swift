@@ -8,7 +8,9 @@ import Workflow
 
 /// `--trace PATH`: a protocol trace per adapter, written as the run goes.
 ///
-/// - An HCI adapter gets a btsnoop file (H4, every packet both ways) that Wireshark opens.
+/// - An HCI adapter gets a btsnoop file (H4, every packet both ways) that Wireshark opens; the keys of
+///   link security, and the pairing values a passkey could be worked out from, are zeroed
+///   (`HCITraceRedaction`).
 /// - The simulator gets an ATT-level trace (every PDU both ways, per link, named by device id): JSON
 ///   lines, or text when PATH ends in `.txt` or `.log`.
 ///
@@ -56,7 +58,7 @@ final class TraceOutputs: Sendable {
         writers.withLock { $0[path] = writer }
         return HCIPacketTap { [self] packet, received in
             do throws(TraceError) {
-                try writer.write(packet, direction: received ? .received : .sent)
+                try writer.write(HCITraceRedaction.redacted(packet), direction: received ? .received : .sent)
             } catch {
                 report(error)
             }

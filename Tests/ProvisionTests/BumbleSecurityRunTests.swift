@@ -121,4 +121,46 @@ struct BumbleSecurityRunTests {
             #expect(pairings(try fleet.state(fleet.devices[0].id)) == 2)
         }
     }
+
+    /// Every 16-byte value (32 hex digits) in a JSON document but zeros (no key): the keys of a bonds file.
+    private func keys(in value: Any) -> [String] {
+        if let s = value as? String { return s.count == 32 && [UInt8](hex: s) != nil && s != String(repeating: "0", count: 32) ? [s] : [] }
+        if let a = value as? [Any] { return a.flatMap { keys(in: $0) } }
+        if let d = value as? [String: Any] { return d.values.flatMap { keys(in: $0) } }
+        return []
+    }
+
+    @Test func aTracedSecureRunShowsThePairingAndTheEncryptionButNoKey() async throws {
+        try await BumbleFleet.with(BumbleFleet.Options(devices: 2, security: .authenticated)) { fleet in
+            let line = try TestLine()
+            defer { line.remove() }
+            let inventory = try Self.inventory(for: fleet, in: line)
+            let workflow = try Self.workflow(in: line)
+            let child = try ChildProcess(["run", workflow, "--inventory", inventory, "--adapter", fleet.spec, "--quiet",
+                                          "--bonds", "bonds.json", "--report", "r.json", "--trace", "line.btsnoop"], directory: line.directory)
+            let stderr = await child.stderr()
+            #expect(await child.wait() == 0, "\(stderr)")
+            let report = try RunReport.read(from: line.directory + "/r.json")
+            #expect(report.devices.allSatisfy { $0.security?.level == "authenticated" && $0.security?.bond == "made" })
+
+            let trace = [UInt8](try Data(contentsOf: URL(fileURLWithPath: line.directory + "/line.btsnoop")))
+            func contains(_ needle: [UInt8]) -> Bool {
+                guard !needle.isEmpty, trace.count >= needle.count else { return false }
+                return (0...(trace.count - needle.count)).contains { i in trace[i..<(i + needle.count)].elementsEqual(needle) }
+            }
+            // The trace holds each link's encryption (HCI_LE_Enable_Encryption, its key zeroed) and SMP traffic.
+            #expect(contains([0x01, 0x19, 0x20, 0x1C]), "HCI_LE_Enable_Encryption")
+            #expect(contains([0x07, 0x00, 0x06, 0x00, 0x01]), "SMP Pairing Request (L2CAP length 7, channel 6)")
+            let bonds = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: line.directory + "/bonds.json")))
+            let stored = keys(in: bonds)
+            #expect(stored.count >= 2, "one LTK per device at least")
+            for key in stored {
+                let bytes = [UInt8](hex: key) ?? []
+                #expect(!contains(bytes) && !contains(bytes.reversed()), "the trace holds a key of the bonds file")
+            }
+            // Nor a passkey, as text.
+            let text = String(decoding: trace, as: UTF8.self)
+            for d in fleet.devices { if let p = d.passkey { #expect(!text.contains(p)) } }
+        }
+    }
 }
