@@ -228,7 +228,7 @@ public enum Validator {
             }
             // 2c. Passkeys and OOB data: inventory secrets, six digits / 16 bytes for every device.
             if let security = step.security {
-                out += checkSecrets(security, step: step, path: path, inventory: inventory, devices: devices,
+                out += checkSecrets(security, step: step, path: path, workflow: workflow, inventory: inventory, devices: devices,
                                     captured: capturedAnywhere, reported: &reported)
             }
             if let id = step.capturedName { captured.insert(id) }
@@ -245,11 +245,22 @@ public enum Validator {
         return out
     }
 
-    /// The secrets a `connect` or `pair` uses: each variable declared secret in the inventory (not a
-    /// built-in, not a value read from the device), and its value a six-digit passkey or 16 bytes of
-    /// OOB data for every selected device. Messages never show a value.
-    static func checkSecrets(_ security: Step.Security, step: Step, path: String, inventory: Inventory, devices: [InventoryDevice],
-                             captured: Set<String>, reported: inout Set<String>) -> [Diagnostic] {
+    /// The secrets a `connect` or `pair` uses: each variable declared secret — in the inventory's
+    /// `secrets:`, or in the workflow's `vars:` with `secret: true` — (not a built-in, not a value read
+    /// from the device or derived with `set:`), and its value a six-digit passkey or 16 bytes of OOB data
+    /// for every selected device, as the device's steps will render it (a declared variable through its
+    /// type). Messages never show a value.
+    static func checkSecrets(_ security: Step.Security, step: Step, path: String, workflow: Workflow, inventory: Inventory,
+                             devices: [InventoryDevice], captured: Set<String>, reported: inout Set<String>) -> [Diagnostic] {
+        func isSecret(_ name: String) -> Bool {
+            inventory.isSecret(name) || (workflow.variables[name]?.secret ?? false)
+        }
+        /// A name's text for `device` as the engine renders it: a declared variable through its type.
+        func text(_ name: String, _ device: InventoryDevice) -> String? {
+            guard let raw = device.value(of: name) else { return nil }
+            guard let declaration = workflow.variables[name] else { return raw }
+            return (try? declaration.value(fromText: raw, name: name))?.description
+        }
         var out: [Diagnostic] = []
         var fields: [(template: Template, what: String, valid: (String) -> Bool, shape: String)] = []
         if let p = security.passkey {
@@ -266,17 +277,21 @@ public enum Validator {
                     out.append(Diagnostic(path: path, mark: mark, message: "\(field.what) comes from `${\(name)}`, a value read from the device",
                                           hint: "a passkey or OOB data comes from the inventory, as a secret"))
                     usable = false
-                } else if !inventory.isSecret(name) && (inventory.variableNames.contains(name) || Template.builtins.contains(name)) {
+                } else if !isSecret(name), workflow.variables[name] != nil {
+                    out.append(Diagnostic(path: path, mark: mark, message: "\(field.what) comes from `${\(name)}`, which `vars:` does not declare secret",
+                                          hint: "add `secret: true` to its declaration (at \(workflow.path):\(workflow.variableMarks[name] ?? step.mark)), so its value never reaches a report, a journal or a log"))
+                    usable = false
+                } else if !isSecret(name) && (inventory.variableNames.contains(name) || Template.builtins.contains(name)) {
                     out.append(Diagnostic(path: path, mark: mark, message: "\(field.what) comes from `${\(name)}`, which the inventory does not declare secret",
                                           hint: "add `\(name)` to `secrets:` in \(inventory.path), so its value never reaches a report, a journal or a log"))
                     usable = false
-                } else if !inventory.isSecret(name) {
+                } else if !isSecret(name) {
                     usable = false   // unknown: reported as such above
                 }
             }
             guard usable else { continue }
             let bad = devices.filter { device in
-                guard let value = try? field.template.render({ device.value(of: $0) }) else { return false }
+                guard let value = try? field.template.render({ text($0, device) }) else { return false }
                 return !field.valid(value)
             }
             let key = "\(field.what)@\(field.template.references.first?.1 ?? step.mark)"

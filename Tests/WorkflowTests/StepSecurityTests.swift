@@ -29,6 +29,16 @@ extension GoldenCase {
             inventory: securityInventory, inventoryName: "inv.yaml", limit: nil,
             expect: ("wf.yaml", 3, 51, "the passkey comes from `${plain}`, which the inventory does not declare secret",
                      "add `plain` to `secrets:` in $DIR/inv.yaml, so its value never reaches a report, a journal or a log")),
+        GoldenCase("a passkey declared in vars: but not secret",
+            workflow: "name: t\nvars:\n  plain: utf8\nsteps:\n  - connect: { security: authenticated, passkey: \"${plain}\" }\n",
+            inventory: securityInventory, inventoryName: "inv.yaml", limit: nil,
+            expect: ("wf.yaml", 5, 51, "the passkey comes from `${plain}`, which `vars:` does not declare secret",
+                     "add `secret: true` to its declaration (at $DIR/wf.yaml:3:3), so its value never reaches a report, a journal or a log")),
+        GoldenCase("a passkey declared secret in vars: that is not six digits",
+            workflow: "name: t\nvars:\n  pin: { utf8: [1, 8], secret: true }\nsteps:\n  - connect: { security: authenticated, passkey: \"${pin}\" }\n",
+            inventory: "devices:\n  - { id: SN-1, name: S1, vars: { pin: \"123456\" } }\n  - { id: SN-2, name: S2, vars: { pin: \"12345\" } }\n",
+            inventoryName: "inv.yaml", limit: nil,
+            expect: ("wf.yaml", 5, 51, "step `connect`: the passkey is not six digits for 1 device: SN-2", "fix it in the inventory; SN-2 is at $DIR/inv.yaml:3:5")),
         GoldenCase("a passkey that is not six digits",
             workflow: "name: t\nsteps:\n  - connect: { security: authenticated, passkey: \"${passkey}\" }\n",
             inventory: "secrets: [passkey]\ndevices:\n  - { id: SN-1, name: S1, vars: { passkey: \"123456\" } }\n  - { id: SN-2, name: S2, vars: { passkey: \"12345\" } }\n",
@@ -123,6 +133,20 @@ extension GoldenCase {
         #expect(c.security.level == .authenticated && c.security.legacy && !c.security.bond && c.security.onBondLost == .pair && c.security.upgrade)
         #expect(c.security.passkey?.referencedNames == ["passkey"] && c.security.oob?.confirm.referencedNames == ["oob_c"])
         #expect(steps[1].security?.level == .encrypted && steps[1].name == "pair encrypted")
+    }
+
+    @Test func aPasskeyMayBeAWorkflowSecretDeclaredInVars() throws {
+        // No `secrets:` in the inventory: `secret: true` in `vars:` hides the value as well.
+        let result = try validate("""
+            name: t
+            vars:
+              pin: { utf8: 6, secret: true }
+            steps:
+              - connect: { security: authenticated, passkey: "${pin}" }
+            """, inventory: "devices:\n  - { id: SN-1, name: S1, vars: { pin: \"012345\" } }\n")
+        #expect(result.errors.isEmpty, "\(result.errors)")
+        #expect(result.diagnostics.isEmpty, "\(result.diagnostics)")
+        #expect(result.workflow?.secretNames == ["pin"])
     }
 
     @Test func autoMeansUpgradeAndNoneIsTheDefault() throws {
