@@ -68,7 +68,8 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     private let stdoutPipe = Pipe()
     private let stderrText: AsyncStream<String>
 
-    init(_ arguments: [String], directory: String) throws {
+    /// `environment`: variables set for the child on top of this process's (e.g. `PROVISION_HCI_LOG`).
+    init(_ arguments: [String], directory: String, environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
@@ -76,6 +77,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         process.standardError = stderrPipe
         var env = ProcessInfo.processInfo.environment
         env["NO_COLOR"] = "1"
+        env.merge(environment) { _, new in new }
         process.environment = env
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         lines = stream
