@@ -115,13 +115,16 @@ class Fleet:
         self.stderr.close()
 
 
-def write_line(path, devices, blob_size):
+def write_line(path, devices, blob_size, by_name=False):
+    """The inventory: every device with its id, name and address (or, `by_name`, without the address, so
+    that provision finds it by scanning for its name)."""
     with open(os.path.join(path, "blob.bin"), "wb") as f:
         f.write(bytes((i * 131 + 17) & 0xFF for i in range(blob_size)))
     with open(os.path.join(path, "line.yaml"), "w") as f:
         f.write("devices:\n")
         for i in range(1, devices + 1):
-            f.write(f'  - {{ id: SN-{i:04d}, name: SNS-{i:04d}, address: "F0:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}", '
+            address = "" if by_name else f'address: "F0:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}", '
+            f.write(f'  - {{ id: SN-{i:04d}, name: SNS-{i:04d}, {address}'
                     f'vars: {{ config: "0a0b0c{i & 0xFF:02x}", blob: blob.bin }} }}\n')
 
 
@@ -162,7 +165,7 @@ def run_baseline(args, fleet, work, concurrency):
 
 def run_cell(args, adv, latency, concurrency):
     work = tempfile.mkdtemp(prefix="bench-cell-")
-    write_line(work, args.devices, args.blob_size)
+    write_line(work, args.devices, args.blob_size, args.by_name)
     fleet = Fleet(args.python, work, args.devices, adv, latency, args.seed, args.fleet_arg)
     cell = {"adv": adv, "latency": latency, "concurrency": concurrency, "devices": args.devices}
     try:
@@ -265,6 +268,10 @@ def main():
     parser.add_argument("--python", default=sys.executable, help="the Python with Bumble (fleet and baseline)")
     parser.add_argument("--blob-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--by-name", action="store_true",
+                        help="the inventory gives names only: provision finds every device by scanning (the baseline "
+                             "still connects by address); with --fleet-arg=--no-scan-while-initiating this measures "
+                             "the scan paused around each connection")
     parser.add_argument("--fleet-arg", action="append", default=[],
                         help="an extra bumble_fleet.py argument for every cell, e.g. --fleet-arg=--quirk=uuid128")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one side of one cell may take")
@@ -286,7 +293,8 @@ def main():
 
     print(f"# {machine()}", flush=True)
     print(f"# {args.bin}, {args.devices} devices, blob {args.blob_size} bytes, seed {args.seed}, "
-          f"fleet extra {args.fleet_arg or 'none'}", flush=True)
+          f"fleet extra {args.fleet_arg or 'none'}, inventory {'names only' if args.by_name else 'with addresses'}",
+          flush=True)
     cells = []
     for adv in parse_list(args.adv):
         for latency in parse_list(args.latency):
