@@ -35,7 +35,7 @@ public actor HCIAdapter: Central {
         /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
         /// scan interval and window).
         public var scanInterval: Duration = .milliseconds(60)
-        public var scanWindow: Duration = .milliseconds(30)
+        public var scanWindow: Duration = .milliseconds(60)
         /// Active scanning (scan requests, so scan responses with names arrive).
         public var activeScan = true
         /// Connection interval the host asks for.
