@@ -41,6 +41,7 @@ public struct RunCommand: Command {
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
+        OptionSpec("verbose", short: "v", kind: .flag, help: "HCI adapters: also print what the host learns of each controller and decides (fallbacks, connections)"),
         OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
         OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
         OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
@@ -173,7 +174,8 @@ public struct RunCommand: Command {
         for spec in specs {
             do {
                 centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots))
+                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots,
+                                                              verbose: arguments.flag("verbose")))
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }

@@ -14,15 +14,15 @@ struct BumbleRadioRunTests {
 
     /// Runs the shipped sensor-v2 workflow on `fleet` (inventory from `BumbleRunTests.inventory`, which
     /// gives every device its address unless `nameOnly` says otherwise); returns the exit status, the
-    /// report and stderr (with the HCI host's log when `hciLog`).
+    /// report and stderr (with the HCI host's log when `verbose`).
     static func run(_ fleet: BumbleFleet, in line: TestLine, concurrency: Int, slots: Int? = nil, nameOnly: Set<Int> = [],
-                    hciLog: Bool = false) async throws -> (status: Int32, report: RunReport, stderr: String) {
+                    verbose: Bool = false) async throws -> (status: Int32, report: RunReport, stderr: String) {
         let inventory = try BumbleRunTests.inventory(for: fleet, in: line, nameOnly: nameOnly)
         var arguments = ["run", workflow, "--inventory", inventory, "--adapter", fleet.spec, "--quiet",
                          "--concurrency", "\(concurrency)", "--report", "r.json"]
         if let slots { arguments += ["--slots", "\(slots)"] }
-        let child = try ChildProcess(arguments, directory: line.directory,
-                                     environment: hciLog ? ["PROVISION_HCI_LOG": "1"] : [:])
+        if verbose { arguments.append("--verbose") }
+        let child = try ChildProcess(arguments, directory: line.directory)
         let status = await child.wait()
         let stderr = await child.stderr()
         let report = try RunReport.read(from: line.directory + "/r.json")
@@ -114,7 +114,7 @@ struct BumbleRadioRunTests {
     @Test func onAControllerThatCannotScanWhileConnectingNamedDevicesAreStillFound() async throws {
         // Half the inventory gives names only (found by scanning), half addresses (connected through the
         // accept list): the controller refuses to scan while it initiates, so the host pauses the scan
-        // around each connection, gives scanning its slices, and says so once.
+        // around each connection, gives scanning its slices, and says so once in --verbose output.
         let options = BumbleFleet.Options(devices: 8, advertisingInterval: .milliseconds(500),
                                           linkLatency: .microseconds(7500)...(.milliseconds(25)), scanWhileInitiating: false)
         try await BumbleFleet.with(options) { fleet in
@@ -122,7 +122,7 @@ struct BumbleRadioRunTests {
             let line = try TestLine()
             defer { line.remove() }
             let (status, report, stderr) = try await Self.run(fleet, in: line, concurrency: 8, slots: 8, nameOnly: [1, 3, 5, 7],
-                                                              hciLog: true)
+                                                              verbose: true)
             #expect(status == 0, "\(stderr)")
             try Self.expectProvisioned(fleet, report, in: line)
             #expect(stderr.contains("pauses scanning to connect"))
@@ -140,7 +140,7 @@ struct BumbleRadioRunTests {
         try await BumbleFleet.with(options) { fleet in
             let line = try TestLine()
             defer { line.remove() }
-            let (status, report, stderr) = try await Self.run(fleet, in: line, concurrency: 4, slots: 4, hciLog: true)
+            let (status, report, stderr) = try await Self.run(fleet, in: line, concurrency: 4, slots: 4, verbose: true)
             #expect(status == 0, "\(stderr)")
             try Self.expectProvisioned(fleet, report, in: line)
             #expect(stderr.contains("using 2 connection slot(s) from now on"))

@@ -68,8 +68,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     private let stdoutPipe = Pipe()
     private let stderrText: AsyncStream<String>
 
-    /// `environment`: variables set for the child on top of this process's (e.g. `PROVISION_HCI_LOG`).
-    init(_ arguments: [String], directory: String, environment: [String: String] = [:]) throws {
+    init(_ arguments: [String], directory: String) throws {
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
@@ -77,7 +76,6 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         process.standardError = stderrPipe
         var env = ProcessInfo.processInfo.environment
         env["NO_COLOR"] = "1"
-        env.merge(environment) { _, new in new }
         process.environment = env
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         lines = stream
