@@ -78,7 +78,7 @@ final class StateJournal: Sendable {
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else {
                     let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(errno))); no longer recording\n"
-                    FileHandle.standardError.write(Data(message.utf8))
+                    try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
                     Glibc.close(fd)
                     fd = -1
                     return

@@ -38,7 +38,7 @@ public actor HCIAdapter: Central {
         /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
         /// scan interval and window).
         public var scanInterval: Duration = .milliseconds(60)
-        public var scanWindow: Duration = .milliseconds(30)
+        public var scanWindow: Duration = .milliseconds(60)
         /// Active scanning (scan requests, so scan responses with names arrive).
         public var activeScan = true
         /// Connection interval the host asks for.
@@ -129,7 +129,8 @@ public actor HCIAdapter: Central {
 
     public static let defaultLog: @Sendable (String) -> Void = { line in
         if ProcessInfo.processInfo.environment["PROVISION_HCI_LOG"] != nil {
-            FileHandle.standardError.write(Data("hci: \(line)\n".utf8))
+            // The throwing write: a closed stderr drops the line (the legacy write traps on EPIPE).
+            try? FileHandle.standardError.write(contentsOf: Data("hci: \(line)\n".utf8))
         }
     }
 

@@ -287,7 +287,7 @@ public struct HCIHost: Sendable {
         case .cancelSecure(let linkID, let id):
             secure(.cancel(linkID, id), &out)
         }
-        let waiting = scanner.isWaitingForRadio
+        let waiting = scanner.sharesRadioWithInitiating
         if waiting != scanWaiting {
             scanWaiting = waiting
             runInitiator(.scanWaiting(waiting), &out)

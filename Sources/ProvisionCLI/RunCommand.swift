@@ -44,6 +44,7 @@ public struct RunCommand: Command {
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
+        OptionSpec("verbose", short: "v", kind: .flag, help: "HCI adapters: also print what the host learns of each controller and decides (fallbacks, connections)"),
         OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
         OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (a test case per device and step)"),
         OptionSpec("html", kind: .value("PATH"), role: .output, help: "also write a self-contained HTML report (opens offline)"),
@@ -206,7 +207,7 @@ public struct RunCommand: Command {
                 let tap = try tracePath.map { p throws(TraceError) in spec == "sim" ? nil : try traces.btsnoopTap(path: p) } ?? nil
                 var central = try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed, latencyScale: latency,
                                                             statePath: file(arguments.value("sim-state")), slots: slots, bonds: bonds,
-                                                            packetTap: tap)
+                                                            verbose: arguments.flag("verbose"), packetTap: tap)
                 if let tracePath, let sim = central as? SimulatedCentral {
                     let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } },
                                            uniquingKeysWith: { a, _ in a })
