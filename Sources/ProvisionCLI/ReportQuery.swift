@@ -96,7 +96,7 @@ struct Grouping: Sendable {
     init(_ devices: [DeviceRecord], by field: String, fields: ReportFields, bins: Int = 10) throws(Problem) {
         guard let type = fields.type(of: field) else {
             throw Problem(message: "unknown field `\(field)`",
-                          hint: ArgumentParser.closest(field, fields.names).map { "did you mean `\($0)`?" }
+                          hint: Suggestions.hint(for: field, in: fields.names)
                               ?? "fields: \(fields.names.prefix(24).joined(separator: ", "))\(fields.names.count > 24 ? ", …" : "")")
         }
         self.field = field

@@ -97,13 +97,6 @@ import YAML
         #expect(!DeviceSelection.glob("SN-[!1]*", matches: "SN-1"))
     }
 
-    @Test func suggestionsUseEditDistance() {
-        #expect(Suggestions.editDistance("charateristic", "characteristic") == 1)
-        #expect(Suggestions.editDistance("nmae", "name") == 1)
-        #expect(Suggestions.closest(to: "servce", in: ["service", "characteristic"]) == "service")
-        #expect(Suggestions.closest(to: "zzz", in: ["service"]) == nil)
-    }
-
     @Test func diagnosticsRenderAsTextAndJSON() {
         let d = Diagnostic(path: "w.yaml", mark: SourceMark(line: 3, column: 7), message: "unknown key `x`", hint: "did you mean `y`?")
         #expect(d.description == "w.yaml:3:7: error: unknown key `x`\n    hint: did you mean `y`?")
