@@ -15,6 +15,9 @@ let package = Package(
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
+        // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
+        // SplitMix64, stable string hashes.
+        .target(name: "Support"),
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
@@ -22,36 +25,37 @@ let package = Package(
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML"]),
+        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
-        .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["CLibPQ"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
-        .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
+        .target(name: "Engine", dependencies: ["BLE", "Workflow", "Support"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
         // Also a throwaway PostgreSQL cluster (initdb in a temporary directory, as an unprivileged user).
         .target(name: "TestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE", "PostgresClient"], path: "Tests/TestSupport"),
 
+        .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
-        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
-        .testTarget(name: "BLETests", dependencies: ["BLE"]),
+        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
+        .testTarget(name: "BLETests", dependencies: ["BLE", "Support"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
-        .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE"]),
+        .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace"]),
     ],

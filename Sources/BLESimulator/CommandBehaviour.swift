@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// The `command-ack` behaviour: commands written to a control characteristic (first byte = opcode),
@@ -95,7 +96,7 @@ public struct CommandBehaviour: Sendable, Equatable {
                             guard let a = Action(rawValue: name) else {
                                 let all = Action.allCases.map(\.rawValue)
                                 throw r.fail("unknown action `\(name)`", v,
-                                             hint: ModelReader.suggestion(for: name, among: all).map { "did you mean `\($0)`?" }
+                                             hint: Suggestions.hint(for: name, in: all)
                                                 ?? "expected one of: \(all.joined(separator: ", "))")
                             }
                             action = a

@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// Typed reads of YAML nodes for model and override files: every failure is a `SimulatorError` at the
@@ -19,7 +20,7 @@ struct ModelReader {
         for p in pairs {
             let key = p.key.scalar ?? ""
             guard allowed.contains(key) else {
-                let hint = Self.suggestion(for: key, among: allowed).map { "did you mean `\($0)`?" }
+                let hint = Suggestions.hint(for: key, in: allowed)
                     ?? "expected one of: \(allowed.joined(separator: ", "))"
                 throw fail("unknown key `\(key)` in \(what)", p.key, hint: hint)
             }
@@ -114,27 +115,9 @@ struct ModelReader {
         return nil
     }
 
-    /// The allowed word closest to `word` within two edits, if any.
+    /// The allowed word closest to `word` (`Suggestions.closest`). Kept only for `DeviceModel.swift`'s
+    /// two callers, which another branch is changing; call `Suggestions` directly elsewhere.
     static func suggestion(for word: String, among candidates: [String]) -> String? {
-        var best: (String, Int)?
-        for c in candidates {
-            let d = distance(Array(word.lowercased()), Array(c))
-            if d <= 2, d < (best?.1 ?? Int.max) { best = (c, d) }
-        }
-        return best?.0
-    }
-
-    private static func distance(_ a: [Character], _ b: [Character]) -> Int {
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var previous = Array(0...b.count)
-        for i in 1...a.count {
-            var current = [i] + [Int](repeating: 0, count: b.count)
-            for j in 1...b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
+        Suggestions.closest(to: word, in: candidates)
     }
 }

@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// One device of the simulated fleet, as the inventory describes it.
@@ -71,7 +72,7 @@ struct DeviceOverrides {
         let allowed = ["model", "faults", "variables"] + model.defaults.keys.sorted()
         for p in pairs {
             guard let key = p.key.scalar, !allowed.contains(key) else { continue }
-            let hint = ModelReader.suggestion(for: key, among: allowed).map { "did you mean `\($0)`?" }
+            let hint = Suggestions.hint(for: key, in: allowed)
                 ?? "expected one of: \(allowed.joined(separator: ", "))"
             throw SimulatorError("unknown key `\(key)` in `simulator` (model \(model.name) has no such default)",
                                  file: file, at: p.key.mark, hint: hint)

@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import Support
 import Synchronization
 
 /// One link of the simulated fleet: the in-memory link the device's ATT server runs on, and the two
@@ -154,7 +155,7 @@ final class SimulatedLink: Link {
         let peripheral = SMPPeripheralConfiguration(
             localAddress: device.address, peerAddress: station, ioCapability: config.io, passkey: passkey,
             secureConnections: config.secureConnections, requireMITM: config.requireMITM, bondable: config.bond,
-            localIdentity: SMPLocalIdentity(irk: Key128(UInt128(truncatingIfNeeded: SimulatorRandom.fnv1a(device.id)) | 1), address: device.address),
+            localIdentity: SMPLocalIdentity(irk: Key128(UInt128(truncatingIfNeeded: StableHash.fnv1a(device.id)) | 1), address: device.address),
             storedBond: kept, refusePairing: device.faults.pairingRejected ? .pairingNotSupported : nil)
         // The two sides draw from streams of their own (the same stream would give both the same key pair).
         let deviceRandom = SeededSMPRandom(SimulatorRandom(seed: seed, device: device.id, stream: 0x5EC2_0000 | link))

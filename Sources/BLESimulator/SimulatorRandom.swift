@@ -1,27 +1,28 @@
-/// The simulator's deterministic pseudo-random generator: SplitMix64 (Steele, Lea, Flood 2014).
+import Support
+
+/// The simulator's deterministic pseudo-random generator: `SplitMix64` (Support) with the draws a
+/// virtual device needs.
 ///
 /// Every random choice of a virtual device comes from one of these, seeded from the run seed, the
 /// device id and a stream number (the connection number, or a scan round), so the same seed gives the
 /// same faults in the same places on every machine. Never `SystemRandomNumberGenerator`, never `Hasher`
 /// (randomly seeded per process).
 public struct SimulatorRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var base: SplitMix64
 
     public init(seed: UInt64) {
-        state = seed
+        base = SplitMix64(seed: seed)
     }
 
     /// A generator for one stream of one device: (run seed, device id, stream).
     public init(seed: UInt64, device id: String, stream: UInt64) {
         var s = SimulatorRandom(seed: seed ^ 0x5EED_0F_DE71CE)
-        var h = s.next() ^ Self.fnv1a(id)
-        h = Self.mix(h &+ stream &* 0x9E37_79B9_7F4A_7C15)
-        state = h
+        let h = s.next() ^ StableHash.fnv1a(id)
+        base = SplitMix64(seed: SplitMix64.mix(h &+ stream &* SplitMix64.increment))
     }
 
     public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        return Self.mix(state)
+        base.next()
     }
 
     /// True with probability `p` (a draw is always taken, so the stream stays aligned).
@@ -43,23 +44,6 @@ public struct SimulatorRandom: RandomNumberGenerator, Sendable {
     public mutating func int(in lo: Int, _ hi: Int) -> Int {
         guard hi > lo else { return lo }
         return lo + Int(next() % UInt64(hi - lo + 1))
-    }
-
-    static func mix(_ x: UInt64) -> UInt64 {
-        var z = x
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// FNV-1a over UTF-8: a stable string hash (unlike `Hasher`, the same in every process).
-    static func fnv1a(_ text: String) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for b in text.utf8 {
-            h ^= UInt64(b)
-            h &*= 0x0000_0100_0000_01B3
-        }
-        return h
     }
 }
 

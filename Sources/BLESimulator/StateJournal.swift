@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import Synchronization
 
 /// The simulator's state file (`--sim-state PATH`): one JSON line per device state change, appended as
@@ -174,26 +175,8 @@ final class StateJournal: Sendable {
         }
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 {
-                    let h = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// `s` as a JSON string literal (`JSONString`, the one home for JSON escaping).
+    static func quote(_ s: String) -> String { JSONString.quoted(s) }
 }
 
 /// Reads the lines `StateJournal.append` writes (fixed key order, no escapes in values) without

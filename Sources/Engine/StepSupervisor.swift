@@ -1,3 +1,4 @@
+import Support
 import Workflow
 
 /// The supervisor of one device's workflow: which step runs next, whether a failure is retried, where
@@ -275,18 +276,5 @@ struct StepSupervisor: Sendable {
     var outcome: DeviceOutcome {
         guard let failure else { return done ? .succeeded : .interrupted }
         return failure.kind == .interrupted ? .interrupted : .failed
-    }
-}
-
-/// A small, fast PRNG (SplitMix64) for jitter, seeded per device so runs are reproducible.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,3 +1,5 @@
+import Support
+
 /// One `--option` a command accepts.
 public struct OptionSpec: Sendable {
     /// What the option takes.
@@ -115,7 +117,7 @@ public enum ArgumentParser {
                 if body.count > 1 { inline = String(body.dropFirst()) }
             }
             guard let spec = options.first(where: { $0.name == name }) else {
-                let hint = closest(name, options.map(\.name)).map { " (did you mean `--\($0)`?)" } ?? ""
+                let hint = Suggestions.closest(to: name, in: options.map(\.name)).map { " (did you mean `--\($0)`?)" } ?? ""
                 throw UsageError("unknown option `--\(name)`\(hint)")
             }
             switch spec.kind {
@@ -148,30 +150,5 @@ public enum ArgumentParser {
             throw UsageError("unexpected argument `\(parsed.positionals[positionals.count])`")
         }
         return parsed
-    }
-
-    static func closest(_ word: String, _ candidates: [String]) -> String? {
-        var best: (String, Int)?
-        for c in candidates {
-            let d = distance(word, c)
-            if let b = best, b.1 <= d { continue }
-            best = (c, d)
-        }
-        guard let best, best.1 <= max(1, word.count / 3) else { return nil }
-        return best.0
-    }
-
-    static func distance(_ a: String, _ b: String) -> Int {
-        let x = Array(a), y = Array(b)
-        if x.isEmpty || y.isEmpty { return max(x.count, y.count) }
-        var prev = Array(0...y.count)
-        for i in 1...x.count {
-            var cur = [i] + [Int](repeating: 0, count: y.count)
-            for j in 1...y.count {
-                cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
-            }
-            prev = cur
-        }
-        return prev[y.count]
     }
 }

@@ -1,6 +1,7 @@
 import BLE
 import BLESimulator
 import Foundation
+import Support
 import Workflow
 import YAML
 
@@ -48,7 +49,7 @@ enum ModelCheck {
             } else {
                 out.append(Diagnostic(path: inventory.path, mark: device.simulator?["model"]?.mark ?? device.mark,
                                       message: "device \(device.id) names the simulator model `\(named)`, which is not in \(directory.isEmpty ? "." : directory)",
-                                      hint: Suggestions.closest(to: named, in: models.keys).map { "did you mean `\($0)`?" }
+                                      hint: Suggestions.hint(for: named, in: models.keys)
                                           ?? "models there: \(models.keys.sorted().joined(separator: ", "))"))
             }
         }

@@ -2,6 +2,7 @@ import BLE
 import BLESimulator
 import Foundation
 import HCI
+import Support
 import Trace
 import Workflow
 
@@ -250,6 +251,6 @@ struct OneDevice {
 
     /// One JSON object, keys sorted, on one line.
     static func jsonLine(_ fields: [String: JSONScalar]) -> String {
-        "{" + fields.keys.sorted().map { "\(Diagnostic.jsonString($0)):\(fields[$0]?.json ?? "null")" }.joined(separator: ",") + "}"
+        "{" + fields.keys.sorted().map { "\(JSONString.quoted($0)):\(fields[$0]?.json ?? "null")" }.joined(separator: ",") + "}"
     }
 }

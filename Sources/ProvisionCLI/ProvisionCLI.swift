@@ -1,4 +1,5 @@
 import Foundation
+import Support
 
 /// The `provision` command line. `main` parses arguments, runs a command and returns its exit code.
 public enum ProvisionCLI {
@@ -52,7 +53,7 @@ public enum ProvisionCLI {
         }
         guard let command = commands.first(where: { $0.name == first }) else {
             let names = commands.filter { !$0.isHidden }.map(\.name)
-            let hint = ArgumentParser.closest(first, names).map { " (did you mean `\($0)`?)" } ?? ""
+            let hint = Suggestions.closest(to: first, in: names).map { " (did you mean `\($0)`?)" } ?? ""
             out.err("error: \(first.hasPrefix("-") ? "unknown option" : "unknown command") `\(first)`\(hint)")
             out.err("usage: provision <command> [options]   (commands: \(names.joined(separator: ", ")); see `provision --help`)")
             return ExitCode.invalidInput

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import Support
 import Workflow
 
 /// `provision report NEWER --compare OLDER`: what changed per device from an older run to a newer one —
@@ -140,20 +141,20 @@ struct ReportComparison: Sendable {
     /// One JSON document (keys sorted).
     var json: String {
         func run(_ r: RunInfo) -> String {
-            "{\"finished\":\(r.finished.map(Diagnostic.jsonString) ?? "null"),\"id\":\(Diagnostic.jsonString(r.id)),"
-                + "\"started\":\(Diagnostic.jsonString(r.started)),\"workflow_sha256\":\(Diagnostic.jsonString(r.workflow.sha256))}"
+            "{\"finished\":\(r.finished.map(JSONString.quoted) ?? "null"),\"id\":\(JSONString.quoted(r.id)),"
+                + "\"started\":\(JSONString.quoted(r.started)),\"workflow_sha256\":\(JSONString.quoted(r.workflow.sha256))}"
         }
         func counts(_ c: [String: Int]) -> String {
-            "{" + c.keys.sorted().map { "\(Diagnostic.jsonString($0)):\(c[$0] ?? 0)" }.joined(separator: ",") + "}"
+            "{" + c.keys.sorted().map { "\(JSONString.quoted($0)):\(c[$0] ?? 0)" }.joined(separator: ",") + "}"
         }
         let devices = entries.map { e -> String in
-            var f: [String: String] = ["id": Diagnostic.jsonString(e.id)]
+            var f: [String: String] = ["id": JSONString.quoted(e.id)]
             if let only = e.onlyIn {
-                f["only_in"] = Diagnostic.jsonString(only)
-                f["outcome"] = e.outcome.map(Diagnostic.jsonString) ?? "null"
+                f["only_in"] = JSONString.quoted(only)
+                f["outcome"] = e.outcome.map(JSONString.quoted) ?? "null"
             }
             f["changes"] = "[" + e.changes.map {
-                "{\"after\":\($0.after.json),\"before\":\($0.before.json),\"field\":\(Diagnostic.jsonString($0.field))}"
+                "{\"after\":\($0.after.json),\"before\":\($0.before.json),\"field\":\(JSONString.quoted($0.field))}"
             }.joined(separator: ",") + "]"
             return "{" + f.keys.sorted().map { "\"\($0)\":\(f[$0] ?? "null")" }.joined(separator: ",") + "}"
         }

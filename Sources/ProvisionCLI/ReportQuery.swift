@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import Support
 import Workflow
 
 /// `--where EXPR`: the devices of a report for which a condition over `ReportFields` is true.
@@ -95,7 +96,7 @@ struct Grouping: Sendable {
     init(_ devices: [DeviceRecord], by field: String, fields: ReportFields, bins: Int = 10) throws(Problem) {
         guard let type = fields.type(of: field) else {
             throw Problem(message: "unknown field `\(field)`",
-                          hint: ArgumentParser.closest(field, fields.names).map { "did you mean `\($0)`?" }
+                          hint: Suggestions.hint(for: field, in: fields.names)
                               ?? "fields: \(fields.names.prefix(24).joined(separator: ", "))\(fields.names.count > 24 ? ", …" : "")")
         }
         self.field = field
@@ -221,7 +222,7 @@ struct Grouping: Sendable {
     /// The grouping as JSON (keys sorted).
     var json: String {
         var fields: [String: String] = [
-            "field": Diagnostic.jsonString(field), "type": Diagnostic.jsonString(type.type.name),
+            "field": JSONString.quoted(field), "type": JSONString.quoted(type.type.name),
             "devices": String(devices), "missing": String(missing),
             "groups": "[" + groups.map { "{\"count\":\($0.count),\"value\":\($0.value.json)}" }.joined(separator: ",") + "]",
         ]

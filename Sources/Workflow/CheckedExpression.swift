@@ -1,3 +1,5 @@
+import Support
+
 /// The declared type of a name an expression may use: a workflow variable, a captured value, a report
 /// field.
 public struct FieldType: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import YAML
 
 /// `--limit`: which inventory devices a command works on.

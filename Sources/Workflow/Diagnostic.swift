@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import YAML
 
 /// One problem found in a workflow, an inventory or a device selection, with where it is and how to fix it.
@@ -38,7 +39,7 @@ public struct Diagnostic: Error, Sendable, Equatable, CustomStringConvertible {
     public static func json(_ diagnostics: [Diagnostic], extra: [String: String] = [:]) -> String {
         var out = "{\n"
         for (key, value) in extra.sorted(by: { $0.key < $1.key }) {
-            out += "  \(jsonString(key)): \(jsonString(value)),\n"
+            out += "  \(JSONString.quoted(key)): \(JSONString.quoted(value)),\n"
         }
         let errors = diagnostics.filter { $0.severity == .error }.count
         out += "  \"valid\": \(errors == 0),\n"
@@ -47,35 +48,13 @@ public struct Diagnostic: Error, Sendable, Equatable, CustomStringConvertible {
         out += "  \"diagnostics\": ["
         for (i, d) in diagnostics.enumerated() {
             out += i == 0 ? "\n" : ",\n"
-            out += "    {\"file\": \(jsonString(d.path)), \"line\": \(d.line), \"column\": \(d.column), "
-            out += "\"severity\": \(jsonString(d.severity.rawValue)), \"message\": \(jsonString(d.message))"
-            if let hint = d.hint { out += ", \"hint\": \(jsonString(hint))" }
+            out += "    {\"file\": \(JSONString.quoted(d.path)), \"line\": \(d.line), \"column\": \(d.column), "
+            out += "\"severity\": \(JSONString.quoted(d.severity.rawValue)), \"message\": \(JSONString.quoted(d.message))"
+            if let hint = d.hint { out += ", \"hint\": \(JSONString.quoted(hint))" }
             out += "}"
         }
         out += diagnostics.isEmpty ? "]\n}\n" : "\n  ]\n}\n"
         return out
-    }
-
-    /// A JSON string literal with the required escapes.
-    public static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import BLE
+import Support
 import YAML
 
 /// Reads an inventory from YAML or CSV (chosen by the `.csv` extension), collecting every problem.

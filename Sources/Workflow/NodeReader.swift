@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// Typed access to YAML nodes that records a diagnostic (with position and hint) instead of throwing,

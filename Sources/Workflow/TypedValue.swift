@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 
 /// The type of a captured value or a variable: what a `read … as:` produces, what `vars:` declares,
 /// and what an expression or a measurement limit is checked against.
@@ -391,7 +392,7 @@ public enum JSONScalar: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
-    /// The exact JSON text (strings escaped as `Diagnostic.jsonString` does; non-finite reals, which
+    /// The exact JSON text (strings escaped as `JSONString.quoted` does; non-finite reals, which
     /// JSON cannot hold, as `null`).
     public var json: String {
         switch self {
@@ -399,7 +400,7 @@ public enum JSONScalar: Sendable, Hashable, Codable, CustomStringConvertible {
         case .boolean(let b): return b ? "true" : "false"
         case .integer(let n): return String(n)
         case .real(let d): return d.isFinite ? TypedValue.numberText(d) : "null"
-        case .string(let s): return Diagnostic.jsonString(s)
+        case .string(let s): return JSONString.quoted(s)
         }
     }
 

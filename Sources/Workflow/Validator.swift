@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import YAML
 
 /// Everything `provision validate` (and the engine, before a run) learns from a workflow, an inventory and a

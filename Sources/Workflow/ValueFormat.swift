@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 
 /// How the bytes of a characteristic become a typed value (`read … as: uint8`), and how a typed value
 /// becomes bytes for a write: the `as:` names of the workflow language.

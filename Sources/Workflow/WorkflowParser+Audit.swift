@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// The typed parts of the workflow language: `vars:`, `when:`, `optional` / `continue_on_error`,

@@ -1,4 +1,5 @@
 import BLE
+import Support
 import YAML
 
 /// Turns a workflow file into a `Workflow`, collecting every problem as a `Diagnostic`.

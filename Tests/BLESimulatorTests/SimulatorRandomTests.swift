@@ -14,6 +14,16 @@ import Testing
         #expect(xs != (0..<8).map { _ in d.next() })
     }
 
+    @Test func aDeviceStreamDrawsTheSameNumbersOnEveryMachineAndRelease() {
+        // Pinned: a changed draw would move every simulated fault and latency of a seeded run.
+        var plain = SimulatorRandom(seed: 0)
+        #expect((0..<3).map { _ in plain.next() } == [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F])
+        var a = SimulatorRandom(seed: 1, device: "SN-1", stream: 3)
+        #expect((0..<4).map { _ in a.next() } == [0x73F8_3C59_F9B1_4B07, 0x98AA_BE9A_5060_1AB5, 0x4748_E7F8_51C0_FCD4, 0x612E_D543_C6F6_DF9A])
+        var b = SimulatorRandom(seed: 42, device: "SL-0008", stream: 0)
+        #expect((0..<4).map { _ in b.next() } == [0x55A5_4D0A_8229_A482, 0xE543_6D97_981D_1D81, 0x5157_E162_FD92_10A1, 0x00E0_C84E_4FAC_C4C2])
+    }
+
     @Test func drawsStayInTheirRanges() {
         var r = SimulatorRandom(seed: 9)
         let range = LatencyRange(.milliseconds(5), .milliseconds(50))

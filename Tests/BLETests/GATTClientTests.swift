@@ -1,3 +1,4 @@
+import Support
 import Testing
 import Synchronization
 @testable import BLE
@@ -116,7 +117,7 @@ private func expectProtocolError(_ body: @escaping @Sendable () async throws -> 
 
     @Test func randomResponsesToDiscoveryAlwaysEnd() async throws {
         // 300 discoveries against a peer answering with random, often malformed, PDUs: each ends.
-        var rng = SeededRandom(seed: 0xD15C0)
+        var rng = SplitMix64(seed: 0xD15C0)
         let opcodes: [UInt8] = [0x01, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x11, 0x13, 0x1B]
         for _ in 0..<300 {
             var answers: [[UInt8]] = []

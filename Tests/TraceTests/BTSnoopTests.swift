@@ -1,3 +1,4 @@
+import Support
 import Testing
 @testable import Trace
 
@@ -72,14 +73,8 @@ import Testing
     }
 
     @Test func randomBytesAfterAHeaderNeverTrap() {
-        var state: UInt64 = 0x1234
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var g = SplitMix64(seed: 0x1234)
+        func next() -> UInt64 { g.next() }
         for _ in 0..<2_000 {
             let body = (0..<Int(next() % 80)).map { _ in UInt8(truncatingIfNeeded: next()) }
             _ = try? BTSnoop.records(in: BTSnoop.header + body)

@@ -1,3 +1,4 @@
+import Support
 import Testing
 @testable import Workflow
 
@@ -22,7 +23,7 @@ import Testing
     }
 
     @Test func sixteenBitResultsStayInSixteenBits() {
-        var g = SplitMix(state: 3)
+        var g = SplitMix64(seed: 3)
         for _ in 0..<200 {
             let bytes = (0..<Int(g.next() % 40)).map { _ in UInt8(truncatingIfNeeded: g.next()) }
             for a in CRCAlgorithm.allCases where a.width == 16 { #expect(a.checksum(bytes) <= 0xFFFF) }

@@ -1,3 +1,4 @@
+import Support
 import Testing
 @testable import Workflow
 
@@ -15,7 +16,7 @@ import Testing
                                     "outcome not in [failed, skipped]", "battery >= -3"]
 
     /// A syntactically valid expression from the grammar, at most `depth` levels deep.
-    private static func generate(_ g: inout SplitMix, depth: Int) -> String {
+    private static func generate(_ g: inout SplitMix64, depth: Int) -> String {
         func pick(_ items: [String]) -> String { items[Int(g.next() % UInt64(items.count))] }
         func operand() -> String { g.next() % 2 == 0 ? pick(names) : pick(literals) }
         let choice = depth <= 0 ? g.next() % 4 : g.next() % 8
@@ -36,7 +37,7 @@ import Testing
 
     /// `text` with a few random edits: characters inserted, deleted, replaced or duplicated, drawn from
     /// the language's own alphabet and from hostile extras (quotes, backslashes, NUL, emoji, combining marks).
-    private static func mutate(_ text: String, _ g: inout SplitMix) -> String {
+    private static func mutate(_ text: String, _ g: inout SplitMix64) -> String {
         let alphabet: [String] = ["(", ")", "[", "]", ",", "=", "!", "<", ">", "\"", "'", "\\", "-", "+", ".", "0", "9", "x", "v",
                                   " ", "\t", "\n", "\0", "é", "\u{301}", "🔋", "名", "and", "or", "not", "in", "null", "&", "|", "@", "e"]
         var scalars = Array(text.unicodeScalars)
@@ -59,7 +60,7 @@ import Testing
     }
 
     @Test func tenThousandExpressionsNeverTrap() throws {
-        var g = SplitMix(state: 0x5EED)
+        var g = SplitMix64(seed: 0x5EED)
         let fields = CheckedExpressionTests.fields
         var parsed = 0, parseErrors = 0, checkedCount = 0, checkErrors = 0, evaluated = 0
         let values: [String: TypedValue] = [
@@ -108,7 +109,7 @@ import Testing
     }
 
     @Test func randomBytesNeverTrapTheLexer() {
-        var g = SplitMix(state: 7)
+        var g = SplitMix64(seed: 7)
         for _ in 0..<2_000 {
             let count = Int(g.next() % 64)
             let bytes = (0..<count).map { _ in UInt8(truncatingIfNeeded: g.next()) }

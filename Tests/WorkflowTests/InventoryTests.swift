@@ -97,20 +97,14 @@ import YAML
         #expect(!DeviceSelection.glob("SN-[!1]*", matches: "SN-1"))
     }
 
-    @Test func suggestionsUseEditDistance() {
-        #expect(Suggestions.editDistance("charateristic", "characteristic") == 1)
-        #expect(Suggestions.editDistance("nmae", "name") == 1)
-        #expect(Suggestions.closest(to: "servce", in: ["service", "characteristic"]) == "service")
-        #expect(Suggestions.closest(to: "zzz", in: ["service"]) == nil)
-    }
-
     @Test func diagnosticsRenderAsTextAndJSON() {
         let d = Diagnostic(path: "w.yaml", mark: SourceMark(line: 3, column: 7), message: "unknown key `x`", hint: "did you mean `y`?")
         #expect(d.description == "w.yaml:3:7: error: unknown key `x`\n    hint: did you mean `y`?")
         let json = Diagnostic.json([d])
         #expect(json.contains(#"{"file": "w.yaml", "line": 3, "column": 7, "severity": "error", "message": "unknown key `x`", "hint": "did you mean `y`?"}"#))
         #expect(json.contains(#""valid": false"#))
-        #expect(Diagnostic.jsonString("a\"b\\\n\u{1}") == #""a\"b\\\n\u0001""#)
+        let odd = Diagnostic(path: "w.yaml", mark: SourceMark(line: 1, column: 1), message: "a\"b\\\n\u{1}")
+        #expect(Diagnostic.json([odd]).contains(#""message": "a\"b\\\n\u0001"}"#))
     }
 }
 

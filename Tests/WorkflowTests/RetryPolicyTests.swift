@@ -1,22 +1,11 @@
+import Support
 import Testing
 @testable import Workflow
-
-/// A deterministic generator for jitter tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct RetryPolicyTests {
     @Test func listBackoffRepeatsItsLastEntry() {
         let p = RetryPolicy(attempts: 5, backoff: .list([.seconds(1), .seconds(2), .seconds(5)]))
-        var g = SplitMix(state: 1)
+        var g = SplitMix64(seed: 1)
         #expect(p.delay(beforeAttempt: 1, random: &g) == .zero)
         #expect(p.delay(beforeAttempt: 2, random: &g) == .seconds(1))
         #expect(p.delay(beforeAttempt: 3, random: &g) == .seconds(2))
@@ -26,7 +15,7 @@ struct SplitMix: RandomNumberGenerator {
 
     @Test func exponentialBackoffIsCapped() {
         let p = RetryPolicy(attempts: 10, backoff: .exponential(initial: .milliseconds(500), factor: 2, max: .seconds(3), jitter: 0))
-        var g = SplitMix(state: 1)
+        var g = SplitMix64(seed: 1)
         #expect(p.delay(beforeAttempt: 2, random: &g) == .milliseconds(500))
         #expect(p.delay(beforeAttempt: 3, random: &g) == .seconds(1))
         #expect(p.delay(beforeAttempt: 4, random: &g) == .seconds(2))
@@ -36,7 +25,7 @@ struct SplitMix: RandomNumberGenerator {
 
     @Test func jitterStaysWithinItsFraction() {
         let p = RetryPolicy(attempts: 3, backoff: .exponential(initial: .seconds(1), factor: 2, max: .seconds(10), jitter: 0.2))
-        var g = SplitMix(state: 42)
+        var g = SplitMix64(seed: 42)
         for _ in 0..<200 {
             let d = p.delay(beforeAttempt: 2, random: &g)
             #expect(d >= .milliseconds(800) && d <= .milliseconds(1200))

@@ -1,8 +1,10 @@
-/// "Did you mean ...?" suggestions from edit distance.
-public enum Suggestions {
-    /// The edit distance between two strings (case-insensitive): insertions, deletions, substitutions and
-    /// swaps of two neighbours (optimal string alignment), so `nmae` is one edit from `name`.
-    public static func editDistance(_ a: String, _ b: String) -> Int {
+/// "Did you mean ...?" suggestions from edit distance: the one rule every unknown key, option,
+/// command, step, model, property or field name is checked with.
+package enum Suggestions {
+    /// The edit distance between two strings (case-insensitive, over Unicode scalars): insertions,
+    /// deletions, substitutions and swaps of two neighbours (optimal string alignment), so `nmae` is
+    /// one edit from `name`.
+    package static func editDistance(_ a: String, _ b: String) -> Int {
         let x = Array(a.lowercased().unicodeScalars)
         let y = Array(b.lowercased().unicodeScalars)
         if x.isEmpty { return y.count }
@@ -24,8 +26,10 @@ public enum Suggestions {
         return d[x.count * width + y.count]
     }
 
-    /// The closest candidate if it is close enough to be a plausible typo (distance ≤ max(1, len/3)).
-    public static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
+    /// The closest candidate if it is close enough to be a plausible typo (distance ≤ max(1, len/3),
+    /// len being the shorter of the two); on a tie, the candidate first in sorted order. Words over 64
+    /// bytes get no suggestion.
+    package static func closest(to word: String, in candidates: some Sequence<String>) -> String? {
         // A typo is short; comparing a huge (hostile) word would only burn time.
         guard word.utf8.count <= 64 else { return nil }
         var best: (String, Int)?
@@ -39,8 +43,8 @@ public enum Suggestions {
         return distance <= allowed ? candidate : nil
     }
 
-    /// `did you mean `x`?` or nil.
-    static func hint(for word: String, in candidates: some Sequence<String>) -> String? {
+    /// ``did you mean `x`?`` for the closest candidate, or nil.
+    package static func hint(for word: String, in candidates: some Sequence<String>) -> String? {
         closest(to: word, in: candidates).map { "did you mean `\($0)`?" }
     }
 }
