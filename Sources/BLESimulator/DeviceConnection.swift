@@ -18,26 +18,10 @@ struct DeviceConnection: Sendable {
 
     /// The GATT database for this connection: values resolved for the device, the current state
     /// value, fresh CCCDs, the notify-without-declaring and 128-bit declaration quirks applied, and the
-    /// Database Hash (if the model declares 2B2A) computed over the result.
+    /// Database Hash (if the model declares 2B2A) computed over the result — from the layout its model
+    /// and faults share (`DatabaseLayout`).
     static func database(for device: VirtualDevice) -> GATTDatabase {
-        let behaviour = device.model.behaviour
-        var services: [GATTDatabase.ServiceSpec] = []
-        for s in device.model.services {
-            var chars: [GATTDatabase.CharacteristicSpec] = []
-            for c in s.characteristics {
-                let path = CommandBehaviour.Path(service: s.uuid, characteristic: c.uuid)
-                var value = (try? device.value(c).get()) ?? []
-                if path == behaviour?.state { value = [device.stateValue] }
-                if device.faults.notifyUndeclared, path == behaviour?.ack {
-                    chars.append(.init(uuid: c.uuid, properties: c.properties.subtracting([.notify, .indicate]), value: value,
-                                       hasCCCD: false))
-                } else {
-                    chars.append(.init(uuid: c.uuid, properties: c.properties, value: value))
-                }
-            }
-            services.append(.init(uuid: s.uuid, characteristics: chars))
-        }
-        return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs)
+        device.layout.database(for: device)
     }
 
     func handle(_ db: GATTDatabase, _ path: CommandBehaviour.Path?) -> UInt16? {

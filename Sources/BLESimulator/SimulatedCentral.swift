@@ -72,6 +72,7 @@ public final class SimulatedCentral: Central {
         var byName: [String: [VirtualDevice]] = [:]
         var byID: [String: VirtualDevice] = [:]
         var maxInterval = Duration.zero
+        var layouts: [DatabaseLayout.Key: DatabaseLayout] = [:]
         for spec in specs {
             let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
             let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
@@ -85,8 +86,12 @@ public final class SimulatedCentral: Central {
             try overrides.check(against: model, node: spec.overrides, file: inventoryFile)
             var faults = model.faults
             if let f = overrides.faults { try faults.apply(f, ModelReader(file: inventoryFile)) }
+            let layoutKey = DatabaseLayout.Key(model: model.name, notifyUndeclared: faults.notifyUndeclared, longUUIDs: faults.longUUIDs)
+            let layout = layouts[layoutKey] ?? DatabaseLayout(model: model, notifyUndeclared: faults.notifyUndeclared,
+                                                              longUUIDs: faults.longUUIDs)
+            layouts[layoutKey] = layout
             let device = VirtualDevice(spec: spec, model: model, overrides: overrides, faults: faults,
-                                       seed: options.seed, journal: journal)
+                                       seed: options.seed, journal: journal, layout: layout)
             for s in model.services {
                 for c in s.characteristics {
                     if case .failure(let f) = device.value(c) {
