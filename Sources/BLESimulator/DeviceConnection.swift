@@ -42,7 +42,7 @@ struct DeviceConnection: Sendable {
                                supportsFindByTypeValue: !faults.fullDiscoveryOnly,
                                supportsReadMultipleVariable: faults.readMultipleVariable)
         let peer = link.device
-        for await pdu in peer.incoming {
+        while let pdu = await peer.receive() {
             if faults.drop > 0, rng.chance(faults.drop) {
                 device.record(.fault("drop"))
                 peer.drop(.supervisionTimeout)

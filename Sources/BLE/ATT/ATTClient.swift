@@ -123,8 +123,14 @@ public actor ATTClient {
     }
 
     private func readLoop() async {
-        for await pdu in bearer.incoming {
-            await receive(pdu)
+        if let direct = bearer as? any ATTBearerReceiving {
+            while let pdu = await direct.receive() {
+                await receive(pdu)
+            }
+        } else {
+            for await pdu in bearer.incoming {
+                await receive(pdu)
+            }
         }
         guard closedError == nil else { return }
         let reason = await disconnectReason?() ?? .bearerClosed
