@@ -202,7 +202,7 @@ import Testing
                                 .greatestFiniteMagnitude, Double(Int64.max), 0.30000000000000004]
         // Milliseconds rounded to 3 places as the engine makes them, and their neighbours either side.
         var g = SystemRandomNumberGenerator()
-        for _ in 0..<2_000 {
+        for _ in 0..<200 {
             let ms = (Double(Int64.random(in: -5_000_000_000...5_000_000_000, using: &g)) / 1000).rounded(toPlaces: 3)
             values += [ms, ms.nextUp, ms.nextDown, ms * 1000, Double.random(in: -1e6...1e6, using: &g)]
         }
@@ -218,7 +218,7 @@ import Testing
         try same(UInt8.max)
         try same(Int16.min)
         try same(UInt32.max)
-        for _ in 0..<1_000 { try same(Int.random(in: .min ... .max, using: &g)) }
+        for _ in 0..<100 { try same(Int.random(in: .min ... .max, using: &g)) }
         for v in values {
             #expect(String(decoding: RecordEncoder.compact(v), as: UTF8.self) == String(decoding: try encoder.encode(v), as: UTF8.self),
                     "\(v)")
