@@ -205,22 +205,19 @@ public final class SimulatedCentral: Central {
     /// Takes the adapter's single connect slot, or gives up at the deadline / on cancellation.
     private func acquireConnectGate(until deadline: ContinuousClock.Instant) async -> Bool {
         let gate = connectGate
-        return await withTaskGroup(of: Bool.self) { g in
-            g.addTask { (try? await gate.acquire()) != nil }
-            g.addTask {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                return false
+        if !Task.isCancelled, gate.tryAcquire() { return true }
+        // Wait for it under the deadline (a `Timeouts` entry, not a sleeping task per connect: a
+        // cancelled sleep keeps its Dispatch timer until the deadline). A permit taken just as the
+        // deadline won is kept, as before: the connect goes ahead.
+        let got = GateTaken()
+        do {
+            try await withDeadline(max(.zero, deadline - .now), operation: "connect slot") {
+                try await gate.acquire()
+                got.set()
             }
-            var acquired = false
-            var first = true
-            for await got in g {
-                if got { acquired = true }
-                if first {
-                    first = false
-                    g.cancelAll()
-                }
-            }
-            return acquired
+            return true
+        } catch {
+            return got.value
         }
     }
 
@@ -334,4 +331,11 @@ public final class SimulatedCentral: Central {
     public func dump(device deviceID: String) -> SimulatorDump.Device? {
         byID[deviceID].map(SimulatorDump.device)
     }
+}
+
+/// Whether the connect slot was taken (read after the wait for it ended).
+private final class GateTaken: Sendable {
+    private let taken = Mutex(false)
+    func set() { taken.withLock { $0 = true } }
+    var value: Bool { taken.withLock { $0 } }
 }

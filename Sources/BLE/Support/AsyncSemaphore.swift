@@ -38,6 +38,16 @@ package final class AsyncSemaphore: Sendable {
     /// Permits held now, and the most ever held at once.
     package var usage: (current: Int, peak: Int) { state.withLock { ($0.inUse, $0.peak) } }
 
+    /// Takes a free permit if there is one (and nobody waits for it); never waits.
+    package func tryAcquire() -> Bool {
+        state.withLock { s in
+            guard s.closedError == nil, s.credits > 0, s.waiters.isEmpty else { return false }
+            s.credits -= 1
+            s.taken()
+            return true
+        }
+    }
+
     /// Takes one credit, waiting for one if necessary.
     package func acquire() async throws {
         // A free permit is taken without suspending (no continuation, no cancellation handler): the
