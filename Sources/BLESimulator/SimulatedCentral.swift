@@ -27,7 +27,7 @@ public final class SimulatedCentral: Central {
     /// When the fleet started advertising (paced connects wait for each device's next advertising event).
     let epoch = ContinuousClock.now
     /// One pending LE connection at a time.
-    private let connectGate = AsyncSemaphore(permits: 1)
+    let connectGate = AsyncSemaphore(permits: 1)
     private let journal: StateJournal?
 
     private struct WeakCursor {
