@@ -1,20 +1,40 @@
 # provision: build, demo and test. Each target installs what it needs on a fresh Debian machine.
 SWIFT      ?= swift
 VENV       ?= .venv
-APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev pkg-config
+APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev pkg-config
+# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files.
+TEST_APT_PKGS := chromium tshark
 BIN_DEBUG  := .build/debug/provision
 BIN        := .build/release/provision
 
-.PHONY: all deps venv build release demo test bench clean
+.PHONY: all deps postgres test-deps venv build release demo test bench clean
 
 all: build
 
-# System libraries through pkg-config (libyaml, libbluetooth, libcrypto). apt only when something is missing.
+# System libraries through pkg-config (libyaml, libbluetooth, libcrypto, libpq). apt only when something is missing.
 deps:
-	@if ! pkg-config --exists yaml-0.1 bluez libcrypto 2>/dev/null; then \
+	@if ! pkg-config --exists yaml-0.1 bluez libcrypto libpq 2>/dev/null; then \
 	  echo "installing $(APT_PKGS)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
+	fi
+
+# PostgreSQL server binaries for the line-database tests (tests only: a throwaway cluster per test run,
+# started by Tests/TestSupport/PostgresCluster.swift). apt only when no /usr/lib/postgresql/*/bin/initdb exists.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "installing postgresql"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+# Test tools (never the product). tshark's package asks whether non-root users may capture: no.
+test-deps:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1; then \
+	  echo "installing $(TEST_APT_PKGS)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(TEST_APT_PKGS) >/dev/null; \
 	fi
 
 # Python virtual environment for the Bumble test fixtures (tests only, never the product).
@@ -47,9 +67,10 @@ demo: release
 # Then the suites that run `provision` as a child process run again against the release binary, the
 # one users run (PROVISION_BIN, honoured by Tests/ProvisionTests/ChildProcess.swift): an optimizer bug
 # once crashed `provision scan` in release builds only.
+# PROVISION_REQUIRE_POSTGRES=1: the PostgreSQL tests fail, rather than skip, if no cluster can start.
 PROCESS_SUITES := ProvisionTests\.(.*ProcessTests|Bumble.*Tests)
-test: deps venv
-	PROVISION_PYTHON=$(abspath $(VENV))/bin/python3 $(SWIFT) test --no-parallel
+test: deps postgres test-deps venv
+	PROVISION_REQUIRE_POSTGRES=1 PROVISION_PYTHON=$(abspath $(VENV))/bin/python3 $(SWIFT) test --no-parallel
 	$(SWIFT) build -c release
 	PROVISION_BIN=$(CURDIR)/$(BIN) PROVISION_PYTHON=$(abspath $(VENV))/bin/python3 \
 	  $(SWIFT) test --no-parallel --skip-build --filter '$(PROCESS_SUITES)'

@@ -13,6 +13,7 @@ let package = Package(
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
@@ -23,25 +24,36 @@ let package = Package(
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "YAML"]),
         .target(name: "HCI", dependencies: ["BLE", "CBlueZ"]),
+        // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
+        .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
         .target(name: "Workflow", dependencies: ["YAML", "BLE"]),
+        // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
+        // parameterised statements, pipelines, transactions, typed rows.
+        .target(name: "PostgresClient", dependencies: ["CLibPQ"]),
+        // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
+        .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI", "Trace"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
-        .target(name: "TestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE"], path: "Tests/TestSupport"),
+        // Also a throwaway PostgreSQL cluster (initdb in a temporary directory, as an unprivileged user).
+        .target(name: "TestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE", "PostgresClient"], path: "Tests/TestSupport"),
 
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML"]),
         .testTarget(name: "BLETests", dependencies: ["BLE"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE"]),
+        .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
+        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "TestSupport"]),
+        .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace"]),
     ],
     swiftLanguageModes: [.v6]
 )

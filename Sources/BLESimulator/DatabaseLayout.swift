@@ -14,6 +14,9 @@ final class DatabaseLayout: Sendable {
     private let perDevice: [(handle: UInt16, characteristic: DeviceModel.Characteristic)]
     /// The state characteristic's value handle (its value is the device's current state).
     private let stateHandle: UInt16?
+    /// The stored characteristics (`store` behaviour) with their value handles: a value the device has
+    /// stored replaces the model's.
+    private let stored: [(handle: UInt16, path: CommandBehaviour.Path)]
 
     /// What decides a layout: the model and the faults that change declarations.
     struct Key: Hashable {
@@ -61,16 +64,22 @@ final class DatabaseLayout: Sendable {
         database = db
         self.perDevice = perDevice
         stateHandle = statePosition.flatMap { $0 < valueHandles.count ? valueHandles[$0] : nil }
+        stored = (model.store?.characteristics ?? []).compactMap { path in
+            db.valueHandle(service: path.service, characteristic: path.characteristic).map { ($0, path) }
+        }
     }
 
-    /// The database for a connection of `device`: its values resolved, the current state value, fresh
-    /// CCCDs, the Database Hash of the layout (values never change it).
+    /// The database for a connection of `device`: its values resolved, the current state value, the
+    /// values it has stored, fresh CCCDs, the Database Hash of the layout (values never change it).
     func database(for device: VirtualDevice) -> GATTDatabase {
         var db = database
         for (handle, c) in perDevice {
             db.setValue((try? device.value(c).get()) ?? [], at: handle)
         }
         if let stateHandle { db.setValue([device.stateValue], at: stateHandle) }
+        for (handle, path) in stored {
+            if let value = device.storedValue(path) { db.setValue(value, at: handle) }
+        }
         return db
     }
 }

@@ -112,10 +112,15 @@ final class RunContext: Sendable {
     let gattCache = GATTCache()
     /// What the supervisor knows of each step.
     let stepInfos: [StepSupervisor.StepInfo]
+    /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
+    /// captures derived from them.
+    let secretNames: Set<String>
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions) {
         self.workflow = workflow
-        self.inventory = inventory
+        // Secrets declared in the workflow are hidden like the inventory's.
+        self.inventory = inventory.withSecrets(of: workflow)
+        self.secretNames = inventory.secrets.union(workflow.secretNames)
         self.adapters = adapters
         self.store = store
         self.events = events
@@ -225,7 +230,8 @@ public enum Runner {
         let info = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: adapterInfo,
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
-                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight)
+                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
+                           captureTypes: workflow.captureTypes)
         let ordered = records(plan, scheduled.records, stop)
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
         var reportError: String?

@@ -11,6 +11,10 @@ public enum ProvisionCLI {
         RunCommand(),
         ScanCommand(),
         ReportCommand(),
+        GATTCommand(),
+        ReadCommand(),
+        WriteCommand(),
+        SubscribeCommand(),
         BenchCommand(),
         DevInventoryCommand(),
     ]

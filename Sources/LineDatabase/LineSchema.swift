@@ -1,0 +1,241 @@
+import PostgresClient
+
+/// The line database's schema (`provision` in PostgreSQL), versioned, and the migrations that bring a
+/// database to this tool's version. docs/line.md ("Schema") documents every table and column.
+///
+/// `migrate` runs on first use: every pending migration in one transaction, under a transaction-level
+/// advisory lock, so stations starting at once apply each migration exactly once (the others wait for
+/// the lock, then find nothing to do). A database whose schema is newer than the tool is refused; one
+/// at this version is checked without taking the lock or needing any privilege beyond reading.
+public enum LineSchema {
+    /// The schema version this tool writes and reads.
+    public static var version: Int { migrations.last?.version ?? 0 }
+
+    /// The advisory lock key of schema changes ("provline" in ASCII).
+    static let lockKey = 0x7072_6F76_6C69_6E65
+
+    /// One step of the schema's history. Never edit a released migration: add the next one.
+    struct Migration: Sendable {
+        var version: Int
+        var name: String
+        var statements: [PostgresStatement]
+    }
+
+    /// What `migrate` found and did.
+    public struct MigrationResult: Sendable, Equatable {
+        /// The version before (nil: no line schema in this database).
+        public var from: Int?
+        public var to: Int
+        /// Migrations this call applied (empty when another station had applied them, or none were due).
+        public var applied: [Int]
+    }
+
+    /// The schema version of the database behind `connection` (nil when it has no line schema).
+    public static func databaseVersion(_ connection: PostgresConnection, timeout: Duration? = nil) async throws -> Int? {
+        let present = try await connection.query("SELECT to_regclass('provision.schema_migrations') IS NOT NULL AS present",
+                                                  timeout: timeout, label: "read the line schema version")
+        guard try present.first?.decode("present", as: Bool.self) == true else { return nil }
+        let rows = try await connection.query("SELECT coalesce(max(version), 0) AS version FROM provision.schema_migrations",
+                                               timeout: timeout, label: "read the line schema version")
+        return try rows.first?.decode("version", as: Int.self)
+    }
+
+    /// Brings the database to `version`: nothing when it is there; otherwise every pending migration in
+    /// one transaction under the schema lock. Throws `LineError.schemaTooNew` for a newer database and
+    /// `LineError.cannotMigrate` when the role may not change the schema.
+    @discardableResult
+    public static func migrate(_ connection: PostgresConnection, toolVersion: String, timeout: Duration = .seconds(60)) async throws -> MigrationResult {
+        let before = try await databaseVersion(connection, timeout: timeout)
+        if let before {
+            if before > version { throw LineError.schemaTooNew(database: before, tool: version) }
+            if before == version { return MigrationResult(from: before, to: before, applied: []) }
+        }
+        do {
+            return try await connection.transaction(label: "migrate the line schema", timeout: timeout) { tx in
+                try await tx.pipeline([
+                    PostgresStatement("SELECT pg_advisory_xact_lock($1::bigint)", [.int(lockKey)]),
+                    PostgresStatement("CREATE SCHEMA IF NOT EXISTS provision"),
+                    PostgresStatement("""
+                        CREATE TABLE IF NOT EXISTS provision.schema_migrations (
+                            version      integer PRIMARY KEY,
+                            name         text NOT NULL,
+                            applied_at   timestamptz NOT NULL DEFAULT now(),
+                            applied_by   text NOT NULL DEFAULT current_user,
+                            tool_version text NOT NULL
+                        )
+                        """),
+                ], label: "lock the line schema")
+                let rows = try await tx.query("SELECT coalesce(max(version), 0) AS version FROM provision.schema_migrations",
+                                              label: "read the line schema version")
+                let current = try rows.first?.decode("version", as: Int.self) ?? 0
+                if current > version { throw LineError.schemaTooNew(database: current, tool: version) }
+                var applied: [Int] = []
+                for m in migrations where m.version > current {
+                    try await tx.pipeline(m.statements + [
+                        PostgresStatement("INSERT INTO provision.schema_migrations (version, name, tool_version) VALUES ($1, $2, $3)",
+                                          [.int(m.version), .text(m.name), .text(toolVersion)]),
+                    ], label: "apply line schema migration \(m.version) (\(m.name))")
+                    applied.append(m.version)
+                }
+                return MigrationResult(from: before, to: version, applied: applied)
+            }
+        } catch let error as PostgresError where error.sqlState == SQLState.insufficientPrivilege {
+            throw LineError.cannotMigrate(database: before, tool: version, cause: error)
+        }
+    }
+
+    // MARK: Roles
+
+    /// Grants least privilege to two group roles, creating them when missing (run by the line's owner
+    /// after `migrate`, and again after a migration adds a table; docs/line.md shows the same SQL):
+    /// - `provision_station`: read everything; add runs, devices and stations and update them (claims,
+    ///   leases, heartbeats); add intents and outcomes, never change or delete them.
+    /// - `provision_auditor`: read everything, change nothing.
+    /// Login roles join one of them (`CREATE ROLE station1 LOGIN PASSWORD '…' IN ROLE provision_station`).
+    public static func grantRoles(_ connection: PostgresConnection, timeout: Duration = .seconds(60)) async throws {
+        try await connection.pipeline(roleStatements, timeout: timeout, label: "grant the line roles")
+    }
+
+    static let roleStatements: [PostgresStatement] = [
+        PostgresStatement("""
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_station') THEN CREATE ROLE provision_station NOLOGIN; END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_auditor') THEN CREATE ROLE provision_auditor NOLOGIN; END IF;
+            END $$
+            """),
+        PostgresStatement("GRANT USAGE ON SCHEMA provision TO provision_station, provision_auditor"),
+        PostgresStatement("GRANT SELECT ON ALL TABLES IN SCHEMA provision TO provision_station, provision_auditor"),
+        PostgresStatement("GRANT INSERT, UPDATE ON provision.runs, provision.stations, provision.devices TO provision_station"),
+        PostgresStatement("GRANT INSERT ON provision.intents, provision.outcomes TO provision_station"),
+    ]
+
+    // MARK: History
+
+    static let migrations: [Migration] = [
+        Migration(version: 1, name: "runs, stations, devices, intents, outcomes", statements: [
+            PostgresStatement("""
+                CREATE TABLE provision.runs (
+                    run_id           text PRIMARY KEY,
+                    workflow_name    text,
+                    workflow_path    text NOT NULL,
+                    workflow_sha256  text NOT NULL,
+                    inventory_path   text NOT NULL,
+                    inventory_sha256 text NOT NULL,
+                    options          jsonb NOT NULL DEFAULT '{}'::jsonb,
+                    tool_version     text NOT NULL,
+                    created_by       text NOT NULL,
+                    started_at       timestamptz NOT NULL DEFAULT now(),
+                    ended_at         timestamptz,
+                    stop_reason      text,
+                    stop_message     text
+                )
+                """),
+            PostgresStatement("""
+                CREATE TABLE provision.stations (
+                    station_id   text PRIMARY KEY,
+                    name         text NOT NULL,
+                    host         text NOT NULL,
+                    adapters     text[] NOT NULL DEFAULT '{}',
+                    tool_version text NOT NULL,
+                    pid          integer,
+                    run_id       text REFERENCES provision.runs (run_id) ON DELETE SET NULL,
+                    started_at   timestamptz NOT NULL DEFAULT now(),
+                    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+                    stopped_at   timestamptz
+                )
+                """),
+            PostgresStatement("""
+                CREATE TABLE provision.devices (
+                    run_id           text NOT NULL REFERENCES provision.runs (run_id) ON DELETE CASCADE,
+                    device_id        text NOT NULL,
+                    state            text NOT NULL DEFAULT 'pending'
+                                     CHECK (state IN ('pending', 'claimed', 'succeeded', 'failed', 'needs_review')),
+                    attempt          integer NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+                    lease_owner      text REFERENCES provision.stations (station_id),
+                    lease_expires_at timestamptz,
+                    claimed_at       timestamptz,
+                    intent_step      text,
+                    intent_at        timestamptz,
+                    review_reason    text,
+                    updated_at       timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, device_id),
+                    CONSTRAINT devices_lease_iff_claimed
+                        CHECK ((state = 'claimed') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+                )
+                """),
+            PostgresStatement("CREATE INDEX devices_leases ON provision.devices (run_id, lease_expires_at) WHERE state = 'claimed'"),
+            PostgresStatement("CREATE INDEX devices_lease_owner ON provision.devices (lease_owner) WHERE state = 'claimed'"),
+            PostgresStatement("""
+                CREATE TABLE provision.intents (
+                    run_id      text NOT NULL,
+                    device_id   text NOT NULL,
+                    attempt     integer NOT NULL,
+                    step_index  integer NOT NULL,
+                    step        text NOT NULL,
+                    station_id  text NOT NULL REFERENCES provision.stations (station_id),
+                    recorded_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, device_id, attempt, step_index),
+                    FOREIGN KEY (run_id, device_id) REFERENCES provision.devices (run_id, device_id) ON DELETE CASCADE
+                )
+                """),
+            PostgresStatement("""
+                CREATE TABLE provision.outcomes (
+                    run_id        text NOT NULL,
+                    device_id     text NOT NULL,
+                    attempt       integer NOT NULL,
+                    station_id    text NOT NULL REFERENCES provision.stations (station_id),
+                    outcome       text NOT NULL CHECK (outcome IN ('succeeded', 'failed', 'skipped', 'interrupted')),
+                    error_kind    text,
+                    error_step    text,
+                    error_message text,
+                    firmware      text,
+                    adapter       text,
+                    rssi          integer,
+                    started_at    timestamptz,
+                    finished_at   timestamptz NOT NULL,
+                    duration_ms   double precision,
+                    record        jsonb NOT NULL,
+                    recorded_at   timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, device_id, attempt),
+                    FOREIGN KEY (run_id, device_id) REFERENCES provision.devices (run_id, device_id) ON DELETE CASCADE
+                )
+                """),
+            PostgresStatement("CREATE INDEX outcomes_by_outcome ON provision.outcomes (run_id, outcome, error_kind)"),
+            PostgresStatement("CREATE INDEX outcomes_by_time ON provision.outcomes (run_id, recorded_at)"),
+            PostgresStatement("""
+                CREATE VIEW provision.latest_outcomes AS
+                SELECT DISTINCT ON (o.run_id, o.device_id) o.*
+                FROM provision.outcomes AS o
+                ORDER BY o.run_id, o.device_id, o.attempt DESC
+                """),
+            PostgresStatement("""
+                CREATE VIEW provision.device_status AS
+                SELECT d.run_id, d.device_id,
+                       CASE WHEN d.state = 'claimed' AND d.lease_expires_at <= now()
+                            THEN CASE WHEN d.intent_step IS NULL THEN 'pending' ELSE 'needs_review' END
+                            ELSE d.state END AS state,
+                       d.state AS stored_state, d.attempt, d.lease_owner, d.lease_expires_at,
+                       d.intent_step, d.review_reason, d.updated_at
+                FROM provision.devices AS d
+                """),
+            PostgresStatement("""
+                CREATE VIEW provision.device_report AS
+                SELECT s.run_id, s.device_id, s.state, s.attempt, s.review_reason,
+                       o.outcome, o.error_kind, o.error_step, o.error_message, o.firmware, o.adapter, o.rssi,
+                       o.started_at, o.finished_at, o.duration_ms, o.station_id, st.name AS station_name, st.host AS station_host,
+                       o.record
+                FROM provision.device_status AS s
+                LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+                LEFT JOIN provision.stations AS st ON st.station_id = o.station_id
+                """),
+            PostgresStatement("COMMENT ON SCHEMA provision IS 'provision line database: runs, stations, device claims, intents and outcomes (docs/line.md)'"),
+            PostgresStatement("COMMENT ON TABLE provision.runs IS 'One run of one workflow over one inventory, shared by every station of the line'"),
+            PostgresStatement("COMMENT ON TABLE provision.stations IS 'One station process: its identity, host, adapters and heartbeat; lease owner of claimed devices'"),
+            PostgresStatement("COMMENT ON TABLE provision.devices IS 'Every device of a run: its state, claim (lease owner, expiry, attempt) and unresolved intent'"),
+            PostgresStatement("COMMENT ON TABLE provision.intents IS 'Irreversible writes announced before they were sent (one row per device, attempt and step)'"),
+            PostgresStatement("COMMENT ON TABLE provision.outcomes IS 'One outcome per device and attempt: typed columns for audits, the redacted device record as JSON'"),
+            PostgresStatement("COMMENT ON VIEW provision.device_status IS 'devices with expired leases shown as they will be swept: pending, or needs_review after an intent'"),
+            PostgresStatement("COMMENT ON VIEW provision.device_report IS 'One row per device of a run: current state and latest outcome, for audits'"),
+        ]),
+    ]
+}
