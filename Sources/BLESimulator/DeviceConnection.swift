@@ -23,27 +23,10 @@ struct DeviceConnection: Sendable {
 
     /// The GATT database for this connection: values resolved for the device, the current state
     /// value, fresh CCCDs, the notify-without-declaring and 128-bit declaration quirks applied, and the
-    /// Database Hash (if the model declares 2B2A) computed over the result.
+    /// Database Hash (if the model declares 2B2A) computed over the result — from the layout its model
+    /// and faults share (`DatabaseLayout`).
     static func database(for device: VirtualDevice) -> GATTDatabase {
-        let behaviour = device.model.behaviour
-        var services: [GATTDatabase.ServiceSpec] = []
-        for s in device.model.services {
-            var chars: [GATTDatabase.CharacteristicSpec] = []
-            for c in s.characteristics {
-                let path = CommandBehaviour.Path(service: s.uuid, characteristic: c.uuid)
-                var value = (try? device.value(c).get()) ?? []
-                if path == behaviour?.state { value = [device.stateValue] }
-                if let stored = device.storedValue(path) { value = stored }
-                if device.faults.notifyUndeclared, path == behaviour?.ack {
-                    chars.append(.init(uuid: c.uuid, properties: c.properties.subtracting([.notify, .indicate]), value: value,
-                                       hasCCCD: false, security: c.security))
-                } else {
-                    chars.append(.init(uuid: c.uuid, properties: c.properties, value: value, security: c.security))
-                }
-            }
-            services.append(.init(uuid: s.uuid, characteristics: chars))
-        }
-        return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs, hash: SMPCrypto.databaseHash)
+        device.layout.database(for: device)
     }
 
     /// How a stored characteristic tells a subscriber its new value: by notification when it declares
@@ -80,7 +63,7 @@ struct DeviceConnection: Sendable {
                                supportsFindByTypeValue: !faults.fullDiscoveryOnly,
                                supportsReadMultipleVariable: faults.readMultipleVariable)
         let peer = link.device
-        for await pdu in peer.incoming {
+        while let pdu = await peer.receive() {
             if faults.drop > 0, rng.chance(faults.drop) {
                 device.record(.fault("drop"))
                 peer.drop(.supervisionTimeout)

@@ -330,21 +330,38 @@ struct TemplateFailure: Error {
 /// `${name}` substitution in model values.
 enum Template {
     static func expand(_ text: String, _ variables: (String) -> String?) -> Result<String, TemplateFailure> {
+        // Over the UTF-8 view (`${`, `}` are ASCII, so their positions are character boundaries); a
+        // text without `${` is returned as it is. (Foundation's `range(of:)` made this the costliest
+        // part of building a fleet.)
+        let utf8 = text.utf8
         var out = ""
-        var rest = Substring(text)
-        while let start = rest.range(of: "${") {
-            out += rest[..<start.lowerBound]
-            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+        var rest = utf8.startIndex
+        var i = utf8.startIndex
+        while i < utf8.endIndex {
+            guard utf8[i] == UInt8(ascii: "$") else {
+                i = utf8.index(after: i)
+                continue
+            }
+            let open = utf8.index(after: i)
+            guard open < utf8.endIndex, utf8[open] == UInt8(ascii: "{") else {
+                i = open
+                continue
+            }
+            let nameStart = utf8.index(after: open)
+            guard let end = utf8[nameStart...].firstIndex(of: UInt8(ascii: "}")) else {
                 return .failure(TemplateFailure("unclosed `${` in `\(text)`"))
             }
-            let name = String(rest[start.upperBound..<end])
+            let name = String(text[nameStart..<end])
             guard let value = variables(name) else {
                 return .failure(TemplateFailure("unknown variable `${\(name)}`; define it under `defaults:` or per device"))
             }
+            out += text[rest..<i]
             out += value
-            rest = rest[rest.index(after: end)...]
+            rest = utf8.index(after: end)
+            i = rest
         }
-        out += rest
+        if rest == utf8.startIndex { return .success(text) }
+        out += text[rest...]
         return .success(out)
     }
 }

@@ -32,7 +32,7 @@ public final class SimulatedCentral: Central {
     /// When the fleet started advertising (paced connects wait for each device's next advertising event).
     let epoch = ContinuousClock.now
     /// One pending LE connection at a time.
-    private let connectGate = AsyncSemaphore(permits: 1)
+    let connectGate = AsyncSemaphore(permits: 1)
     private let journal: StateJournal?
 
     private struct WeakCursor {
@@ -78,6 +78,7 @@ public final class SimulatedCentral: Central {
         var byName: [String: [VirtualDevice]] = [:]
         var byID: [String: VirtualDevice] = [:]
         var maxInterval = Duration.zero
+        var layouts: [DatabaseLayout.Key: DatabaseLayout] = [:]
         for spec in specs {
             let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
             let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
@@ -91,8 +92,12 @@ public final class SimulatedCentral: Central {
             try overrides.check(against: model, node: spec.overrides, file: inventoryFile)
             var faults = model.faults
             if let f = overrides.faults { try faults.apply(f, ModelReader(file: inventoryFile)) }
+            let layoutKey = DatabaseLayout.Key(model: model.name, notifyUndeclared: faults.notifyUndeclared, longUUIDs: faults.longUUIDs)
+            let layout = layouts[layoutKey] ?? DatabaseLayout(model: model, notifyUndeclared: faults.notifyUndeclared,
+                                                              longUUIDs: faults.longUUIDs)
+            layouts[layoutKey] = layout
             let device = VirtualDevice(spec: spec, model: model, overrides: overrides, faults: faults,
-                                       seed: options.seed, journal: journal)
+                                       seed: options.seed, journal: journal, layout: layout)
             for s in model.services {
                 for c in s.characteristics {
                     if case .failure(let f) = device.value(c) {
@@ -216,22 +221,19 @@ public final class SimulatedCentral: Central {
     /// Takes the adapter's single connect slot, or gives up at the deadline / on cancellation.
     private func acquireConnectGate(until deadline: ContinuousClock.Instant) async -> Bool {
         let gate = connectGate
-        return await withTaskGroup(of: Bool.self) { g in
-            g.addTask { (try? await gate.acquire()) != nil }
-            g.addTask {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                return false
+        if !Task.isCancelled, gate.tryAcquire() { return true }
+        // Wait for it under the deadline (a `Timeouts` entry, not a sleeping task per connect: a
+        // cancelled sleep keeps its Dispatch timer until the deadline). A permit taken just as the
+        // deadline won is kept, as before: the connect goes ahead.
+        let got = GateTaken()
+        do {
+            try await withDeadline(max(.zero, deadline - .now), operation: "connect slot") {
+                try await gate.acquire()
+                got.set()
             }
-            var acquired = false
-            var first = true
-            for await got in g {
-                if got { acquired = true }
-                if first {
-                    first = false
-                    g.cancelAll()
-                }
-            }
-            return acquired
+            return true
+        } catch {
+            return got.value
         }
     }
 
@@ -349,4 +351,11 @@ public final class SimulatedCentral: Central {
     public func dump(device deviceID: String) -> SimulatorDump.Device? {
         byID[deviceID].map(SimulatorDump.device)
     }
+}
+
+/// Whether the connect slot was taken (read after the wait for it ended).
+private final class GateTaken: Sendable {
+    private let taken = Mutex(false)
+    func set() { taken.withLock { $0 = true } }
+    var value: Bool { taken.withLock { $0 } }
 }

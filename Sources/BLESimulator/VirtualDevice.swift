@@ -19,6 +19,8 @@ final class VirtualDevice: Sendable {
     /// connect waits for the device's next advertising event.
     let advertisingInterval: Duration
     let journal: StateJournal?
+    /// The GATT layout its connections start from (shared by the devices of its model and faults).
+    let layout: DatabaseLayout
 
     struct Runtime {
         var state: DeviceState?
@@ -28,8 +30,9 @@ final class VirtualDevice: Sendable {
     private let runtime = Mutex(Runtime())
 
     init(spec: SimulatedDeviceSpec, model: DeviceModel, overrides: DeviceOverrides, faults: FaultSettings, seed: UInt64,
-         journal: StateJournal?) {
+         journal: StateJournal?, layout: DatabaseLayout) {
         id = spec.id
+        self.layout = layout
         address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
         self.model = model
         self.faults = faults

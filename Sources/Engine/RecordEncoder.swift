@@ -204,40 +204,44 @@ extension RecordEncoder {
         /// (`durationMs`, `attRoundTrips`: lower-case start, every capital followed by a lower-case
         /// letter, nothing to escape) are converted as they are written; others go through `SnakeCase`.
         mutating func key(_ name: String) {
-            var simple = true
-            var capitals = 0
-            var previousCapital = false
-            var first = true
-            for b in name.utf8 {
-                let upper = b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")
-                let lower = b >= UInt8(ascii: "a") && b <= UInt8(ascii: "z")
-                let digit = b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
-                if (first && !lower) || !(upper || lower || digit) || (previousCapital && !lower) {
-                    simple = false
-                    break
-                }
-                if upper { capitals += 1 }
-                previousCapital = upper
-                first = false
-            }
-            guard simple, !previousCapital else {
-                string(SnakeCase.convert(name))
-                return
-            }
-            bytes.append(UInt8(ascii: "\""))
-            if capitals == 0 {
-                bytes.append(contentsOf: name.utf8)
-            } else {
-                for b in name.utf8 {
-                    if b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") {
-                        bytes.append(UInt8(ascii: "_"))
-                        bytes.append(b + 0x20)
-                    } else {
-                        bytes.append(b)
+            var name = name
+            // Checked and converted over the contiguous UTF-8 into a small buffer, appended at once (a
+            // `String.UTF8View` iterator and byte-by-byte appends cost a few hundred instructions a key).
+            let written: Bool = name.withUTF8 { utf8 in
+                let n = utf8.count
+                guard n > 0, n <= 48 else { return false }
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * n + 2) { buffer in
+                    var w = 0
+                    buffer[w] = UInt8(ascii: "\"")
+                    w += 1
+                    var previousCapital = false
+                    for i in 0..<n {
+                        let b = utf8[i]
+                        if b &- UInt8(ascii: "a") < 26 {
+                            buffer[w] = b
+                            w += 1
+                            previousCapital = false
+                        } else if b &- UInt8(ascii: "A") < 26 {
+                            if i == 0 || previousCapital { return false }
+                            buffer[w] = UInt8(ascii: "_")
+                            buffer[w + 1] = b + 0x20
+                            w += 2
+                            previousCapital = true
+                        } else if b &- UInt8(ascii: "0") < 10, i > 0, !previousCapital {
+                            buffer[w] = b
+                            w += 1
+                        } else {
+                            return false
+                        }
                     }
+                    guard !previousCapital else { return false }
+                    buffer[w] = UInt8(ascii: "\"")
+                    w += 1
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<w]))
+                    return true
                 }
             }
-            bytes.append(UInt8(ascii: "\""))
+            if !written { string(SnakeCase.convert(name)) }
         }
 
         /// Puts the members from `first` on (of a keyed container at `depth` that began at `start`) in
@@ -528,7 +532,12 @@ enum JSONBytes {
         var s = s
         s.withUTF8 { utf8 in
             // Most strings need no escaping: copy them whole.
-            guard utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == 0x5C }) else {
+            var plain = true
+            for b in utf8 where b < 0x20 || b == UInt8(ascii: "\"") || b == 0x5C {
+                plain = false
+                break
+            }
+            guard !plain else {
                 out.append(contentsOf: utf8)
                 return
             }
@@ -556,19 +565,35 @@ enum JSONBytes {
     }
 
     static func int<I: BinaryInteger>(_ v: I, into out: inout [UInt8]) {
-        if v == 0 {
-            out.append(UInt8(ascii: "0"))
-            return
+        if let small = Int64(exactly: v) {
+            int64(small, into: &out)
+        } else {
+            // Above Int64.max: only UInt64 (UInt) gets here.
+            unsigned(UInt64(truncatingIfNeeded: v), negative: false, into: &out)
         }
-        var magnitude = v.magnitude
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        let start = out.count
-        while magnitude > 0 {
-            let (q, r) = magnitude.quotientAndRemainder(dividingBy: 10)
-            out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: r))
-            magnitude = q
+    }
+
+    static func int64(_ v: Int64, into out: inout [UInt8]) {
+        unsigned(v.magnitude, negative: v < 0, into: &out)
+    }
+
+    /// Decimal digits written back to front into a small buffer, appended at once (generic
+    /// `quotientAndRemainder` and a reversed slice cost hundreds of instructions per number).
+    private static func unsigned(_ magnitude: UInt64, negative: Bool, into out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 21) { buffer in
+            var i = 21
+            var m = magnitude
+            repeat {
+                i -= 1
+                buffer[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
+                m /= 10
+            } while m > 0
+            if negative {
+                i -= 1
+                buffer[i] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[i..<21]))
         }
-        out[start...].reverse()
     }
 
     static func bool(_ v: Bool, into out: inout [UInt8]) {
@@ -584,9 +609,39 @@ enum JSONBytes {
             out.append(UInt8(ascii: "0"))
             return
         }
+        // The records' numbers are mostly milliseconds rounded to 3 places. Below 1e9, when `v` is the
+        // double nearest to n/1000, its shortest description is n/1000's decimal digits (no other
+        // decimal with at most 3 places is as close: doubles there are far finer than 0.001), so it is
+        // written from the integer n without making a `String`. -0 keeps its sign the slow way.
+        if v.magnitude < 1e9, v != 0 || v.sign == .plus {
+            let scaled = (v * 1000).rounded()
+            if Double(Int64(scaled)) / 1000 == v {
+                millis(Int64(scaled), into: &out)
+                return
+            }
+        }
         var text = v.description
         if text.hasSuffix(".0") { text.removeLast(2) }
         out.append(contentsOf: text.utf8)
+    }
+
+    /// n/1000 as its shortest decimal: `12.345`, `0.5`, `-3`, `0`.
+    private static func millis(_ n: Int64, into out: inout [UInt8]) {
+        let m = n.magnitude
+        unsigned(m / 1000, negative: n < 0, into: &out)
+        var fraction = m % 1000
+        guard fraction != 0 else { return }
+        out.append(UInt8(ascii: "."))
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        var divisor: UInt64 = digits == 3 ? 100 : digits == 2 ? 10 : 1
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: fraction / divisor % 10))
+            divisor /= 10
+        }
     }
 
     static func separator(first: Bool, pretty: Bool, depth: Int, into out: inout [UInt8]) {
@@ -612,8 +667,14 @@ enum JSONBytes {
         out.append(bracket)
     }
 
+    private static let indentation = [UInt8](repeating: 0x20, count: 64)
+
     static func newline(_ depth: Int, into out: inout [UInt8]) {
         out.append(0x0A)
+        if 2 * depth <= indentation.count {
+            out.append(contentsOf: indentation[0..<(2 * depth)])
+            return
+        }
         for _ in 0..<depth {
             out.append(0x20)
             out.append(0x20)

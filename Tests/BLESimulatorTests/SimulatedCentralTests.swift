@@ -1,4 +1,5 @@
 import BLE
+import Synchronization
 import Testing
 @testable import BLESimulator
 
@@ -62,4 +63,71 @@ struct SimulatedCentralTests {
 private func nanoseconds(_ d: Duration) -> Int64 {
     let (s, atto) = d.components
     return s * 1_000_000_000 + atto / 1_000_000_000
+}
+
+/// The adapter makes one connection at a time: a connect waits for the slot, gives up at its deadline,
+/// and leaves at once when cancelled. The test holds the slot itself, as a pending connect would.
+@Suite(.timeLimit(.minutes(1)))
+struct ConnectSlotTests {
+    @Test func aConnectWaitsForTheSlotGivesUpAtItsDeadlineAndLeavesWhenCancelled() async throws {
+        let central = try Fixtures.central([try Fixtures.spec("CS-1"), try Fixtures.spec("CS-2"), try Fixtures.spec("CS-3")])
+        let waiting = WaitingConnects()
+        central.connectGate.observeWaiters { _ in waiting.reached() }
+        try await central.connectGate.acquire()
+        // Nobody frees the slot: the connect ends at its deadline, as a timeout.
+        let a1 = try #require(central.address(of: "CS-1"))
+        await #expect(throws: BLEError.timeout(operation: "connect to \(a1)", limit: .milliseconds(30))) {
+            _ = try await central.connect(to: a1, options: ConnectOptions(timeout: .milliseconds(30)))
+        }
+        // A cancelled connect leaves the queue; the slot stays with its holder.
+        let a2 = try #require(central.address(of: "CS-2"))
+        let cancelled = Task { try await central.connect(to: a2, options: ConnectOptions(timeout: .seconds(30))) }
+        await waiting.next()
+        cancelled.cancel()
+        await #expect(throws: BLEError.cancelled) { _ = try await cancelled.value }
+        #expect(central.connectGate.available == 0)
+        // A connect waiting when the slot is freed takes it and connects.
+        let a3 = try #require(central.address(of: "CS-3"))
+        let third = Task { try await central.connect(to: a3, options: ConnectOptions(timeout: .seconds(30))) }
+        await waiting.next()
+        central.connectGate.release()
+        let link = try await third.value
+        #expect(link.peer == a3)
+        await link.disconnect()
+        #expect(central.connectGate.available == 1)
+        #expect(central.dump(device: "CS-1")?.connectAttempts == 0)
+        #expect(central.dump(device: "CS-2")?.connectAttempts == 0)
+    }
+}
+
+/// Lets a test wait, in turn, for each time a connect starts waiting for the slot.
+private final class WaitingConnects: Sendable {
+    private let shots = Mutex<[OneShot<Void>]>([])
+    private let seen = Mutex(0)
+
+    func reached() {
+        let index = seen.withLock { s -> Int in
+            s += 1
+            return s - 1
+        }
+        shot(index).fulfill(())
+    }
+
+    private func shot(_ i: Int) -> OneShot<Void> {
+        shots.withLock { s in
+            while s.count <= i { s.append(OneShot<Void>()) }
+            return s[i]
+        }
+    }
+
+    private let awaited = Mutex(0)
+
+    /// Waits for the next time (after those already waited for) a connect started waiting.
+    func next() async {
+        let i = awaited.withLock { a -> Int in
+            a += 1
+            return a - 1
+        }
+        _ = await shot(i).wait()
+    }
 }

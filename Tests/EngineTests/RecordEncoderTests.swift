@@ -224,4 +224,33 @@ import Workflow
             #expect(String(decoding: RecordEncoder.compact(e), as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: false).encode(e), as: UTF8.self))
         }
     }
+
+    @Test func numbersAreWrittenAsJSONEncoderWritesThemIntegersAtTheirLimitsAndMillisecondsEitherSideOfTheFastPath() throws {
+        var values: [Double] = [0, -0.0, 1, -1, 0.5, -0.5, 0.001, 0.045, 0.12, 12.345, 1234.567, 999_999_999.999, 1e9, 1e9 + 0.5,
+                                0.0005, 1e-7, 0.1 + 0.2, 1.0 / 3.0, 123456789012.5, 1e15, 1e16, 1e20, -48003.965, .pi, .leastNonzeroMagnitude,
+                                .greatestFiniteMagnitude, Double(Int64.max), 0.30000000000000004]
+        // Milliseconds rounded to 3 places as the engine makes them, and their neighbours either side.
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let ms = (Double(Int64.random(in: -5_000_000_000...5_000_000_000, using: &g)) / 1000).rounded(toPlaces: 3)
+            values += [ms, ms.nextUp, ms.nextDown, ms * 1000, Double.random(in: -1e6...1e6, using: &g)]
+        }
+        let encoder = EngineJSON.encoder(pretty: false)
+        func same<T: Encodable>(_ v: T) throws {
+            #expect(String(decoding: RecordEncoder.compact(v), as: UTF8.self) == String(decoding: try encoder.encode(v), as: UTF8.self),
+                    "\(v)")
+        }
+        for i in [0, 1, -1, 9, 10, -10, 99, 100, 12345, Int.max, Int.min, Int.max - 1, Int.min + 1] { try same(i) }
+        try same(UInt64.max)
+        try same(UInt.max - 7)
+        try same(Int8.min)
+        try same(UInt8.max)
+        try same(Int16.min)
+        try same(UInt32.max)
+        for _ in 0..<100 { try same(Int.random(in: .min ... .max, using: &g)) }
+        for v in values {
+            #expect(String(decoding: RecordEncoder.compact(v), as: UTF8.self) == String(decoding: try encoder.encode(v), as: UTF8.self),
+                    "\(v)")
+        }
+    }
 }

@@ -58,3 +58,34 @@ import BLE
         #expect(await fired.wait(for: 1) == ["last"])
     }
 }
+
+/// Tokens address their entries directly: cancelling in any order, across limits and after the queues
+/// were compacted, cancels exactly the right waits.
+@Suite(.timeLimit(.minutes(1))) struct TimeoutsTokenTests {
+    @Test func cancellingInAnyOrderAcrossLimitsLeavesExactlyTheOthers() async {
+        let timeouts = Timeouts()
+        let fired = TimeoutsTests.Fired()
+        var kept: [String] = []
+        var tokens: [(String, Timeouts.Token)] = []
+        // Many limits (more than are kept when empty) and enough waits per limit to compact the queues.
+        for round in 0..<2_500 {
+            let limit = Duration.milliseconds(20 + round % 20)
+            let name = "\(round)"
+            tokens.append((name, timeouts.schedule(after: limit) { fired.fire(name) }))
+        }
+        // Cancel all but every 500th, from the back and from the front alternately.
+        var order = Array(tokens.indices)
+        order = order.enumerated().map { $0.offset % 2 == 0 ? order[$0.offset / 2] : order[order.count - 1 - $0.offset / 2] }
+        for i in order {
+            if i % 500 == 0 { kept.append(tokens[i].0) } else { timeouts.cancel(tokens[i].1) }
+        }
+        // A token cancelled twice, or after it fired, changes nothing.
+        timeouts.cancel(tokens[1].1)
+        let got = await fired.wait(for: kept.count)
+        #expect(Set(got) == Set(kept))
+        #expect(got.count == kept.count)
+        timeouts.cancel(tokens[0].1)
+        _ = timeouts.schedule(after: .milliseconds(5)) { fired.fire("after") }
+        #expect(await fired.wait(for: kept.count + 1).last == "after")
+    }
+}

@@ -58,8 +58,8 @@ public actor ATTClient {
         var continuation: CheckedContinuation<ATTPDU, any Error>?
         var result: Result<ATTPDU, any Error>?
         var abandoned = false
-        /// When the request went out (the transaction timer runs from here).
-        var sentAt: ContinuousClock.Instant?
+        /// The transaction timer (Vol 3 Part F 3.3.3), armed when the request went out.
+        var timer: Timeouts.Token?
     }
 
     /// Holder of the request slot (a transaction in flight, or a task about to send).
@@ -72,7 +72,6 @@ public actor ATTClient {
     /// instead of waiting a while to see that nothing was sent).
     private var queueObserver: (@Sendable (Int) -> Void)?
     private var reader: Task<Void, Never>?
-    private var watchdog: Task<Void, Never>?
 
     /// - Parameters:
     ///   - valueHandler: called on the client's executor for every notification and indication, in order.
@@ -94,37 +93,21 @@ public actor ATTClient {
         self.disconnectReason = disconnectReason
     }
 
-    /// Starts reading the bearer and the transaction timer. Idempotent.
+    /// Starts reading the bearer. Idempotent.
     public func start() {
         guard reader == nil else { return }
         reader = Task { await self.readLoop() }
-        let limit = transactionTimeout
-        // One timer task per bearer (not one per request): it sleeps until the pending request's deadline,
-        // or for a whole timeout when nothing is pending.
-        watchdog = Task { [weak self] in
-            var next = limit
-            while true {
-                do { try await Task.sleep(for: next) } catch { return }
-                guard let self, let after = await self.checkTransactionTimer() else { return }
-                next = after
-            }
-        }
-    }
-
-    /// Expires the pending transaction if its time is up; returns how long to sleep next (nil: stop).
-    private func checkTransactionTimer() async -> Duration? {
-        guard closedError == nil else { return nil }
-        guard let t = current, t.result == nil, let sentAt = t.sentAt else { return transactionTimeout }
-        let deadline = sentAt + transactionTimeout
-        let now = ContinuousClock.now
-        if now < deadline { return deadline - now }
-        await transactionExpired(t.id)
-        return nil
     }
 
     private func readLoop() async {
-        for await pdu in bearer.incoming {
-            await receive(pdu)
+        if let direct = bearer as? any ATTBearerReceiving {
+            while let pdu = await direct.receive() {
+                await receive(pdu)
+            }
+        } else {
+            for await pdu in bearer.incoming {
+                await receive(pdu)
+            }
         }
         guard closedError == nil else { return }
         let reason = await disconnectReason?() ?? .bearerClosed
@@ -164,7 +147,12 @@ public actor ATTClient {
             current?.result = .failure(e)
         }
         if current?.id == id, current?.result == nil {
-            current?.sentAt = .now
+            // The transaction timer: a `Timeouts` entry per request (not a sleeping task per bearer, whose
+            // cancelled sleep would keep a Dispatch timer queued for 30 s after the link closed).
+            current?.timer = Timeouts.shared.schedule(after: transactionTimeout) { [weak self] in
+                guard let self else { return }
+                Task { await self.transactionExpired(id) }
+            }
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<ATTPDU, any Error>) in
@@ -227,8 +215,8 @@ public actor ATTClient {
     public func fail(_ error: BLEError) {
         guard closedError == nil else { return }
         closedError = error
-        watchdog?.cancel()
         if var t = current {
+            disarm(&t)
             if let c = t.continuation {
                 current = nil
                 c.resume(throwing: error)
@@ -305,8 +293,17 @@ public actor ATTClient {
     }
 
     private func finishTransaction() {
+        if var t = current { disarm(&t) }
         current = nil
         releaseSlot()
+    }
+
+    /// Stops a transaction's timer (its outcome is known).
+    private func disarm(_ t: inout Transaction) {
+        if let timer = t.timer {
+            Timeouts.shared.cancel(timer)
+            t.timer = nil
+        }
     }
 
     private func abandon(_ id: UInt64) {
@@ -341,6 +338,7 @@ public actor ATTClient {
         } else if t.abandoned {
             finishTransaction()
         } else {
+            disarm(&t)
             t.result = result
             current = t
         }

@@ -159,6 +159,14 @@ public protocol ATTBearer: AnyObject, Sendable {
     func close(reason: DisconnectReason) async
 }
 
+/// A bearer whose PDUs can be received one at a time, without an `AsyncStream` in between: `ATTClient`
+/// reads such a bearer with `receive()` (the same queue as `incoming`; one consumer).
+package protocol ATTBearerReceiving: ATTBearer {
+    /// The peer's next PDU, in order; nil once the link has closed and everything before the close was
+    /// received, or when the receiving task is cancelled.
+    func receive() async -> [UInt8]?
+}
+
 /// Why a link went down: an HCI reason code where there is one, and text.
 public struct DisconnectReason: Sendable, Hashable, CustomStringConvertible {
     public var code: UInt8

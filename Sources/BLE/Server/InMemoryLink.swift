@@ -26,16 +26,15 @@ public final class InMemoryLink: Link {
                 events: ConnectionEvents? = nil) {
         let closed = OneShot<DisconnectReason>()
         let gate = AsyncSemaphore(permits: credits)
-        let (toDevice, toDeviceContinuation) = AsyncStream.makeStream(of: [UInt8].self)
-        let (toCentral, toCentralContinuation) = AsyncStream.makeStream(of: [UInt8].self)
+        let toDevice = PDUChannel()
+        let toCentral = PDUChannel()
         self.peer = peer
         self.adapterID = adapterID
         self.closed = closed
         self.events = events
-        let shared = Shared(closed: closed, gate: gate, toDevice: toDeviceContinuation, toCentral: toCentralContinuation,
-                            events: events)
-        self.bearer = Bearer(shared: shared, incoming: toCentral, localMaxMTU: localMaxMTU)
-        self.device = Peer(shared: shared, incoming: toDevice)
+        let shared = Shared(closed: closed, gate: gate, toDevice: toDevice, toCentral: toCentral, events: events)
+        self.bearer = Bearer(shared: shared, localMaxMTU: localMaxMTU)
+        self.device = Peer(shared: shared)
     }
 
     public func waitForDisconnect() async -> DisconnectReason {
@@ -60,16 +59,18 @@ public final class InMemoryLink: Link {
     final class Shared: Sendable {
         let closed: OneShot<DisconnectReason>
         let gate: AsyncSemaphore
-        let toDevice: AsyncStream<[UInt8]>.Continuation
-        let toCentral: AsyncStream<[UInt8]>.Continuation
+        /// Each direction's PDUs, in order (a channel, not an `AsyncStream`: a PDU handed to a waiting
+        /// receiver costs no buffer, and nothing is looked up at run time per PDU).
+        let toDevice: PDUChannel
+        let toCentral: PDUChannel
         /// When paced: each direction's PDUs wait for the next connection event.
         let pacedToDevice: PacedDelivery?
         let pacedToCentral: PacedDelivery?
         /// The close reason once the close is claimed, and the handlers to run then.
         private let closing = Mutex<(reason: DisconnectReason?, handlers: [@Sendable (DisconnectReason) -> Void])>((nil, []))
 
-        init(closed: OneShot<DisconnectReason>, gate: AsyncSemaphore, toDevice: AsyncStream<[UInt8]>.Continuation,
-             toCentral: AsyncStream<[UInt8]>.Continuation, events: ConnectionEvents?) {
+        init(closed: OneShot<DisconnectReason>, gate: AsyncSemaphore, toDevice: PDUChannel, toCentral: PDUChannel,
+             events: ConnectionEvents?) {
             self.closed = closed
             self.gate = gate
             self.toDevice = toDevice
@@ -79,11 +80,11 @@ public final class InMemoryLink: Link {
         }
 
         func sendToDevice(_ pdu: [UInt8]) {
-            if let pacedToDevice { pacedToDevice.send(pdu) } else { toDevice.yield(pdu) }
+            if let pacedToDevice { pacedToDevice.send(pdu) } else { toDevice.send(pdu) }
         }
 
         func sendToCentral(_ pdu: [UInt8]) {
-            if let pacedToCentral { pacedToCentral.send(pdu) } else { toCentral.yield(pdu) }
+            if let pacedToCentral { pacedToCentral.send(pdu) } else { toCentral.send(pdu) }
         }
 
         func close(_ reason: DisconnectReason) {
@@ -116,16 +117,20 @@ public final class InMemoryLink: Link {
     }
 
     /// The central's ATT bearer.
-    final class Bearer: ATTBearer {
+    final class Bearer: ATTBearerReceiving {
         let shared: Shared
-        let incoming: AsyncStream<[UInt8]>
         let localMaxMTU: Int
 
-        init(shared: Shared, incoming: AsyncStream<[UInt8]>, localMaxMTU: Int) {
+        init(shared: Shared, localMaxMTU: Int) {
             self.shared = shared
-            self.incoming = incoming
             self.localMaxMTU = localMaxMTU
         }
+
+        /// The peripheral's PDUs, for a consumer that iterates (one consumer: `receive()` and `incoming`
+        /// take from the same queue).
+        var incoming: AsyncStream<[UInt8]> { shared.toCentral.stream }
+
+        func receive() async -> [UInt8]? { await shared.toCentral.receive() }
 
         func send(_ pdu: [UInt8]) async throws {
             try await shared.gate.acquire()
@@ -138,16 +143,21 @@ public final class InMemoryLink: Link {
         }
     }
 
-    /// The peripheral's end: PDUs from the central arrive on `incoming`; call `consumed()` after
-    /// handling each to return its credit.
+    /// The peripheral's end: PDUs from the central arrive from `receive()` (or, iterated, `incoming`:
+    /// one consumer, the same queue); call `consumed()` after handling each to return its credit.
     public final class Peer: Sendable {
         let shared: Shared
-        public let incoming: AsyncStream<[UInt8]>
 
-        init(shared: Shared, incoming: AsyncStream<[UInt8]>) {
+        init(shared: Shared) {
             self.shared = shared
-            self.incoming = incoming
         }
+
+        /// The central's PDUs as a stream (each element one `receive()`); it ends when the link closes.
+        public var incoming: AsyncStream<[UInt8]> { shared.toDevice.stream }
+
+        /// The central's next PDU, in order; nil once the link has closed and every PDU sent before the
+        /// close was received, or when the receiving task is cancelled.
+        public func receive() async -> [UInt8]? { await shared.toDevice.receive() }
 
         /// Sends a PDU to the central. Returns false if the link is down.
         @discardableResult

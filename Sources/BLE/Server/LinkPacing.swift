@@ -28,7 +28,7 @@ public struct ConnectionEvents: Sendable, Equatable {
     }
 }
 
-/// Delivers PDUs into a stream at the connection event after each was sent, in order: one direction of
+/// Delivers PDUs into a channel at the connection event after each was sent, in order: one direction of
 /// a paced `InMemoryLink`. A task sleeps until the first event that has PDUs due and hands them all over
 /// at once (several PDUs share an event, as they do on a radio); it ends when the link closes.
 final class PacedDelivery: Sendable {
@@ -43,11 +43,11 @@ final class PacedDelivery: Sendable {
     private let state = Mutex(State())
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(events: ConnectionEvents, into output: AsyncStream<[UInt8]>.Continuation) {
+    init(events: ConnectionEvents, into output: PDUChannel) {
         self.events = events
         let t = Task { [weak self] in
             while let batch = await self?.nextBatch() {
-                for pdu in batch { output.yield(pdu) }
+                for pdu in batch { output.send(pdu) }
             }
         }
         task.withLock { $0 = t }

@@ -3,69 +3,69 @@ import Synchronization
 /// Runs `body` with a time limit: when `limit` passes first, `body`'s task is cancelled and
 /// `BLEError.timeout(operation:limit:)` is thrown. Cancellation of the caller ends with `BLEError.cancelled`.
 ///
+/// Whichever comes first decides the outcome — `body` ending (its value or its error), the limit, or the
+/// caller's cancellation — and in every case `withDeadline` returns only after `body` has ended (a body
+/// given up on is cancelled and awaited, so nothing it holds outlives the call).
+///
 /// `body` must honour cancellation promptly (every wait in this layer does), because the limit can only
 /// end it by cancelling it.
 package func withDeadline<T: Sendable>(_ limit: Duration, operation: String,
                                        _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     if Task.isCancelled { throw BLEError.cancelled }
-    // The limit is a `Timeouts` entry that opens a gate, not a sleeping task: a cancelled `Task.sleep`
-    // keeps its Dispatch timer (and ~600 bytes) queued until the limit passes, which at thousands of
-    // operations per second was a large share of the engine's CPU and memory.
-    let gate = DeadlineGate()
-    let timer = Timeouts.shared.schedule(after: limit) { gate.open(expired: true) }
-    defer { Timeouts.shared.cancel(timer) }
-    do {
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await gate.wait()
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw BLEError.cancelled }
-            if let value = first { return value }
-            throw BLEError.timeout(operation: operation, limit: limit)
+    // One task for the body (it inherits the caller's priority and task-local values), cancelled by the
+    // limit or by the caller. The limit is a `Timeouts` entry, not a sleeping task: a cancelled
+    // `Task.sleep` keeps its Dispatch timer (and ~600 bytes) queued until the limit passes, which at
+    // thousands of operations per second was a large share of the engine's CPU and memory. (Before, a
+    // task group ran the body and a second child that waited for the limit: two tasks per operation.)
+    let race = DeadlineRace()
+    let priority = Task.currentPriority
+    let task = Task { () throws -> T in
+        defer { race.decide(.body) }
+        return try await body()
+    }
+    let timer = Timeouts.shared.schedule(after: limit) {
+        // The limit is decided by a job queued at the caller's priority when it passes (not on the timer
+        // driver itself): a body already queued to finish — on a busy machine, behind other work — ends
+        // first, as it did when a second child task waited for the limit.
+        Task(priority: priority) {
+            if race.decide(.limit) { task.cancel() }
         }
-    } catch is CancellationError {
+    }
+    defer { Timeouts.shared.cancel(timer) }
+    let result = await withTaskCancellationHandler {
+        await task.result
+    } onCancel: {
+        if race.decide(.caller) { task.cancel() }
+    }
+    switch race.winner {
+    case .limit?:
+        throw BLEError.timeout(operation: operation, limit: limit)
+    case .caller?:
         throw BLEError.cancelled
+    case .body?, nil:
+        do {
+            return try result.get()
+        } catch is CancellationError {
+            throw BLEError.cancelled
+        }
     }
 }
 
-/// What the limit's side of `withDeadline` waits on: opened by the limit (returns) or by cancellation
-/// (throws `CancellationError`, as the `Task.sleep` it replaces did).
-private final class DeadlineGate: Sendable {
-    private struct State {
-        var waiter: CheckedContinuation<Void, any Error>?
-        var opened: Bool?  // nil: closed; true: the limit passed; false: cancelled
-    }
+/// Who ended a `withDeadline` first: the body, the limit or the caller. The first to decide wins.
+private final class DeadlineRace: Sendable {
+    enum Side { case body, limit, caller }
 
-    private let state = Mutex(State())
+    private let state = Mutex<Side?>(nil)
 
-    func open(expired: Bool) {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, any Error>? in
-            guard s.opened == nil else { return nil }
-            s.opened = expired
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        if expired { waiter?.resume() } else { waiter?.resume(throwing: CancellationError()) }
-    }
-
-    func wait() async throws {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                let opened = state.withLock { s -> Bool? in
-                    if s.opened == nil { s.waiter = c }
-                    return s.opened
-                }
-                switch opened {
-                case true?: c.resume()
-                case false?: c.resume(throwing: CancellationError())
-                case nil: break
-                }
-            }
-        } onCancel: {
-            open(expired: false)
+    /// True when `side` is the first to decide.
+    @discardableResult
+    func decide(_ side: Side) -> Bool {
+        state.withLock { s in
+            guard s == nil else { return false }
+            s = side
+            return true
         }
     }
+
+    var winner: Side? { state.withLock { $0 } }
 }

@@ -5,14 +5,16 @@ import Synchronization
 /// A `Task { try await Task.sleep(for: limit) }` per wait that is cancelled when the wait ends early
 /// costs a task, and on Linux the cancelled sleep's timer stays queued in Dispatch, holding about 600
 /// bytes, until its deadline: at thousands of waits per second with 5–30 s limits that was a large part
-/// of the engine's CPU and memory growth (`withDeadline` per session operation, the engine's awaits). Here one driver task sleeps until the earliest live deadline; scheduling and
-/// cancelling a timeout are a dictionary insert and remove under a lock.
+/// of the engine's CPU and memory growth (`withDeadline` per session operation, the engine's awaits).
+/// Here one driver task sleeps until the earliest live deadline; scheduling a timeout is an append and
+/// cancelling it clears one slot, under a lock.
 ///
 /// Deadlines are kept in one FIFO per limit (waits of one limit end in the order they started), so
 /// finding the earliest live deadline looks at the heads only; cancelled entries are dropped from the
-/// heads as they are met. A handler runs at most once, on the driver task, at or after its deadline; one
-/// that was already due may still run just after `cancel` returns, so handlers must tolerate a wait that
-/// already ended (every handler here only wakes a waiter, if any).
+/// heads as they are met. A token names its entry's queue and position (no lookup table to hash into:
+/// this runs for every operation of every device). A handler runs at most once, on the driver task, at
+/// or after its deadline; one that was already due may still run just after `cancel` returns, so
+/// handlers must tolerate a wait that already ended (every handler here only wakes a waiter, if any).
 package final class Timeouts: Sendable {
     /// The process-wide instance.
     package static let shared = Timeouts()
@@ -20,48 +22,93 @@ package final class Timeouts: Sendable {
     package init() {}
 
     package struct Token: Sendable, Hashable {
-        fileprivate let id: UInt64
+        /// The queue (one per limit) and the entry's position in it since the queue was made.
+        fileprivate let queue: UInt64
+        fileprivate let position: UInt64
     }
 
+    private struct Entry {
+        var deadline: ContinuousClock.Instant
+        /// nil once cancelled (or taken to run).
+        var handler: (@Sendable () -> Void)?
+    }
+
+    /// The waits of one limit, in the order they started (so in deadline order). A token finds its
+    /// entry by position, without a lookup table: cancelling is clearing one slot.
     private struct Queue {
-        var items: [(deadline: ContinuousClock.Instant, id: UInt64)] = []
+        let id: UInt64
+        let limit: Duration
+        var items: [Entry] = []
         var head = 0
+        /// Position of `items[0]` (entries before it were dropped).
+        var base: UInt64 = 0
 
-        var first: (deadline: ContinuousClock.Instant, id: UInt64)? { head < items.count ? items[head] : nil }
+        init(id: UInt64, limit: Duration) {
+            self.id = id
+            self.limit = limit
+        }
 
-        mutating func removeFirst() {
+        var first: Entry? { head < items.count ? items[head] : nil }
+        var isEmpty: Bool { head >= items.count }
+
+        mutating func append(_ e: Entry) -> UInt64 {
+            items.append(e)
+            return base + UInt64(items.count - 1)
+        }
+
+        mutating func dropFirst() {
             head += 1
             if head == items.count {
+                base += UInt64(items.count)
                 items.removeAll(keepingCapacity: true)
                 head = 0
             } else if head >= 1024 && head * 2 >= items.count {
+                base += UInt64(head)
                 items.removeFirst(head)
                 head = 0
             }
         }
+
+        /// Drops cancelled entries at the head.
+        mutating func trim() {
+            while head < items.count, items[head].handler == nil { dropFirst() }
+        }
+
+        /// Clears the entry at `position`, if it is still queued; returns its handler.
+        mutating func cancel(at position: UInt64) -> (@Sendable () -> Void)? {
+            guard position >= base + UInt64(head), position < base + UInt64(items.count) else { return nil }
+            let i = Int(position - base)
+            let handler = items[i].handler
+            items[i].handler = nil
+            trim()
+            return handler
+        }
     }
 
     private struct State {
-        var nextID: UInt64 = 0
-        var handlers: [UInt64: @Sendable () -> Void] = [:]
-        var queues: [Duration: Queue] = [:]
+        var nextQueue: UInt64 = 0
+        /// One queue per limit in use (a handful: the limits a run's workflow and options name).
+        var queues: [Queue] = []
         /// What the current driver sleeps until (nil: no driver).
         var target: ContinuousClock.Instant?
         var generation: UInt64 = 0
         var driver: Task<Void, Never>?
 
-        /// Drops cancelled entries at the head of the queue for `limit`.
-        mutating func trim(_ limit: Duration) {
-            while let f = queues[limit]?.first, handlers[f.id] == nil { queues[limit]?.removeFirst() }
-            if queues[limit]?.first == nil { queues[limit] = nil }
+        mutating func queueIndex(for limit: Duration) -> Int {
+            if let i = queues.firstIndex(where: { $0.limit == limit }) { return i }
+            nextQueue &+= 1
+            queues.append(Queue(id: nextQueue, limit: limit))
+            return queues.count - 1
         }
 
+        /// Drops cancelled heads and empty queues; the earliest live deadline.
         mutating func earliest() -> ContinuousClock.Instant? {
             var best: ContinuousClock.Instant?
-            for limit in Array(queues.keys) {
-                trim(limit)
-                if let d = queues[limit]?.first?.deadline, best.map({ d < $0 }) ?? true { best = d }
+            for i in queues.indices {
+                queues[i].trim()
+                if let d = queues[i].first?.deadline, best.map({ d < $0 }) ?? true { best = d }
             }
+            queues.removeAll { $0.isEmpty }
             return best
         }
     }
@@ -72,15 +119,13 @@ package final class Timeouts: Sendable {
     package func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
         let deadline = ContinuousClock.now + limit
         let (token, start) = state.withLock { s -> (Token, UInt64?) in
-            s.nextID &+= 1
-            let id = s.nextID
-            s.handlers[id] = handler
-            s.trim(limit)
-            s.queues[limit, default: Queue()].items.append((deadline, id))
-            if let t = s.target, t <= deadline { return (Token(id: id), nil) }
+            let i = s.queueIndex(for: limit)
+            s.queues[i].trim()
+            let token = Token(queue: s.queues[i].id, position: s.queues[i].append(Entry(deadline: deadline, handler: handler)))
+            if let t = s.target, t <= deadline { return (token, nil) }
             s.target = deadline
             s.generation &+= 1
-            return (Token(id: id), s.generation)
+            return (token, s.generation)
         }
         if let generation = start { startDriver(generation) }
         return token
@@ -88,7 +133,16 @@ package final class Timeouts: Sendable {
 
     /// Cancels a timeout; after this returns its handler does not run.
     package func cancel(_ token: Token) {
-        _ = state.withLock { $0.handlers.removeValue(forKey: token.id) }
+        // The handler (and what it holds) is released outside the lock.
+        let released: (@Sendable () -> Void)? = state.withLock { s in
+            guard let i = s.queues.firstIndex(where: { $0.id == token.queue }) else { return nil }
+            let handler = s.queues[i].cancel(at: token.position)
+            // An empty queue is kept for the next wait of its limit (the driver drops the empty ones),
+            // unless unusual limits pile up (e.g. the rest of a step's time, a different limit each).
+            if s.queues.count > 16, s.queues[i].isEmpty { s.queues.remove(at: i) }
+            return handler
+        }
+        _ = released
     }
 
     private func startDriver(_ generation: UInt64) {
@@ -108,10 +162,10 @@ package final class Timeouts: Sendable {
             var due: [(deadline: ContinuousClock.Instant, handler: @Sendable () -> Void)] = []
             let next = state.withLock { s -> ContinuousClock.Instant? in
                 guard s.generation == generation else { return nil }
-                for limit in Array(s.queues.keys) {
-                    while let f = s.queues[limit]?.first, f.deadline <= now {
-                        s.queues[limit]?.removeFirst()
-                        if let h = s.handlers.removeValue(forKey: f.id) { due.append((f.deadline, h)) }
+                for i in s.queues.indices {
+                    while let f = s.queues[i].first, f.deadline <= now {
+                        s.queues[i].dropFirst()
+                        if let h = f.handler { due.append((f.deadline, h)) }
                     }
                 }
                 s.target = s.earliest()

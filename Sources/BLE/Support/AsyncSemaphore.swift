@@ -14,6 +14,8 @@ package final class AsyncSemaphore: Sendable {
         var nextID: UInt64 = 0
         var inUse = 0
         var peak = 0
+        /// Told how many wait each time one starts waiting (tests observe the queue instead of sleeping).
+        var observer: (@Sendable (Int) -> Void)?
 
         mutating func taken() {
             inUse += 1
@@ -36,27 +38,47 @@ package final class AsyncSemaphore: Sendable {
     /// Permits held now, and the most ever held at once.
     package var usage: (current: Int, peak: Int) { state.withLock { ($0.inUse, $0.peak) } }
 
+    /// Takes a free permit if there is one (and nobody waits for it); never waits.
+    package func tryAcquire() -> Bool {
+        state.withLock { s in
+            guard s.closedError == nil, s.credits > 0, s.waiters.isEmpty else { return false }
+            s.credits -= 1
+            s.taken()
+            return true
+        }
+    }
+
     /// Takes one credit, waiting for one if necessary.
     package func acquire() async throws {
-        let id: UInt64 = try state.withLock { s in
+        // A free permit is taken without suspending (no continuation, no cancellation handler): the
+        // common case for link credits.
+        let id: UInt64? = try state.withLock { s in
             if let e = s.closedError { throw e }
+            if s.credits > 0 && s.waiters.isEmpty && !Task.isCancelled {
+                s.credits -= 1
+                s.taken()
+                return nil
+            }
             s.nextID += 1
             return s.nextID
         }
+        guard let id else { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                let result: Result<Void, any Error>? = state.withLock { s in
-                    if let e = s.closedError { return .failure(e) }
-                    if Task.isCancelled { return .failure(BLEError.cancelled) }
+                let (result, observe): (Result<Void, any Error>?, (() -> Void)?) = state.withLock { s in
+                    if let e = s.closedError { return (.failure(e), nil) }
+                    if Task.isCancelled { return (.failure(BLEError.cancelled), nil) }
                     if s.credits > 0 && s.waiters.isEmpty {
                         s.credits -= 1
                         s.taken()
-                        return .success(())
+                        return (.success(()), nil)
                     }
                     s.waiters.append((id, c))
-                    return nil
+                    let observer = s.observer, count = s.waiters.count
+                    return (nil, observer.map { o in { o(count) } })
                 }
                 if let result { c.resume(with: result) }
+                observe?()
             }
         } onCancel: {
             let c: CheckedContinuation<Void, any Error>? = state.withLock { s in
@@ -65,6 +87,11 @@ package final class AsyncSemaphore: Sendable {
             }
             c?.resume(throwing: BLEError.cancelled)
         }
+    }
+
+    /// Calls `observer` with the number of waiting tasks whenever one starts waiting.
+    package func observeWaiters(_ observer: @escaping @Sendable (Int) -> Void) {
+        state.withLock { $0.observer = observer }
     }
 
     /// Returns `count` permits (e.g. credits from Number Of Completed Packets) and wakes waiters in order.
