@@ -52,10 +52,14 @@ public struct ClaimProgress: Sendable, Equatable {
     public var pending: Int
     /// Devices a station holds now (a lease that expires sends its device back to pending).
     public var claimed: Int
+    /// Of those, devices this station holds whose outcomes have not reached the line yet (it was away):
+    /// they are finished, or come back to pending, once it has written them.
+    public var unwrittenHere: Int
 
-    public init(pending: Int, claimed: Int) {
+    public init(pending: Int, claimed: Int, unwrittenHere: Int = 0) {
         self.pending = pending
         self.claimed = claimed
+        self.unwrittenHere = unwrittenHere
     }
 
     /// Nothing left to claim now or later: every device is finished or needs review.

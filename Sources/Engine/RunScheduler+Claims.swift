@@ -63,6 +63,8 @@ extension RunScheduler {
                         let got = candidates?.isEmpty == true ? [] : try await claims.claim(among: candidates, limit: limit)
                         if unreachable {
                             unreachable = false
+                            // Idle time counts while the line is reachable.
+                            lastClaim = clock.now
                             context.events.emit(RunEvent(.storeAvailable, message: "the line is reachable again: claiming goes on"))
                         }
                         if stopper.isStopping {
@@ -88,6 +90,9 @@ extension RunScheduler {
                             claimedAll = got.count == limit
                         } else if running == 0 {
                             switch try await ending(claims, selection: whole ? nil : ids, idleFor: clock.now - lastClaim, policy: policy) {
+                            case .waitForOwnOutcomes:
+                                // Devices of this station come back (or finish) once the line has its outcomes.
+                                lastClaim = clock.now
                             case .goOn: break
                             case .complete: done = true
                             case .idle(let why):
@@ -135,6 +140,8 @@ extension RunScheduler {
 
     private enum Ending {
         case goOn
+        /// This station's own outcomes are not on the line yet: wait for them before judging.
+        case waitForOwnOutcomes
         /// Every device of the selection is finished or under review on the line.
         case complete
         /// Nothing could be claimed for the idle limit; why, in words.
@@ -145,8 +152,9 @@ extension RunScheduler {
     private func ending(_ claims: any DeviceClaims, selection: [String]?, idleFor: Duration, policy: ClaimPolicy) async throws -> Ending {
         let progress = try await claims.progress(of: selection)
         if progress.isComplete { return .complete }
+        if progress.unwrittenHere > 0 { return .waitForOwnOutcomes }
         guard let limit = policy.idleLimit, idleFor >= limit else { return .goOn }
-        return .idle("stopped claiming: nothing this station could claim for \(limit) (\(progress.pending) device(s) pending that it does not hear"
+        return .idle("stopped claiming: nothing this station could claim for \(limit) (\(progress.pending) device(s) pending that it cannot get"
             + ", \(progress.claimed) held by other stations)")
     }
 }

@@ -263,7 +263,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
                 }
             }
             if failed {
-                try? await Task.sleep(for: delay)
+                await pause(delay)
                 delay = min(delay * 2, .seconds(5))
             } else {
                 delay = .milliseconds(100)
@@ -272,11 +272,45 @@ public actor LineRunStore: RunStore, DeviceClaims {
         drainer = nil
     }
 
+    /// Waits `delay`, or less when the line answers something else meanwhile (`kick`).
+    private func pause(_ delay: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: delay) }
+            group.addTask { await self.waitForKick() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private var kickWaiter: CheckedContinuation<Void, Never>?
+
+    private func waitForKick() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                if Task.isCancelled {
+                    c.resume()
+                } else {
+                    kickWaiter?.resume()
+                    kickWaiter = c
+                }
+            }
+        } onCancel: {
+            Task { await self.kick() }
+        }
+    }
+
+    /// The line answered: a spool waiting for it is written now rather than after its backoff.
+    private func kick() {
+        kickWaiter?.resume()
+        kickWaiter = nil
+    }
+
     // MARK: DeviceClaims
 
     public func claim(among candidates: [String]?, limit: Int) async throws -> [DeviceClaim] {
         guard let station else { throw RunStoreError("the line is not open") }
         let got = try await station.claim(among: candidates, limit: limit)
+        kick()
         for c in got { attempts[c.device] = c.attempt }
         return got.map { DeviceClaim(device: $0.device, attempt: $0.attempt) }
     }
@@ -290,7 +324,8 @@ public actor LineRunStore: RunStore, DeviceClaims {
     public func progress(of devices: [String]?) async throws -> ClaimProgress {
         guard let station else { throw RunStoreError("the line is not open") }
         let p = try await station.progress(of: devices)
-        return ClaimProgress(pending: p.pending, claimed: p.claimed)
+        let mine = Set(await spool.unwritten.map(\.device)).count
+        return ClaimProgress(pending: p.pending, claimed: p.claimed, unwrittenHere: max(mine, spooled > 0 ? 1 : 0))
     }
 
     public func keepLeases(lost: @escaping @Sendable ([String]) -> Void) async {
@@ -317,6 +352,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
     private func renewOnce() async {
         guard let station else { return }
         guard let renewal = try? await station.renew() else { return }
+        kick()
         if spooled > 0 { startDraining() }
         if !renewal.lost.isEmpty, let lostHandler { lostHandler(renewal.lost) }
     }

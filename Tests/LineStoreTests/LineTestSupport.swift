@@ -93,3 +93,16 @@ struct LineBench: Sendable {
         line.remove()
     }
 }
+
+/// Run events as a stream, for tests that act when something happens.
+final class EventTap: RunEventSink {
+    let events: AsyncStream<RunEvent>
+    private let continuation: AsyncStream<RunEvent>.Continuation
+
+    init() {
+        (events, continuation) = AsyncStream.makeStream(of: RunEvent.self)
+    }
+
+    func emit(_ event: RunEvent) { continuation.yield(event) }
+    func finish() async { continuation.finish() }
+}
