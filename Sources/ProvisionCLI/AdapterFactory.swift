@@ -28,10 +28,11 @@ enum AdapterFactory {
     /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
     /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
+    /// `hears`: the simulator's devices in this station's range (`--sim-hears`; nil: all of the inventory).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?, slots: Int? = nil) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil, hears: [InventoryDevice]? = nil) async throws -> any Central {
         if spec == "sim" {
-            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath)
+            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, hears: hears)
         }
         do {
             return try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: slots ?? 8))
@@ -52,9 +53,10 @@ enum AdapterFactory {
     }
 
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
+    /// or those in this station's range (`hears`),
     /// each with the model its `simulator:` entry names or the inventory's default model.
     static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?,
-                          connectionInterval: Duration? = nil) throws -> SimulatedCentral {
+                          connectionInterval: Duration? = nil, hears: [InventoryDevice]? = nil) throws -> SimulatedCentral {
         guard let modelPath = inventory.simulatorModel else {
             throw InputError(message: "`--adapter sim` needs a device model: add `simulator: { model: models/sensor-v2.yaml }` to \(inventory.path)")
         }
@@ -66,7 +68,7 @@ enum AdapterFactory {
             models = [:]
         }
         models[defaultModel.name] = defaultModel
-        let specs = inventory.devices.map {
+        let specs = (hears ?? inventory.devices).map {
             SimulatedDeviceSpec(id: $0.id, name: $0.name, address: $0.address, variables: $0.vars, overrides: $0.simulator)
         }
         do {

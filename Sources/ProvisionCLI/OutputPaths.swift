@@ -27,6 +27,9 @@ struct OutputPaths {
         case stream
         /// Read and written (`--sim-state`): may exist; it is the state a resumed run continues from.
         case state
+        /// A line station's spool (`--spool`): appended to; it must not exist (or be empty) — one that
+        /// holds outcomes is written to the line first (`provision line flush`).
+        case spool
     }
 
     struct Output {
@@ -100,6 +103,9 @@ struct OutputPaths {
         switch o.kind {
         case .state:
             return nil
+        case .spool:
+            if st.st_size == 0 { return nil }
+            return "\(shown) already exists and may hold outcomes not yet on the line: write them with `provision line flush \(o.path) --line URL`, or choose another `--spool` path"
         case .journal:
             if resume || st.st_size == 0 { return nil }
             return "\(shown) already exists: resume it with `--resume \(o.path)`, or choose another `--journal` path (a journal is never replaced)"

@@ -11,6 +11,7 @@ public enum ProvisionCLI {
         RunCommand(),
         ScanCommand(),
         ReportCommand(),
+        LineCommand(),
         BenchCommand(),
         DevInventoryCommand(),
     ]

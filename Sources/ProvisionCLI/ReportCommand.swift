@@ -1,5 +1,7 @@
 import Engine
 import Foundation
+import LineStore
+import PostgresClient
 import Workflow
 
 /// `provision report REPORT [--compare OTHER] [--csv]`: reads run reports back for an audit — the
@@ -14,17 +16,22 @@ public struct ReportCommand: Command {
         device (id, outcome, error kind, failed step, adapter, RSSI, duration, then every captured value),
         for a spreadsheet or an MES import. --compare OTHER: per device, what changed from OTHER (the
         older run) to REPORT: outcome, error kind, captured values (e.g. firmware), and devices only in
-        one of them. Exit status: 0 done, 2 unreadable report.
+        one of them. --line URL (or PROVISION_LINE) instead of REPORT: the merged report of a line's run
+        (--run ID, default the most recently started), every device once, whichever station worked it.
+        --json: the report itself (the usual schema). Exit status: 0 done, 2 unreadable report, 3 the
+        line cannot be reached.
         """
-    public let positionals = [PositionalSpec("REPORT", help: "a report written by `provision run`")]
+    public let positionals = [PositionalSpec("REPORT", help: "a report written by `provision run` (or --line)", isOptional: true)]
     public let options = [
         OptionSpec("compare", kind: .value("OTHER"), help: "an earlier report to compare against"),
         OptionSpec("csv", kind: .flag, help: "one CSV row per device"),
+        OptionSpec("json", kind: .flag, help: "print the report as JSON (the usual schema)"),
+        LineOption.spec,
+        LineOption.runSpec,
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
-        guard let path = arguments.positionals.first else { return ExitCode.invalidInput }
         func load(_ p: String) -> RunReport? {
             switch Self.read(p, currentDirectory: context.currentDirectory) {
             case .success(let report): return report
@@ -33,7 +40,25 @@ public struct ReportCommand: Command {
                 return nil
             }
         }
-        guard let report = load(path) else { return ExitCode.invalidInput }
+        let report: RunReport
+        switch await Self.source(arguments, context) {
+        case .failure(let problem):
+            out.err(escaping: "error: \(problem.message)")
+            return problem.code
+        case .success(.line(let merged)):
+            report = merged
+        case .success(.file(let path)):
+            guard let r = load(path) else { return ExitCode.invalidInput }
+            report = r
+        }
+        if arguments.flag("json") {
+            if arguments.flag("csv") || arguments.value("compare") != nil {
+                out.err("error: `--json` prints the report itself; give it without `--csv` and `--compare`")
+                return ExitCode.invalidInput
+            }
+            out.writeOut(String(decoding: RecordEncoder.pretty(report), as: UTF8.self) + "\n")
+            return ExitCode.success
+        }
         if let otherPath = arguments.value("compare") {
             guard let older = load(otherPath) else { return ExitCode.invalidInput }
             for line in Self.compare(older: older, newer: report) { out.out(escaping: line) }
@@ -65,6 +90,41 @@ public struct ReportCommand: Command {
     /// Why a report could not be read, in words (not Foundation's).
     struct ReadProblem: Error {
         var message: String
+        var code: Int32 = ExitCode.invalidInput
+    }
+
+    /// Where the report comes from: a file, or a line's run (merged from its database).
+    enum Source {
+        case file(String)
+        case line(RunReport)
+    }
+
+    /// The report's source: `REPORT`, or `--line URL [--run ID]` (never both).
+    static func source(_ arguments: ParsedArguments, _ context: CommandContext) async -> Result<Source, ReadProblem> {
+        let line = LineOption.connectionString(arguments, context)
+        let path = arguments.positionals.first
+        if arguments.value("line") != nil, path != nil {
+            return .failure(ReadProblem(message: "give REPORT or `--line URL`, not both"))
+        }
+        if let path {
+            if arguments.value("run") != nil { return .failure(ReadProblem(message: "`--run` names a run of a line: give `--line URL` instead of REPORT")) }
+            return .success(.file(path))
+        }
+        switch line {
+        case nil:
+            return .failure(ReadProblem(message: "missing REPORT (a report file, or `--line URL` for a line's merged report)"))
+        case .failure(let e)?:
+            return .failure(ReadProblem(message: e.message))
+        case .success(let cs)?:
+            do {
+                return .success(.line(try await LineReport.load(cs, run: arguments.value("run"))))
+            } catch let e as LineReport.LoadError {
+                return .failure(ReadProblem(message: e.description))
+            } catch {
+                let (message, code) = LineOption.describe(error)
+                return .failure(ReadProblem(message: "cannot read the line: \(message)", code: code))
+            }
+        }
     }
 
     /// Reads a report, with a message for each way it can fail: missing, a directory, unreadable, not
