@@ -66,14 +66,14 @@ public struct LineClaims: Sendable {
                 FROM picked AS p
                 WHERE d.run_id = p.run_id AND d.device_id = p.device_id
                 RETURNING d.device_id, d.attempt, d.lease_expires_at
-                """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease)]),
+                """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease)]).prepared(),
         ], timeout: timeout, label: "claim devices for station \(station)")
         return try results[2].map(Self.claim)
     }
 
     /// Claims up to `limit` pending devices of the run in inventory order (for a station that reaches
-    /// every device), after sweeping expired leases — one round trip, one transaction.
-    public func claimAny(limit: Int, lease: Duration) async throws -> [LineClaim] {
+    /// every device), but those `excluding`, after sweeping expired leases — one round trip, one transaction.
+    public func claimAny(limit: Int, lease: Duration, excluding: [String] = []) async throws -> [LineClaim] {
         guard limit > 0 else { return [] }
         let results = try await connection.pipeline([
             Self.withoutWaitingForFlush,
@@ -82,7 +82,7 @@ public struct LineClaims: Sendable {
                 WITH picked AS MATERIALIZED (
                     SELECT d.run_id, d.device_id
                     FROM provision.devices AS d
-                    WHERE d.run_id = $1 AND d.state = 'pending'
+                    WHERE d.run_id = $1 AND d.state = 'pending' AND d.device_id <> ALL($5::text[])
                     ORDER BY d.position, d.device_id
                     LIMIT $3
                     FOR UPDATE OF d SKIP LOCKED
@@ -94,7 +94,7 @@ public struct LineClaims: Sendable {
                 FROM picked AS p
                 WHERE d.run_id = p.run_id AND d.device_id = p.device_id
                 RETURNING d.device_id, d.attempt, d.lease_expires_at, d.position
-                """, [.text(run), .text(station), .int(limit), .milliseconds(lease)]),
+                """, [.text(run), .text(station), .int(limit), .milliseconds(lease), .textArray(excluding)]).prepared(),
         ], timeout: timeout, label: "claim devices for station \(station)")
         // In inventory order (RETURNING does not keep the order of the pick).
         let rows = results[2]
@@ -149,12 +149,12 @@ public struct LineClaims: Sendable {
                 ) AS mine
                 WHERE d.run_id = mine.run_id AND d.device_id = mine.device_id
                 RETURNING d.device_id, d.attempt, d.lease_expires_at
-                """, [.text(run), .text(station), .milliseconds(lease)]),
+                """, [.text(run), .text(station), .milliseconds(lease)]).prepared(),
             PostgresStatement("""
                 SELECT device_id, attempt, lease_expires_at FROM provision.devices
                 WHERE run_id = $1 AND lease_owner = $2 AND state = 'claimed' AND lease_expires_at > now()
                 ORDER BY device_id
-                """, [.text(run), .text(station)]),
+                """, [.text(run), .text(station)]).prepared(),
         ], timeout: timeout, label: "renew the leases of station \(station)")
         // One transaction: the second statement sees the expiries the first extended.
         return Renewal(renewed: try results[1].map(Self.claim), held: try results[2].map(Self.claim))
@@ -214,7 +214,7 @@ public struct LineClaims: Sendable {
             ) AS expired
             WHERE d.run_id = expired.run_id AND d.device_id = expired.device_id
             RETURNING d.device_id, d.attempt, d.state
-            """, [.text(run), .int(limit)])
+            """, [.text(run), .int(limit)]).prepared()
     }
 
     // MARK: Intents and outcomes
@@ -281,7 +281,7 @@ public struct LineClaims: Sendable {
                 OFFSET 0
             ) AS d ON true
             """, [.text(run), .text(station), .textArray(intents.map(\.device)), .array(intents.map { .int($0.attempt) }),
-                  .array(intents.map { .int($0.stepIndex) }), .textArray(intents.map(\.step))])
+                  .array(intents.map { .int($0.stepIndex) }), .textArray(intents.map(\.step))]).prepared()
     }
 
     private func outcomeStatement(_ outcomes: [LineOutcome]) -> PostgresStatement {
@@ -341,7 +341,7 @@ public struct LineClaims: Sendable {
                   .array(outcomes.map { .timestamp($0.started) }),
                   .array(outcomes.map { .timestamp($0.finished) }),
                   .array(outcomes.map { .double($0.durationMs) }),
-                  .array(outcomes.map { .json($0.record) })])
+                  .array(outcomes.map { .json($0.record) })]).prepared()
     }
 
     private func decodeResults(_ rows: PostgresRows, attempts: [String: Int]) throws -> [String: LineWriteResult] {
@@ -371,7 +371,7 @@ public struct LineClaims: Sendable {
     /// makes the station's next write `leaseLost` before anything irreversible goes out; and a durable
     /// commit (an intent, an outcome) flushes the WAL up to itself, so any claim it depends on is
     /// durable by then. Intents and outcomes always wait for the flush.
-    static let withoutWaitingForFlush = PostgresStatement("SET LOCAL synchronous_commit TO off")
+    static let withoutWaitingForFlush = PostgresStatement("SET LOCAL synchronous_commit TO off").prepared()
 
     private static func claim(_ row: PostgresRow) throws -> LineClaim {
         LineClaim(device: try row.decode("device_id"), attempt: try row.decode("attempt"), leaseExpires: try row.decode("lease_expires_at"))

@@ -95,15 +95,15 @@ public actor LineStation {
     // MARK: Claims and leases
 
     /// Claims up to `limit` pending devices among those this station hears (best first), or, when
-    /// `devices` is nil, any pending device of the run in inventory order. Devices it already holds are
-    /// not asked for again.
-    public func claim(among devices: [String]?, limit: Int) async throws -> [LineClaim] {
+    /// `devices` is nil, any pending device of the run in inventory order. Devices it already holds, and
+    /// those `excluding`, are not asked for.
+    public func claim(among devices: [String]?, limit: Int, excluding: Set<String> = []) async throws -> [LineClaim] {
         let claimed: [LineClaim]
         if let devices {
-            let wanted = devices.filter { held[$0] == nil }
+            let wanted = devices.filter { held[$0] == nil && !excluding.contains($0) }
             claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
         } else {
-            claimed = try await claims().claimAny(limit: limit, lease: lease)
+            claimed = try await claims().claimAny(limit: limit, lease: lease, excluding: excluding.sorted())
         }
         for c in claimed { held[c.device] = c }
         return claimed
