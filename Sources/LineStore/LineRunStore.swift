@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import LineDatabase
 import PostgresClient
+import Synchronization
 
 /// The engine's run store on a line database (docs/line.md): several stations work one run, each
 /// claiming devices before it connects to them (`DeviceClaims`), under leases it renews while it works.
@@ -14,10 +15,13 @@ import PostgresClient
 ///   station's lease on the device is live (the line refuses it otherwise: the write is not sent). A
 ///   lost connection is retried on a new one, with backoff, for at most `intentWait`; after that the
 ///   intent fails and the write is not sent.
-/// - `outcome` is committed on the line through the station's group commit. When the line cannot be
-///   reached, it is kept in the spool beside the report (fsynced) and counts as durable; a background
-///   task writes the spool to the line, with backoff, as soon as it is reachable again. An outcome the
-///   line refuses (another station claimed the device since) is kept in the spool, marked refused.
+/// - `outcome` is made durable on the station's disk first — the spool beside the report, a journal
+///   with group-committed fsyncs, exactly what a file journal does — and the device counts as done;
+///   a background task writes it to the line at once through the station's group commit (a batch of
+///   whatever arrived meanwhile is one or two transactions), or, while the line cannot be reached, as
+///   soon as it is back (backoff). An outcome the line refuses (another station claimed the device
+///   since) stays on record in the spool. Until its outcome is on the line the station keeps the
+///   device's lease.
 /// - `header` and `started` need nothing (the claim recorded the start); `end` notes why the station
 ///   stopped.
 /// - `close` waits (at most `closeWait`) for the spool to reach the line, gives back the devices it still
@@ -62,27 +66,41 @@ public actor LineRunStore: RunStore, DeviceClaims {
     public nonisolated var claimPolicy: ClaimPolicy { settings.policy }
     public nonisolated let spool: LineSpool
 
-    private var station: LineStation?
-    /// The attempt of each device this station claimed, until its outcome is written (or refused).
-    private var attempts: [String: Int] = [:]
-    /// Outcomes in the spool (or on their way into it) not written to the line yet.
-    private var spooled = 0
-    private var drainer: Task<Void, Never>?
+    /// What the devices' tasks read and change without waiting for the actor (their intents and
+    /// outcomes go straight to the station and the spool).
+    private struct Shared {
+        var station: LineStation?
+        /// The attempt of each device this station claimed, until its outcome is written (or refused).
+        var attempts: [String: Int] = [:]
+        /// Outcomes in the spool (or on their way into it) not written to the line yet.
+        var spooled = 0
+        /// The drainer, while one runs.
+        var drainer: Task<Void, Never>?
+        /// An outcome reached the spool while the drainer ran: it reads the spool again before it stops.
+        var more = false
+        var stop: StopInfo?
+        /// Outcomes written to the line, and refused by it.
+        var written = 0
+        var refused = 0
+    }
+
+    private let shared = Mutex(Shared())
     private var renewer: Task<Void, Never>?
     private var lostHandler: (@Sendable ([String]) -> Void)?
-    private var stop: StopInfo?
     private var closed = false
 
-    /// Outcomes committed on the line directly, written later from the spool, and refused by the line.
-    public private(set) var outcomesWritten = 0
-    public private(set) var outcomesWrittenLate = 0
-    public private(set) var outcomesRefused = 0
+    /// Outcomes written to the line, and refused by it (another station claimed the device since).
+    public nonisolated var outcomesWritten: Int { shared.withLock { $0.written } }
+    public nonisolated var outcomesRefused: Int { shared.withLock { $0.refused } }
 
     public init(_ settings: Settings) {
         self.settings = settings
         self.spool = LineSpool(path: settings.spoolPath,
                                header: LineSpool.Header(run: settings.run.id, station: settings.station.id,
-                                                        line: settings.connectionString.description))
+                                                        line: settings.connectionString.description,
+                                                        workflow: FileRef(name: settings.run.workflow.name, path: settings.run.workflow.path,
+                                                                          sha256: settings.run.workflow.sha256),
+                                                        inventory: FileRef(path: settings.run.inventory.path, sha256: settings.run.inventory.sha256)))
     }
 
     // MARK: RunStore
@@ -93,16 +111,17 @@ public actor LineRunStore: RunStore, DeviceClaims {
         guard mode == .start else {
             throw RunStoreError("a line's run is not resumed with --resume: run the same command again and the station joins the run, whose record is the line database")
         }
-        if station == nil {
-            station = try await LineStation.join(settings.connectionString, run: settings.run, station: settings.station,
-                                                 devices: settings.devices, lease: settings.lease, timeout: settings.timeout,
-                                                 writers: settings.writers)
+        if shared.withLock({ $0.station }) == nil {
+            let station = try await LineStation.join(settings.connectionString, run: settings.run, station: settings.station,
+                                                     devices: settings.devices, lease: settings.lease, timeout: settings.timeout,
+                                                     writers: settings.writers)
+            shared.withLock { $0.station = station }
             startRenewing()
         }
         return JournalContents(lines: [])
     }
 
-    public func record(_ line: JournalLine) async throws {
+    public nonisolated func record(_ line: JournalLine) async throws {
         switch line {
         case .header, .started:
             return
@@ -111,27 +130,28 @@ public actor LineRunStore: RunStore, DeviceClaims {
         case .outcome(let record, let at):
             try await outcome(record, at: at)
         case .end(let stopped, _):
-            stop = stopped
+            shared.withLock { $0.stop = stopped }
         }
     }
 
     /// Everything recorded is durable when `record` returns (on the line, or in the spool).
-    public func flush() async throws {}
+    public nonisolated func flush() async throws {}
 
     public func close() async {
         guard !closed else { return }
         closed = true
         lostHandler = nil
-        if spooled > 0 {
-            startDraining()
-            if let drainer { await Self.wait(for: drainer, atMost: settings.closeWait) }
+        if shared.withLock({ $0.spooled }) > 0 {
+            ensureDraining()
+            if let drainer = shared.withLock({ $0.drainer }) { await Self.wait(for: drainer, atMost: settings.closeWait) }
         }
         renewer?.cancel()
         renewer = nil
-        drainer?.cancel()
+        shared.withLock { $0.drainer }?.cancel()
+        let (station, stop) = shared.withLock { ($0.station, $0.stop) }
         if let station {
             // Devices whose outcomes wait in the spool stay claimed until their leases expire.
-            let keep = Set(await spool.unwritten.map(\.device))
+            let keep = Set(spool.unwritten.map(\.device))
             _ = try? await station.endRunIfComplete()
             try? await station.leave(keep: keep, reason: stop?.reason, message: stop?.message)
             await station.close()
@@ -140,13 +160,14 @@ public actor LineRunStore: RunStore, DeviceClaims {
     }
 
     /// Outcomes still only in the spool (the line was unreachable until the end).
-    public var unwrittenOutcomes: Int { get async { await spool.unwritten.count } }
+    public nonisolated var unwrittenOutcomes: Int { spool.unwrittenCount }
 
     // MARK: Intents
 
-    private func intent(device: String, step: String, index: Int) async throws {
+    private nonisolated func intent(device: String, step: String, index: Int) async throws {
+        let (station, attempt) = shared.withLock { ($0.station, $0.attempts[device]) }
         guard let station else { throw RunStoreError("the line is not open") }
-        guard let attempt = attempts[device] else {
+        guard let attempt else {
             throw RunStoreError("this station holds no claim on device \(device): the write is not sent")
         }
         let intent = LineIntent(device: device, attempt: attempt, stepIndex: index, step: step)
@@ -169,35 +190,25 @@ public actor LineRunStore: RunStore, DeviceClaims {
 
     // MARK: Outcomes
 
-    private func outcome(_ record: DeviceRecord, at: String) async throws {
-        guard let station else { throw RunStoreError("the line is not open") }
-        guard let attempt = attempts[record.id] else {
+    /// An outcome is durable on the station's disk (the spool) before the device counts as done, as
+    /// with a file journal; the drainer writes it to the line in the background, at once.
+    private nonisolated func outcome(_ record: DeviceRecord, at: String) async throws {
+        let (station, attempt) = shared.withLock { s -> (LineStation?, Int?) in
+            let attempt = s.attempts[record.id]
+            if s.station != nil, attempt != nil { s.spooled += 1 }
+            return (s.station, attempt)
+        }
+        guard station != nil else { throw RunStoreError("the line is not open") }
+        guard let attempt else {
             throw RunStoreError("this station holds no claim on device \(record.id): its outcome has no attempt to belong to")
         }
-        let entry = LineSpool.Entry(device: record.id, attempt: attempt, record: record, at: at)
-        // While earlier outcomes wait in the spool, the line is away: do not wait for it.
-        if spooled == 0 {
-            do {
-                switch try await write(entry, on: station) {
-                case .written:
-                    outcomesWritten += 1
-                    return
-                case .refused(let why):
-                    try await keepRefused(entry, why)
-                    return
-                }
-            } catch {
-                // Unreachable (or failing): kept locally below, written when the line is back.
-            }
-        }
-        spooled += 1
         do {
-            try await spool.append(entry)
+            try await spool.append(LineSpool.Entry(device: record.id, attempt: attempt, record: record, at: at))
         } catch {
-            spooled -= 1
+            shared.withLock { $0.spooled -= 1 }
             throw error
         }
-        startDraining()
+        ensureDraining()
     }
 
     private enum Written {
@@ -206,42 +217,52 @@ public actor LineRunStore: RunStore, DeviceClaims {
     }
 
     /// Writes one outcome to the line. Throws when the line cannot take it now (try again later).
-    private func write(_ entry: LineSpool.Entry, on station: LineStation) async throws -> Written {
+    private nonisolated func write(_ entry: LineSpool.Entry, on station: LineStation) async throws -> Written {
+        func forget() { shared.withLock { s in if s.attempts[entry.device] == entry.attempt { s.attempts[entry.device] = nil } } }
         do {
-            try await station.recordOutcome(LineOutcome(entry.record, attempt: entry.attempt, finished: entry.at))
-            if attempts[entry.device] == entry.attempt { attempts[entry.device] = nil }
+            try await station.recordOutcome(LineOutcome(spooled: entry))
+            forget()
             return .written
         } catch LineError.leaseLost(let loss) {
-            if attempts[entry.device] == entry.attempt { attempts[entry.device] = nil }
+            forget()
             return .refused(loss.description)
         }
     }
 
-    /// An outcome the line refused (another station claimed the device since): kept in the spool.
-    private func keepRefused(_ entry: LineSpool.Entry, _ why: String) async throws {
-        try await spool.append(entry)
-        try await spool.markWritten(entry, result: "refused", refusal: why)
-        outcomesRefused += 1
+    /// Starts the drainer unless one runs.
+    private nonisolated func ensureDraining() {
+        shared.withLock { s in
+            guard s.drainer == nil else {
+                s.more = true
+                return
+            }
+            // Created under the lock: the task's first look at `more` waits for it.
+            s.drainer = Task { await self.drain() }
+        }
     }
 
-    private func startDraining() {
-        guard drainer == nil else { return }
-        drainer = Task { await self.drain() }
-    }
-
-    /// Writes the spool to the line until it is empty, trying again with backoff (100 ms doubling up to
-    /// 5 s) while the line cannot be reached.
+    /// Writes the spool to the line until it is empty: what arrived meanwhile goes in the next batch
+    /// (the station's group commit makes a batch one or two transactions); while the line cannot be
+    /// reached, it tries again with backoff (100 ms doubling up to 5 s, sooner when the line answers a
+    /// claim or a renewal).
     private func drain() async {
         var delay = Duration.milliseconds(100)
         while !Task.isCancelled {
-            let batch = await spool.unwritten
+            shared.withLock { $0.more = false }
+            let batch = spool.unwritten.prefix(1_000)
             if batch.isEmpty {
-                if spooled == 0 { break }
-                // An outcome is on its way into the spool.
-                try? await Task.sleep(for: .milliseconds(10))
+                // Stop unless an outcome reached the spool since it was read: that outcome's
+                // `ensureDraining` came before this check (it set `more`) or comes after (and starts a
+                // new drainer), so none is left behind.
+                let done = shared.withLock { s -> Bool in
+                    guard !s.more else { return false }
+                    s.drainer = nil
+                    return true
+                }
+                if done { return }
                 continue
             }
-            guard let station else { break }
+            guard let station = shared.withLock({ $0.station }) else { break }
             var failed = false
             await withTaskGroup(of: (LineSpool.Entry, Written?).self) { group in
                 for entry in batch {
@@ -250,13 +271,17 @@ public actor LineRunStore: RunStore, DeviceClaims {
                 for await (entry, result) in group {
                     switch result {
                     case .written?:
-                        try? await spool.markWritten(entry, result: "recorded")
-                        outcomesWrittenLate += 1
-                        spooled -= 1
+                        spool.markWritten(entry)
+                        shared.withLock { s in
+                            s.written += 1
+                            s.spooled -= 1
+                        }
                     case .refused(let why)?:
-                        try? await spool.markWritten(entry, result: "refused", refusal: why)
-                        outcomesRefused += 1
-                        spooled -= 1
+                        spool.markWritten(entry, refusal: why)
+                        shared.withLock { s in
+                            s.refused += 1
+                            s.spooled -= 1
+                        }
                     case nil:
                         failed = true
                     }
@@ -269,7 +294,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
                 delay = .milliseconds(100)
             }
         }
-        drainer = nil
+        shared.withLock { $0.drainer = nil }
     }
 
     /// Waits `delay`, or less when the line answers something else meanwhile (`kick`).
@@ -308,24 +333,26 @@ public actor LineRunStore: RunStore, DeviceClaims {
     // MARK: DeviceClaims
 
     public func claim(among candidates: [String]?, limit: Int) async throws -> [DeviceClaim] {
-        guard let station else { throw RunStoreError("the line is not open") }
-        let got = try await station.claim(among: candidates, limit: limit)
+        guard let station = shared.withLock({ $0.station }) else { throw RunStoreError("the line is not open") }
+        // A device whose last outcome from this station is not on the line yet is not claimed again
+        // before it is (its attempt's outcome would be refused as superseded).
+        let waiting = Set(spool.unwritten.map(\.device))
+        let got = try await station.claim(among: candidates, limit: limit, excluding: waiting)
         kick()
-        for c in got { attempts[c.device] = c.attempt }
+        shared.withLock { s in for c in got { s.attempts[c.device] = c.attempt } }
         return got.map { DeviceClaim(device: $0.device, attempt: $0.attempt) }
     }
 
     public func release(_ devices: [String]) async {
-        guard let station, !devices.isEmpty else { return }
+        guard let station = shared.withLock({ $0.station }), !devices.isEmpty else { return }
         _ = try? await station.release(devices)
-        for d in devices { attempts[d] = nil }
+        shared.withLock { s in for d in devices { s.attempts[d] = nil } }
     }
 
     public func progress(of devices: [String]?) async throws -> ClaimProgress {
-        guard let station else { throw RunStoreError("the line is not open") }
+        guard let station = shared.withLock({ $0.station }) else { throw RunStoreError("the line is not open") }
         let p = try await station.progress(of: devices)
-        let mine = Set(await spool.unwritten.map(\.device)).count
-        return ClaimProgress(pending: p.pending, claimed: p.claimed, unwrittenHere: max(mine, spooled > 0 ? 1 : 0))
+        return ClaimProgress(pending: p.pending, claimed: p.claimed, unwrittenHere: shared.withLock { $0.spooled })
     }
 
     public func keepLeases(lost: @escaping @Sendable ([String]) -> Void) async {
@@ -350,10 +377,10 @@ public actor LineRunStore: RunStore, DeviceClaims {
     }
 
     private func renewOnce() async {
-        guard let station else { return }
+        guard let station = shared.withLock({ $0.station }) else { return }
         guard let renewal = try? await station.renew() else { return }
         kick()
-        if spooled > 0 { startDraining() }
+        if shared.withLock({ $0.spooled }) > 0 { ensureDraining() }
         if !renewal.lost.isEmpty, let lostHandler { lostHandler(renewal.lost) }
     }
 

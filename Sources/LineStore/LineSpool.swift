@@ -1,39 +1,60 @@
 import Engine
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A station's outcomes that could not be written to the line yet (the database was away), kept on
-/// disk beside the station's report until they are: append-only JSON lines, each made durable (fsync)
-/// before the device counts as done, exactly like the file journal's outcome lines.
+/// A station's outcomes on its own disk: each outcome is made durable here first (the station's record,
+/// as a file journal is), then written to the line in the background — at once while the line answers,
+/// or when it is back. The file is a journal (`FileJournal`: JSON lines, group-committed fsyncs, locked
+/// while in use): a `header` naming the run, the station and the line, then one `outcome` line per
+/// outcome, the record as the report holds it (secrets already redacted) with its claim's attempt.
 ///
-/// Lines: one `header` (run, station, line), then `outcome` lines (device, attempt, the record as the
-/// report holds it, secrets already redacted) and `written` lines (the outcome reached the line, or
-/// the line refused it because another station holds the device now). An outcome without a `written`
-/// line is still to be written; `provision line flush SPOOL` writes what a station could not.
-/// The file is created on first use and removed once every outcome in it is written.
-public actor LineSpool {
-    public nonisolated let path: String
-    public nonisolated let header: Header
-    private var fd: Int32 = -1
-    /// Outcomes not written yet, in the order they were spooled.
-    public private(set) var unwritten: [Entry] = []
-    /// Outcomes the line refused (another station holds the device now), with why.
-    public private(set) var refused: [(entry: Entry, why: String)] = []
-    private var written = 0
+/// Which outcomes reached the line is kept in memory only: writing an outcome again is harmless (the
+/// line answers that this station already recorded it), so `provision line flush SPOOL` sends them all.
+/// The file is removed when the station closes with every outcome on the line and none refused; an
+/// outcome the line refused (another station claimed the device since) stays on record in it.
+public final class LineSpool: Sendable {
+    public let path: String
+    public let header: Header
+
+    private struct State {
+        var opening: Task<FileJournal, any Error>?
+        /// Outcomes not on the line yet, in the order they were spooled.
+        var pending: [String: Entry] = [:]
+        var order: [String] = []
+        var refused: [(entry: Entry, why: String)] = []
+    }
+
+    private let state = Mutex(State())
 
     /// Whose spool it is.
-    public struct Header: Codable, Sendable, Equatable {
+    public struct Header: Sendable, Equatable {
         public var run: String
         public var station: String
         /// The line, as messages show it (secrets redacted).
         public var line: String
+        public var workflow: FileRef
+        public var inventory: FileRef
 
-        public init(run: String, station: String, line: String) {
+        public init(run: String, station: String, line: String, workflow: FileRef, inventory: FileRef) {
             self.run = run
             self.station = station
             self.line = line
+            self.workflow = workflow
+            self.inventory = inventory
+        }
+
+        var journalHeader: JournalHeader {
+            JournalHeader(runId: run, workflow: workflow, inventory: inventory, adapters: [],
+                          options: ["spool": "outcomes of a line station", "station": station, "line": line],
+                          started: WallClock.iso(Date()), toolVersion: "", resumed: false)
+        }
+
+        init?(_ h: JournalHeader) {
+            guard let station = h.options["station"], let line = h.options["line"] else { return nil }
+            self.init(run: h.runId, station: station, line: line, workflow: h.workflow, inventory: h.inventory)
         }
     }
 
@@ -51,29 +72,23 @@ public actor LineSpool {
             self.record = record
             self.at = at
         }
-    }
 
-    /// One line of the file.
-    private struct Line: Codable {
-        var type: String
-        var at: String
-        var header: Header?
-        var device: String?
-        var attempt: Int?
-        var record: DeviceRecord?
-        var result: String?
-        var message: String?
+        var key: String { "\(attempt)/\(device)" }
     }
 
     /// A spool to be created at `path` when the first outcome needs it.
     public init(path: String, header: Header) {
-        self.init(path: path, header: header, unwritten: [])
-    }
-
-    private init(path: String, header: Header, unwritten: [Entry]) {
         self.path = path
         self.header = header
-        self.unwritten = unwritten
+    }
+
+    private init(path: String, header: Header, journal: FileJournal, entries: [Entry]) {
+        self.path = path
+        self.header = header
+        state.withLock { s in
+            s.opening = Task { journal }
+            for e in entries where s.pending.updateValue(e, forKey: e.key) == nil { s.order.append(e.key) }
+        }
     }
 
     /// Why a spool file cannot be read.
@@ -81,100 +96,98 @@ public actor LineSpool {
         public var description: String
     }
 
-    /// Opens an existing spool (for `provision line flush`): its header and the outcomes not written yet.
-    /// A torn last line (a crash mid-append) is ignored; a damaged line anywhere else is an error.
-    public static func open(existing path: String) throws -> LineSpool {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ReadError(description: "\(path): cannot read the spool (no such file, or no permission)")
+    /// Opens a spool a station left (for `provision line flush`), locked so that no running station
+    /// writes it meanwhile; every outcome in it is to be written (again). A torn last line (a crash
+    /// mid-write) is cut as a journal's is; a damaged line anywhere else is an error.
+    public static func open(existing path: String) async throws -> LineSpool {
+        guard FileManager.default.fileExists(atPath: path) else { throw ReadError(description: "\(path): no such spool") }
+        let journal: FileJournal
+        let contents: JournalContents
+        do {
+            journal = try FileJournal(path: path, fsync: true, create: false)
+            contents = try await journal.open(.resume)
+        } catch {
+            throw ReadError(description: "\(error)")
         }
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        var lines: [Line] = []
-        var number = 0
-        let parts = data.split(separator: 0x0A, omittingEmptySubsequences: false)
-        for (i, raw) in parts.enumerated() {
-            number += 1
-            if raw.isEmpty { continue }
-            do {
-                lines.append(try decoder.decode(Line.self, from: Data(raw)))
-            } catch {
-                // The last line without its newline was being written when the station died.
-                if i == parts.count - 1 { break }
-                throw ReadError(description: "\(path):\(number): damaged spool line; refusing to guess what it held")
+        guard case .header(let h, _)? = contents.lines.first, let header = Header(h) else {
+            await journal.close()
+            throw ReadError(description: "\(path): not a provision spool (its header names no station)")
+        }
+        var entries: [Entry] = []
+        for line in contents.lines {
+            if case .outcome(let r, let at) = line { entries.append(Entry(device: r.id, attempt: r.attempts, record: r, at: at)) }
+        }
+        return LineSpool(path: path, header: header, journal: journal, entries: entries)
+    }
+
+    /// Outcomes not on the line yet, in the order they were spooled.
+    public var unwritten: [Entry] { state.withLock { s in s.order.compactMap { s.pending[$0] } } }
+    public var unwrittenCount: Int { state.withLock { $0.pending.count } }
+    /// Outcomes the line refused (another station holds the device now), with why.
+    public var refused: [(entry: Entry, why: String)] { state.withLock { $0.refused } }
+
+    /// Keeps an outcome durably: returns once it is fsynced (outcomes appended at once share an fsync).
+    public func append(_ entry: Entry) async throws {
+        let journal = try await opened()
+        var record = entry.record
+        record.attempts = entry.attempt
+        state.withLock { s in
+            if s.pending.updateValue(entry, forKey: entry.key) == nil { s.order.append(entry.key) }
+        }
+        do {
+            try await journal.record(.outcome(record, at: entry.at))
+        } catch {
+            state.withLock { s in
+                s.pending[entry.key] = nil
+                s.order.removeAll { $0 == entry.key }
             }
+            throw error
         }
-        guard let first = lines.first, first.type == "header", let header = first.header else {
-            throw ReadError(description: "\(path): not a provision spool (no header line)")
-        }
-        var pending: [String: Entry] = [:]
-        var order: [String] = []
-        for line in lines.dropFirst() {
-            guard let device = line.device, let attempt = line.attempt else { continue }
-            let key = "\(attempt)/\(device)"
-            switch line.type {
-            case "outcome":
-                guard let record = line.record else { continue }
-                if pending[key] == nil { order.append(key) }
-                pending[key] = Entry(device: device, attempt: attempt, record: record, at: line.at)
-            case "written":
-                pending[key] = nil
-            default:
-                continue
-            }
-        }
-        return LineSpool(path: path, header: header, unwritten: order.compactMap { pending[$0] })
     }
 
-    /// Keeps an outcome durably (returns after fsync).
-    public func append(_ entry: Entry) throws {
-        try ensureOpen()
-        try write(Line(type: "outcome", at: entry.at, device: entry.device, attempt: entry.attempt, record: entry.record))
-        unwritten.append(entry)
-    }
-
-    /// Notes that an outcome reached the line (`result` says how), or was refused (`refusal`).
-    public func markWritten(_ entry: Entry, result: String, refusal: String? = nil) throws {
-        try ensureOpen()
-        try write(Line(type: "written", at: WallClock.iso(Date()), device: entry.device, attempt: entry.attempt,
-                       result: result, message: refusal))
-        unwritten.removeAll { $0.device == entry.device && $0.attempt == entry.attempt }
-        if let refusal { refused.append((entry, refusal)) }
-        written += 1
-    }
-
-    /// True when the file exists and holds nothing left to write.
-    public var isDrained: Bool { unwritten.isEmpty }
-
-    /// Closes the file; removes it when every outcome in it was written and none was refused (a refused
-    /// one stays on record beside the report).
-    public func close() {
-        if fd >= 0 {
-            _ = Glibc.close(fd)
-            fd = -1
+    /// Notes that an outcome reached the line, or was refused by it (`refusal` says why).
+    public func markWritten(_ entry: Entry, refusal: String? = nil) {
+        state.withLock { s in
+            guard s.pending.removeValue(forKey: entry.key) != nil else { return }
+            if let i = s.order.firstIndex(of: entry.key) { s.order.remove(at: i) }
+            if let refusal { s.refused.append((entry, refusal)) }
         }
-        if unwritten.isEmpty, refused.isEmpty, FileManager.default.fileExists(atPath: path) {
+    }
+
+    /// Releases the file; removes it when every outcome in it reached the line and none was refused
+    /// (a refused one stays on record beside the report).
+    public func close() async {
+        guard let opening = state.withLock({ $0.opening }), let journal = try? await opening.value else { return }
+        await journal.close()
+        let done = state.withLock { s -> Bool in
+            s.opening = nil
+            return s.pending.isEmpty && s.refused.isEmpty
+        }
+        if done {
             unlink(path)
             AtomicFile.syncDirectory(of: path)
         }
     }
 
-    private func ensureOpen() throws {
-        guard fd < 0 else { return }
-        let existed = FileManager.default.fileExists(atPath: path)
-        fd = try AtomicFile.open(path, O_WRONLY | O_APPEND | O_CREAT)
-        if !existed {
-            try write(Line(type: "header", at: WallClock.iso(Date()), header: header))
-            AtomicFile.syncDirectory(of: path)
+    /// The journal, created (with its header) by the first append; appends arriving meanwhile wait for it.
+    private func opened() async throws -> FileJournal {
+        let (path, header) = (self.path, self.header)
+        let task = state.withLock { s -> Task<FileJournal, any Error> in
+            if let opening = s.opening { return opening }
+            let t = Task {
+                let j = try FileJournal(path: path, fsync: true, create: true)
+                _ = try await j.open(.start)
+                try await j.record(.header(header.journalHeader, at: WallClock.iso(Date())))
+                return j
+            }
+            s.opening = t
+            return t
         }
-    }
-
-    private func write(_ line: Line) throws {
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var data = try encoder.encode(line)
-        data.append(0x0A)
-        try AtomicFile.writeAll(fd, data, path: path)
-        try AtomicFile.fsyncFD(fd, path: path)
+        do {
+            return try await task.value
+        } catch {
+            state.withLock { s in if s.opening == task { s.opening = nil } }
+            throw error
+        }
     }
 }

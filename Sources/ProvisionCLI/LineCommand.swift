@@ -16,9 +16,10 @@ public struct LineCommand: Command {
         claimed, succeeded, failed, needs_review; an expired lease counts as what the next sweep makes of
         it), each station with its adapters, leases held, outcomes, last heartbeat and why it stopped, and
         the rate over the last minute. --json prints the same as one JSON object.
-        flush SPOOL: writes to the line the outcomes a station kept in its spool because the line could
-        not be reached (each once; one the line refuses because another station has claimed the device
-        since is kept in the spool, marked refused). The spool file is removed when nothing is left in it.
+        flush SPOOL: writes to the line the outcomes in a station's spool (a station that ended while the
+        line could not be reached leaves one beside its report); each is written once (those already on
+        the line are recognised), one the line refuses because another station claimed the device since
+        is named; the spool is removed when every outcome is on the line.
         The line is --line URL, or PROVISION_LINE. Exit status: 0 done, 2 bad usage or no such run,
         3 the line cannot be reached (or outcomes are still waiting).
         """
@@ -165,27 +166,23 @@ public struct LineCommand: Command {
     private func flush(spool path: String, shown: String, line cs: ConnectionString, out: Output) async -> Int32 {
         let spool: LineSpool
         do {
-            spool = try LineSpool.open(existing: path)
+            spool = try await LineSpool.open(existing: path)
         } catch {
             out.err(escaping: "error: \(error)")
             return ExitCode.invalidInput
         }
-        let entries = await spool.unwritten
-        if entries.isEmpty {
-            await spool.close()
-            out.out(escaping: "\(shown): nothing left to write (run \(spool.header.run), station \(spool.header.station))")
-            return ExitCode.success
-        }
+        let entries = spool.unwritten
         let connection: PostgresConnection
         do {
             connection = try await PostgresConnection.connect(cs, timeout: .seconds(10), defaultTimeout: .seconds(60))
         } catch {
+            await spool.close()
             out.err(escaping: "error: cannot reach the line: \(LineOption.describe(error).message); the spool is left as it was")
             return ExitCode.environment
         }
         defer { connection.close() }
         let claims = LineClaims(connection: connection, run: spool.header.run, station: spool.header.station)
-        var written = 0, refused = 0
+        var written = 0, already = 0, refused = 0
         do {
             var rest = entries[...]
             while !rest.isEmpty {
@@ -200,13 +197,16 @@ public struct LineCommand: Command {
                 let results = try await claims.write(outcomes: batch.map { LineOutcome(spooled: $0) })
                 for entry in batch {
                     switch results.outcomes[entry.device] {
-                    case .recorded?, .alreadyRecorded?:
-                        try await spool.markWritten(entry, result: "recorded")
+                    case .recorded?:
+                        spool.markWritten(entry)
                         written += 1
+                    case .alreadyRecorded?:
+                        spool.markWritten(entry)
+                        already += 1
                     case .leaseLost(let loss)?:
-                        try await spool.markWritten(entry, result: "refused", refusal: loss.description)
+                        spool.markWritten(entry, refusal: loss.description)
                         refused += 1
-                        out.err(escaping: "note: \(entry.device): refused: \(loss.description)")
+                        out.err(escaping: "note: \(entry.device) (attempt \(entry.attempt)): refused: \(loss.description)")
                     case nil:
                         break
                     }
@@ -214,13 +214,13 @@ public struct LineCommand: Command {
             }
         } catch {
             let (message, code) = LineOption.describe(error)
-            out.err(escaping: "error: \(message); \(written) outcome(s) written, the rest stay in \(shown)")
             await spool.close()
+            out.err(escaping: "error: \(message); \(written) outcome(s) written, the spool is kept")
             return code
         }
         await spool.close()
-        out.out(escaping: "\(shown): \(written) outcome(s) written to run \(spool.header.run) for station \(spool.header.station)"
-                + (refused > 0 ? ", \(refused) refused (kept in the spool)" : ""))
+        out.out(escaping: "\(shown): run \(spool.header.run), station \(spool.header.station): \(written) outcome(s) written, \(already) already on the line"
+                + (refused > 0 ? ", \(refused) refused (the spool is kept)" : "; the spool is removed"))
         return ExitCode.success
     }
 }

@@ -340,10 +340,10 @@ public struct RunCommand: Command {
         out.out("report: \(reportPath)")
         if let lineStore {
             out.out(escaping: lineStore.location)
-            let left = await lineStore.unwrittenOutcomes
-            let refused = await lineStore.outcomesRefused
+            let left = lineStore.unwrittenOutcomes
+            let refused = lineStore.outcomesRefused
             if refused > 0 {
-                out.err(escaping: "note: the line refused \(refused) outcome(s) of this station (other stations had claimed those devices since); they are kept in \(spoolPath)")
+                out.err(escaping: "note: the line refused \(refused) outcome(s) of this station (other stations had claimed those devices since); they stay on record in \(spoolPath)")
             }
             if left > 0 {
                 out.err(escaping: "error: \(left) outcome(s) could not reach the line and wait in \(spoolPath); write them with `provision line flush \(spoolPath) --line URL` once it is reachable")
