@@ -60,7 +60,7 @@ public struct RunCommand: Command {
         OptionSpec("lease", kind: .value("DURATION"), help: "with --line: how long a claim lasts unless renewed (default 30s)"),
         OptionSpec("claim", kind: .value("heard|all"), help: "with --line: claim devices this station hears (default), or any, in inventory order"),
         OptionSpec("idle", kind: .value("DURATION"), help: "with --line: stop after claiming nothing for this long (default 1m; 0s: until the run is done)"),
-        OptionSpec("spool", kind: .value("PATH"), role: .output, help: "with --line: where outcomes wait while the line is away (default beside the report, .spool)"),
+        OptionSpec("spool", kind: .value("PATH"), role: .output, help: "with --line: the station's outcomes on its own disk until they are on the line (default beside the report, .spool)"),
         OptionSpec("sim-hears", kind: .value("SEL"), role: .input, help: "simulator: only these devices are in this station's range (ids, globs, @file)"),
     ]
 
