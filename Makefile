@@ -2,10 +2,12 @@
 SWIFT      ?= swift
 VENV       ?= .venv
 APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev pkg-config
+# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files.
+TEST_APT_PKGS := chromium tshark
 BIN_DEBUG  := .build/debug/provision
 BIN        := .build/release/provision
 
-.PHONY: all deps postgres venv build release demo test bench clean
+.PHONY: all deps postgres test-deps venv build release demo test bench clean
 
 all: build
 
@@ -24,6 +26,15 @@ postgres:
 	  echo "installing postgresql"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+# Test tools (never the product). tshark's package asks whether non-root users may capture: no.
+test-deps:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1; then \
+	  echo "installing $(TEST_APT_PKGS)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(TEST_APT_PKGS) >/dev/null; \
 	fi
 
 # Python virtual environment for the Bumble test fixtures (tests only, never the product).
@@ -58,7 +69,7 @@ demo: release
 # once crashed `provision scan` in release builds only.
 # PROVISION_REQUIRE_POSTGRES=1: the PostgreSQL tests fail, rather than skip, if no cluster can start.
 PROCESS_SUITES := ProvisionTests\.(.*ProcessTests|Bumble.*Tests)
-test: deps postgres venv
+test: deps postgres test-deps venv
 	PROVISION_REQUIRE_POSTGRES=1 PROVISION_PYTHON=$(abspath $(VENV))/bin/python3 $(SWIFT) test --no-parallel
 	$(SWIFT) build -c release
 	PROVISION_BIN=$(CURDIR)/$(BIN) PROVISION_PYTHON=$(abspath $(VENV))/bin/python3 \

@@ -37,9 +37,9 @@ let package = Package(
         .target(name: "Engine", dependencies: ["BLE", "Workflow"]),
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
-        .target(name: "LineStore", dependencies: ["Engine", "LineDatabase", "PostgresClient"]),
+        .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI", "LineStore", "LineDatabase", "PostgresClient"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESimulator", "HCI", "Trace", "LineStore", "LineDatabase", "PostgresClient"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "LineDatabase", "PostgresClient"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -28,6 +28,7 @@ struct DeviceConnection: Sendable {
                 let path = CommandBehaviour.Path(service: s.uuid, characteristic: c.uuid)
                 var value = (try? device.value(c).get()) ?? []
                 if path == behaviour?.state { value = [device.stateValue] }
+                if let stored = device.storedValue(path) { value = stored }
                 if device.faults.notifyUndeclared, path == behaviour?.ack {
                     chars.append(.init(uuid: c.uuid, properties: c.properties.subtracting([.notify, .indicate]), value: value,
                                        hasCCCD: false))
@@ -38,6 +39,21 @@ struct DeviceConnection: Sendable {
             services.append(.init(uuid: s.uuid, characteristics: chars))
         }
         return GATTDatabase(services: services, longUUIDs: device.faults.longUUIDs)
+    }
+
+    /// How a stored characteristic tells a subscriber its new value: by notification when it declares
+    /// notify, by indication when it declares only indicate, not at all otherwise.
+    enum Echo { case none, notify, indicate }
+
+    /// The value handles of the stored characteristics (`store` behaviour), with their path and echo.
+    static func storeHandles(_ db: GATTDatabase, _ model: DeviceModel) -> [UInt16: (path: CommandBehaviour.Path, echo: Echo)] {
+        var out: [UInt16: (path: CommandBehaviour.Path, echo: Echo)] = [:]
+        for path in model.store?.characteristics ?? [] {
+            guard let h = db.valueHandle(service: path.service, characteristic: path.characteristic) else { continue }
+            let properties = model.services.first { $0.uuid == path.service }?.characteristics.first { $0.uuid == path.characteristic }?.properties ?? []
+            out[h] = (path, properties.contains(.notify) ? .notify : properties.contains(.indicate) ? .indicate : .none)
+        }
+        return out
     }
 
     func handle(_ db: GATTDatabase, _ path: CommandBehaviour.Path?) -> UInt16? {
@@ -51,6 +67,7 @@ struct DeviceConnection: Sendable {
         let ackHandle = handle(db, behaviour?.ack)
         let stateHandle = handle(db, behaviour?.state)
         let blobHandle = handle(db, behaviour?.blob)
+        let stores = Self.storeHandles(db, device.model)
         let faults = device.faults
         let factor = latencyScale * faults.slow
         let model = device.model
@@ -79,9 +96,19 @@ struct DeviceConnection: Sendable {
             }
             let (response, events) = server.receive(pdu)
             var acks: [[UInt8]] = []
+            var echoes: [[UInt8]] = []
             for event in events {
                 guard case .wrote(let h, let value, _) = event else { continue }
-                if h == controlHandle {
+                if let store = stores[h] {
+                    device.record(.store(store.path, value))
+                    let pdu: [UInt8]?
+                    switch store.echo {
+                    case .notify: pdu = server.notification(valueHandle: h, value: value)
+                    case .indicate: pdu = server.indication(valueHandle: h, value: value)
+                    case .none: pdu = nil
+                    }
+                    if let pdu { echoes.append(pdu) }
+                } else if h == controlHandle {
                     let busy = faults.busyAck > 0 && rng.chance(faults.busyAck)
                     let lost = !busy && faults.ackLoss > 0 && rng.chance(faults.ackLoss)
                     guard let ack = device.record(.control(value, busy: busy)) else { continue }
@@ -96,6 +123,7 @@ struct DeviceConnection: Sendable {
                 }
             }
             if let response { peer.send(response) }
+            for echo in echoes { peer.send(echo) }
             for ack in acks {
                 let delay = rng.duration(in: model.latency.ack).scaled(factor)
                 guard let ackHandle, let notification = server.notification(valueHandle: ackHandle, value: ack) else { continue }

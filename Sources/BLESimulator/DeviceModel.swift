@@ -16,7 +16,10 @@ public struct DeviceModel: Sendable {
     /// Default values for `${variables}` in values (e.g. `firmware: 2.4.1`), overridable per device.
     public var defaults: [String: String]
     public var services: [Service]
+    /// The `command-ack` behaviour, if the model has one.
     public var behaviour: CommandBehaviour?
+    /// The `store` behaviour: characteristics whose written values the device keeps.
+    public var store: StoreBehaviour?
     public var faults: FaultSettings
 
     /// How the device advertises.
@@ -153,7 +156,7 @@ public struct DeviceModel: Sendable {
             throw r.fail("the model has no `services:`", root, hint: "list the GATT services the device exposes")
         }
         if let behaviourNode {
-            model.behaviour = try CommandBehaviour.parse(behaviourNode, services: model.services, r)
+            (model.behaviour, model.store) = try parseBehaviours(behaviourNode, services: model.services, r)
         }
         // Every template must resolve with the model's defaults and the built-in variables.
         for s in model.services {
@@ -164,6 +167,44 @@ public struct DeviceModel: Sendable {
             }
         }
         return model
+    }
+
+    /// The behaviours: one mapping, or a list of them (at most one `command-ack`; `store` behaviours
+    /// merge). A characteristic has one role: a stored one is not also the command-ack's.
+    private static func parseBehaviours(_ node: YAMLNode, services: [Service], _ r: ModelReader) throws(SimulatorError)
+        -> (CommandBehaviour?, StoreBehaviour?) {
+        let items = node.sequence ?? [node]
+        var command: CommandBehaviour?
+        var stored: [CommandBehaviour.Path] = []
+        let types = ["command-ack", "store"]
+        for item in items {
+            guard item.mapping != nil else { throw r.fail("a behaviour must be a mapping with a `type`, not \(item.kindDescription)", item) }
+            guard let typeNode = item["type"] else {
+                throw r.fail("a behaviour needs a `type` (\(types.joined(separator: ", ")))", item)
+            }
+            let type = try r.string(typeNode, "behaviour.type")
+            switch type {
+            case "command-ack":
+                guard command == nil else { throw r.fail("a model has one `command-ack` behaviour", typeNode) }
+                command = try CommandBehaviour.parse(item, services: services, r)
+            case "store":
+                for path in try StoreBehaviour.parse(item, services: services, r).characteristics {
+                    guard !stored.contains(path) else { throw r.fail("characteristic \(path.characteristic) is stored twice", item) }
+                    stored.append(path)
+                }
+            default:
+                throw r.fail("unknown behaviour type `\(type)`", typeNode,
+                             hint: ModelReader.suggestion(for: type, among: types).map { "did you mean `\($0)`?" } ?? "behaviours: \(types.joined(separator: ", "))")
+            }
+        }
+        if let command {
+            let roles = [command.control, command.ack] + [command.state, command.blob].compactMap { $0 }
+            if let clash = stored.first(where: roles.contains) {
+                throw r.fail("characteristic \(clash.characteristic) is stored and also used by the command-ack behaviour", node,
+                             hint: "give each characteristic one role")
+            }
+        }
+        return (command, stored.isEmpty ? nil : StoreBehaviour(characteristics: stored))
     }
 
     /// Values the built-in variables take while a model is checked on its own.

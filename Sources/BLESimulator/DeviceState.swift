@@ -16,6 +16,8 @@ struct DeviceState: Sendable {
     var commits = 0
     var commands: [CommandRecord] = []
     var faults: [String: Int] = [:]
+    /// Values written to stored characteristics (`store` behaviour), the last one of each.
+    var stored: [CommandBehaviour.Path: [UInt8]] = [:]
 
     /// Blob bytes kept for the digest; bytes beyond are counted, not kept.
     static let blobStoreLimit = 1 << 20
@@ -34,6 +36,8 @@ struct DeviceState: Sendable {
             connections += 1
         case .fault(let name):
             faults[name, default: 0] += 1
+        case .store(let path, let value):
+            stored[path] = value
         case .blob(let bytes):
             guard blobExpected != nil, !blobEnded else {
                 blobDropped += bytes.count
@@ -100,4 +104,6 @@ enum DeviceEvent: Sendable, Equatable {
     case blob([UInt8])
     /// A fault injected (counted in the dump).
     case fault(String)
+    /// A value written to a stored characteristic (`store` behaviour).
+    case store(CommandBehaviour.Path, [UInt8])
 }

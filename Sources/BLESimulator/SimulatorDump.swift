@@ -28,9 +28,11 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var faults: [String: Int]
         /// Blob bytes that arrived with no blob begun (or after it ended), dropped.
         public var blobBytesDropped: Int
+        /// The values written to stored characteristics (`store` behaviour), hex, by `SERVICE/CHARACTERISTIC`.
+        public var stored: [String: String] = [:]
 
         enum CodingKeys: String, CodingKey {
-            case id, address, model, connections, config, blob, state, commits, commands, faults
+            case id, address, model, connections, config, blob, state, commits, commands, faults, stored
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
@@ -50,6 +52,43 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             try c.encode(commits, forKey: .commits)
             try c.encode(commands, forKey: .commands)
             try c.encode(faults, forKey: .faults)
+            try c.encode(stored, forKey: .stored)
+        }
+
+        public init(id: String, address: String, model: String, connections: Int, connectAttempts: Int, config: String?, blob: Blob?,
+                    state: String, commits: Int, commands: [Command], faults: [String: Int], blobBytesDropped: Int,
+                    stored: [String: String] = [:]) {
+            self.id = id
+            self.address = address
+            self.model = model
+            self.connections = connections
+            self.connectAttempts = connectAttempts
+            self.config = config
+            self.blob = blob
+            self.state = state
+            self.commits = commits
+            self.commands = commands
+            self.faults = faults
+            self.blobBytesDropped = blobBytesDropped
+            self.stored = stored
+        }
+
+        /// Reads a dump written by this or an earlier version (which had no `stored`).
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            id = try c.decode(String.self, forKey: .id)
+            address = try c.decode(String.self, forKey: .address)
+            model = try c.decode(String.self, forKey: .model)
+            connections = try c.decode(Int.self, forKey: .connections)
+            connectAttempts = try c.decode(Int.self, forKey: .connectAttempts)
+            config = try c.decodeIfPresent(String.self, forKey: .config)
+            blob = try c.decodeIfPresent(Blob.self, forKey: .blob)
+            state = try c.decode(String.self, forKey: .state)
+            commits = try c.decode(Int.self, forKey: .commits)
+            commands = try c.decode([Command].self, forKey: .commands)
+            faults = try c.decode([String: Int].self, forKey: .faults)
+            blobBytesDropped = try c.decode(Int.self, forKey: .blobBytesDropped)
+            stored = try c.decodeIfPresent([String: String].self, forKey: .stored) ?? [:]
         }
     }
 
@@ -76,7 +115,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
     /// Pretty JSON with sorted keys.
     public func json() -> String {
         let e = JSONEncoder()
-        e.outputFormatting = [.prettyPrinted, .sortedKeys]
+        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         guard let data = try? e.encode(self) else { return "{}" }
         return String(decoding: data, as: UTF8.self)
     }
@@ -92,6 +131,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             connectAttempts: s.connectAttempts, config: s.config?.hexString, blob: blob, state: [s.state].hexString,
             commits: s.commits,
             commands: s.commands.map { Command(opcode: $0.opcode.map { [$0].hexString }, status: $0.status.map { [$0].hexString }) },
-            faults: s.faults, blobBytesDropped: s.blobDropped)
+            faults: s.faults, blobBytesDropped: s.blobDropped,
+            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }))
     }
 }

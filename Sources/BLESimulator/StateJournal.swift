@@ -84,7 +84,7 @@ final class StateJournal: Sendable {
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else {
                     let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(errno))); no longer recording\n"
-                    FileHandle.standardError.write(Data(message.utf8))
+                    try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
                     Glibc.close(fd)
                     fd = -1
                     return
@@ -104,6 +104,8 @@ final class StateJournal: Sendable {
         case .control(let bytes, let busy): line += "\"control\",\"hex\":\"\(bytes.hexString)\",\"busy\":\(busy)"
         case .blob(let bytes): line += "\"blob\",\"hex\":\"\(bytes.hexString)\""
         case .fault(let name): line += "\"fault\",\"fault\":" + Self.quote(name)
+        case .store(let path, let bytes):
+            line += "\"store\",\"service\":\"\(path.service)\",\"characteristic\":\"\(path.characteristic)\",\"hex\":\"\(bytes.hexString)\""
         }
         line += "}\n"
         return line
@@ -115,6 +117,8 @@ final class StateJournal: Sendable {
         var hex: String?
         var busy: Bool?
         var fault: String?
+        var service: String?
+        var characteristic: String?
     }
 
     static func decode(_ bytes: [UInt8]) -> (String, DeviceEvent)? {
@@ -132,6 +136,10 @@ final class StateJournal: Sendable {
         case "fault":
             guard let f = l.fault else { return nil }
             return (l.id, .fault(f))
+        case "store":
+            guard let h = l.hex, let b = [UInt8](hex: h), let s = l.service.flatMap(BluetoothUUID.init),
+                  let c = l.characteristic.flatMap(BluetoothUUID.init) else { return nil }
+            return (l.id, .store(CommandBehaviour.Path(service: s, characteristic: c), b))
         default: return nil
         }
     }

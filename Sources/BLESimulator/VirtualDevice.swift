@@ -99,6 +99,11 @@ final class VirtualDevice: Sendable {
         return n
     }
 
+    /// The value a client last wrote to a stored characteristic, if any.
+    func storedValue(_ path: CommandBehaviour.Path) -> [UInt8]? {
+        runtime.withLock { $0.state?.stored[path] }
+    }
+
     /// The current state value.
     var stateValue: UInt8 { runtime.withLock { $0.state?.state } ?? initialState().state }
 

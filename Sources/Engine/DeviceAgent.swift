@@ -11,7 +11,12 @@ actor DeviceAgent {
     let attemptNumber: Int
     let resumed: Bool
 
-    private var captured: [String: String] = [:]
+    /// Values captured by earlier steps, with their types.
+    private var captured: [String: TypedValue] = [:]
+    /// The workflow's declared variables (`vars:`), read from the device's inventory text as their type.
+    private let declared: [String: TypedValue]
+    /// Every `verify` run so far, in the order they ran (a step run again replaces its record).
+    private var measurements: [MeasurementRecord] = []
     private var session: Session?
     private var adapter: AdapterPool.Adapter?
     private var holdsSlot = false
@@ -36,6 +41,12 @@ actor DeviceAgent {
         self.attemptNumber = attemptNumber
         self.resumed = resumed
         self.redactor = context.inventory.redactor(for: device)
+        var declared: [String: TypedValue] = [:]
+        for (name, declaration) in context.workflow.variables {
+            // Validation checked every selected device's values; a value that does not read is absent.
+            if let text = device.value(of: name), let v = try? declaration.value(fromText: text, name: name) { declared[name] = v }
+        }
+        self.declared = declared
     }
 
     static func hash(_ s: String) -> UInt64 {
@@ -56,6 +67,15 @@ actor DeviceAgent {
             let action = queue.removeFirst()
             switch action {
             case .execute(let index, _, let confirmFirst):
+                if let condition = steps[index].condition, let skip = skipReason(condition) {
+                    switch skip {
+                    case .success(let reason):
+                        queue += supervisor.handle(.skippedByCondition(reason: reason, at: clock.now - start))
+                    case .failure(let f):
+                        queue += supervisor.handle(.failed(redacted(f), sent: false, at: clock.now - start))
+                    }
+                    continue
+                }
                 queue += supervisor.handle(await executeStep(index, confirmFirst: confirmFirst, elapsed: { clock.now - start }))
             case .stepFinished(let index, let outcome, let attempt, let duration, let f):
                 context.events.emit(RunEvent(.stepFinished, device: device.id, step: steps[index].name, attempt: attempt,
@@ -86,7 +106,10 @@ actor DeviceAgent {
             records.append(StepRecord(name: step.name, kind: step.kind.keyword, outcome: p.outcome, attempts: p.attempts,
                                       startMs: (p.firstStart ?? end).milliseconds.rounded(toPlaces: 3),
                                       durationMs: p.spent.milliseconds.rounded(toPlaces: 3),
-                                      error: p.outcome == .failed ? p.failure.map { FailureRecord(kind: $0.kind, step: step.name, message: $0.message, causes: $0.causes) } : nil))
+                                      error: p.outcome == .failed ? p.failure.map { FailureRecord(kind: $0.kind, step: step.name, message: $0.message, causes: $0.causes) } : nil,
+                                      skipReason: p.outcome == .skippedByCondition ? p.skipReason : nil,
+                                      optional: step.onFailure == .optional ? true : nil,
+                                      continueOnError: step.onFailure == .continueOnError ? true : nil))
         }
         let roundTrips = await finish()
         let duration = clock.now - start
@@ -100,7 +123,7 @@ actor DeviceAgent {
             id: device.id, address: (advertisement?.address ?? device.address)?.description,
             name: device.name ?? advertisement?.name, outcome: supervisor.outcome, attempts: attemptNumber, adapter: adapter?.id,
             rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
-            captured: capturedForReport(), steps: records,
+            captured: capturedForReport(), measurements: measurements, steps: records,
             error: failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
             resumed: resumed ? true : nil, attRoundTrips: roundTrips)
     }
@@ -135,14 +158,17 @@ actor DeviceAgent {
         case .read(let r):
             let s = try requireSession(step)
             let bytes = try await readValue(r, at: index, on: s, timeout: timeout)
-            let value = try r.decoder.decode(bytes)
-            if let id = r.id { captured[id] = value }
-        case .verify(let v):
-            let value = try v.value.render(lookup)
-            let matcher = try v.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
-            guard matcher.matches(value) else {
-                throw DeviceFailure(.verifyFailed, "\"\(value)\" does not \(matcher.description.replacingOccurrences(of: "equals", with: "equal").replacingOccurrences(of: "matches", with: "match"))")
+            let value: TypedValue
+            do {
+                value = try r.format.decode(bytes)
+            } catch {
+                throw DeviceFailure(.protocolError, "the value read cannot be decoded as \(r.format): \(error.message)")
             }
+            if let id = r.id { capture(id, value) }
+        case .verify(let v):
+            try verify(v, index: index)
+        case .derive(let d):
+            try derive(d)
         case .write(let w):
             let s = try requireSession(step)
             try await write(w, on: s, step: step, index: index, timeout: timeout)
@@ -384,7 +410,14 @@ actor DeviceAgent {
                 sends += 1
             }
             switch try await mailbox.next(matching: matcher, busy: busy, failsOn: failsOn, timeout: timeout) {
-            case .matched:
+            case .matched(let value):
+                if let c = a.capture {
+                    do {
+                        capture(c.id, try c.value(of: value))
+                    } catch {
+                        throw DeviceFailure(.protocolError, "the value that matched (\(value.hexString)) cannot be captured as \(c.format): \(error.message)")
+                    }
+                }
                 return
             case .busy(let value):
                 // A busy device did not execute the command (unless an earlier send of this attempt did).
@@ -449,14 +482,133 @@ actor DeviceAgent {
 
     // MARK: - Values
 
+    /// A template reference's text: a captured value or declared variable as it is shown
+    /// (`TypedValue.description`: numbers in decimal, bytes in hex), else the device's variable.
     private func lookup(_ name: String) -> String? {
-        captured[name] ?? device.value(of: name)
+        typed(name)?.description
     }
 
-    private func capturedForReport() -> [String: String] {
-        var out: [String: String] = [:]
-        for (k, v) in captured { out[k] = redactor.redact(v) }
+    /// A name's typed value: a capture, a declared variable, else the inventory's text.
+    private func typed(_ name: String) -> TypedValue? {
+        if let v = captured[name] ?? declared[name] { return v }
+        return device.value(of: name).map { .text($0) }
+    }
+
+    /// Keeps a captured value; a value derived from a secret is a secret too, in every message.
+    private func capture(_ id: String, _ value: TypedValue) {
+        captured[id] = value
+        if context.secretNames.contains(id) { redactor.addSecret(value.description) }
+    }
+
+    /// The captured values as the report keeps them: the JSON of each type, and `***` for a value
+    /// that is secret or shows a secret.
+    private func capturedForReport() -> [String: JSONScalar] {
+        var out: [String: JSONScalar] = [:]
+        for (k, v) in captured {
+            let shown = v.description
+            let hidden = context.secretNames.contains(k) || (!redactor.isEmpty && redactor.redact(shown) != shown)
+            out[k] = hidden ? .string(Redactor.mask) : v.jsonScalar
+        }
         return out
+    }
+
+    // MARK: - when, verify, set
+
+    /// Nil when the step's condition holds; else why it is skipped (or why it cannot be evaluated).
+    private func skipReason(_ condition: Step.Condition) -> Result<String, DeviceFailure>? {
+        let expression = condition.expression
+        let result: Bool?
+        do {
+            result = try expression.evaluate { typed($0) }
+        } catch {
+            return .failure(DeviceFailure(.invalidInput, "`when: \(expression.source)`: column \(error.column): \(error.message)"))
+        }
+        if result == true { return nil }
+        let names = expression.names.sorted()
+        let missing = names.filter { typed($0) == nil }
+        var reason = "`when: \(expression.source)` is \(result == false ? "false" : "unknown")"
+        if result == nil, !missing.isEmpty {
+            reason += ": " + missing.map { "`\($0)` has no value" }.joined(separator: ", ")
+        } else {
+            let shown = names.filter { !context.secretNames.contains($0) }.compactMap { n in typed(n).map { "\(n) \($0.quotedForMessage)" } }
+            if !shown.isEmpty { reason += " (" + shown.joined(separator: ", ") + ")" }
+        }
+        return .success(redactor.redact(reason))
+    }
+
+    /// Checks a verify's value against its limits for this device and records the measurement, passed
+    /// or failed; a failed one fails the step (`verify_failed`) with the measurement's message.
+    private func verify(_ v: Step.Verify, index: Int) throws {
+        let value: TypedValue?
+        if let name = v.value.loneReference {
+            value = typed(name)
+        } else {
+            value = (try? v.value.render(lookup)).map { .text($0) }
+        }
+        var result: MeasurementResult
+        do {
+            let limits = try v.limits.resolve(valueType: v.valueType, typed: typed, text: lookup)
+            result = limits.check(value, name: v.measurementName, unit: v.unit)
+        } catch {
+            result = MeasurementResult(name: v.measurementName, value: value, limits: MeasurementLimits(), unit: v.unit, outcome: .fail,
+                                       message: "\(v.measurementName): the limits cannot be made for this device: \(error.message)")
+        }
+        let secret = v.value.referencedNames.contains(where: context.secretNames.contains)
+            || v.limits.templates.contains { $0.referencedNames.contains(where: context.secretNames.contains) }
+        var record = MeasurementRecord(step: index, result: result)
+        if secret || revealsSecret(result) {
+            record.redacted = true
+            record.result.value = nil
+            record.result.limits = hidingSecrets(result.limits, all: secret)
+            // Every rendering of a secret is known to the redactor but one too short to match safely.
+            let short = secret && (value?.description.count ?? 0) < 2
+            record.result.message = short ? "\(v.measurementName) *** \(result.outcome == .pass ? "passes" : "fails")" : redactor.redact(result.message)
+        }
+        measurements.removeAll { $0.step == index }
+        measurements.append(record)
+        if !result.passed { throw DeviceFailure(.verifyFailed, record.result.message) }
+    }
+
+    private func revealsSecret(_ r: MeasurementResult) -> Bool {
+        guard !redactor.isEmpty else { return false }
+        let texts = [r.message, r.value?.description ?? "", r.limits.description(unit: r.unit)]
+        return texts.contains { redactor.redact($0) != $0 }
+    }
+
+    /// The limits without those that show a secret (all of them when the value is secret).
+    private func hidingSecrets(_ l: MeasurementLimits, all: Bool) -> MeasurementLimits {
+        guard !all else { return MeasurementLimits() }
+        func keep(_ v: TypedValue?) -> TypedValue? { v.flatMap { redactor.redact($0.description) == $0.description ? $0 : nil } }
+        var out = l
+        out.min = keep(l.min)
+        out.max = keep(l.max)
+        out.equals = keep(l.equals)
+        out.oneOf = l.oneOf.map { $0.compactMap(keep) }
+        return out
+    }
+
+    /// `set:`: derives the value from typed inputs (a lone `${name}` keeps its type; a literal is read
+    /// as the type of the others).
+    private func derive(_ d: Step.Derive) throws {
+        var values: [TypedValue?] = []
+        for t in d.inputs {
+            if t.isLiteral {
+                values.append(nil)
+            } else if let name = t.loneReference {
+                guard let v = typed(name) else { throw DeviceFailure(.invalidInput, "`set \(d.id)`: `${\(name)}` has no value") }
+                values.append(v)
+            } else {
+                values.append(.text(try t.render(lookup)))
+            }
+        }
+        let literalType = values.compactMap { $0?.type }.first ?? .text
+        var inputs: [TypedValue] = []
+        for (t, v) in zip(d.inputs, values) { inputs.append(try v ?? TypedValue(text: t.source, as: literalType)) }
+        do {
+            capture(d.id, try d.derivation.apply(inputs))
+        } catch {
+            throw DeviceFailure(.invalidInput, "`set \(d.id)`: \(error.message)")
+        }
     }
 
     private func redacted(_ f: DeviceFailure) -> DeviceFailure {
@@ -467,7 +619,7 @@ actor DeviceAgent {
     /// The bytes of a value made from a secret are secret too, in whatever form a message shows them.
     private func learnSecretBytes(_ data: [UInt8], from value: ValueSpec) {
         guard !redactor.isEmpty,
-              value.templates.contains(where: { $0.referencedNames.contains(where: context.inventory.isSecret) }) else { return }
+              value.templates.contains(where: { $0.referencedNames.contains(where: context.secretNames.contains) }) else { return }
         redactor.add(bytes: data)
     }
 

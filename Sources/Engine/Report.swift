@@ -1,9 +1,14 @@
 import Foundation
+import Workflow
 
-/// The JSON report of a run (schema `provision.report/1`, documented in docs/report.md and
+/// The JSON report of a run (schema `provision.report/2`, documented in docs/report.md and
 /// docs/report.schema.json). Derived from the journal; written atomically.
+///
+/// Version 2 (typed values): `devices[].captured` holds each value as the JSON of its type (numbers as
+/// numbers), the types are in `run.capture_types`; `devices[].measurements` records every `verify`;
+/// steps can be `skipped_by_condition` and carry `optional` / `continue_on_error`.
 public struct RunReport: Codable, Sendable, Equatable, SortedRecordKeys {
-    public static let schemaVersion = "provision.report/1"
+    public static let schemaVersion = "provision.report/2"
 
     public var schema: String
     public var run: RunInfo
@@ -73,10 +78,15 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public var stopped: StopInfo?
     /// Most devices in flight at once.
     public var peakConcurrency: Int?
+    /// The type of every value the workflow captures (`read … as:`, `await … capture:`, `set:`), by
+    /// name: the same for every device, so `devices[].captured` holds bare JSON values and this map
+    /// says how to read them back (`TypedValue(json:as:)`). Nil only in reports of older versions.
+    public var captureTypes: [String: ValueType]?
 
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
                 toolVersion: String, options: [String: String], started: String, finished: String? = nil,
-                journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil) {
+                journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
+                captureTypes: [String: ValueType]? = nil) {
         self.id = id
         self.workflow = workflow
         self.inventory = inventory
@@ -91,6 +101,7 @@ public struct RunInfo: Codable, Sendable, Equatable {
         self.resumed = resumed
         self.stopped = stopped
         self.peakConcurrency = peakConcurrency
+        self.captureTypes = captureTypes
     }
 }
 
@@ -193,8 +204,10 @@ public struct FailureRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 /// How a step ended.
 public enum StepOutcome: String, Codable, Sendable, CaseIterable {
     case succeeded, failed
-    /// Not reached (an earlier step failed).
+    /// Not reached (an earlier step failed, or the device was cut).
     case skipped
+    /// Reached, but not run: its `when:` condition was false or unknown (`skip_reason` says which).
+    case skippedByCondition = "skipped_by_condition"
 }
 
 /// One step of one device.
@@ -207,13 +220,21 @@ public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var startMs: Double
     public var durationMs: Double
     public var error: FailureRecord?
+    /// Why a `skipped_by_condition` step did not run: its `when:` and what it evaluated to.
+    public var skipReason: String?
+    /// True for a step declared `optional: true`: its failure does not fail the device.
+    public var optional: Bool?
+    /// True for a step declared `continue_on_error: true`: after its failure the device goes on, and
+    /// fails at the end.
+    public var continueOnError: Bool?
 
     /// In sorted order of their JSON names (`SortedRecordKeys`).
     enum CodingKeys: String, CodingKey {
-        case attempts, durationMs, error, kind, name, outcome, startMs
+        case attempts, continueOnError, durationMs, error, kind, name, optional, outcome, skipReason, startMs
     }
 
-    public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil) {
+    public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil,
+                skipReason: String? = nil, optional: Bool? = nil, continueOnError: Bool? = nil) {
         self.name = name
         self.kind = kind
         self.outcome = outcome
@@ -221,6 +242,9 @@ public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.startMs = startMs
         self.durationMs = durationMs
         self.error = error
+        self.skipReason = skipReason
+        self.optional = optional
+        self.continueOnError = continueOnError
     }
 }
 
@@ -236,7 +260,12 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var rssi: Int?
     public var started: String?
     public var durationMs: Double?
-    public var captured: [String: String]
+    /// Captured values by name, each as the JSON of its type (`run.capture_types`): numbers as numbers,
+    /// bytes as lower-case hex, versions and text as strings. A value that is secret, or shows a
+    /// secret, is the string `"***"`.
+    public var captured: [String: JSONScalar]
+    /// Every `verify` the device ran, passed or failed, in the order they ran.
+    public var measurements: [MeasurementRecord]?
     public var steps: [StepRecord]
     public var error: FailureRecord?
     /// Run again after a crash or interruption of an earlier run.
@@ -251,14 +280,14 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 
     /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
-        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, name, outcome, resumed, rssi,
-             skipReason, started, steps
+        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, measurements, name, outcome, resumed,
+             rssi, skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
-                rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: String] = [:],
-                steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil, carriedOver: Bool? = nil,
-                attRoundTrips: Int? = nil, skipReason: String? = nil) {
+                rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
+                measurements: [MeasurementRecord]? = nil, steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil,
+                carriedOver: Bool? = nil, attRoundTrips: Int? = nil, skipReason: String? = nil) {
         self.id = id
         self.address = address
         self.name = name
@@ -269,6 +298,7 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.started = started
         self.durationMs = durationMs
         self.captured = captured
+        self.measurements = measurements
         self.steps = steps
         self.error = error
         self.resumed = resumed
@@ -327,48 +357,5 @@ extension RunReport {
     public static func read(from path: String) throws -> RunReport {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         return try EngineJSON.decoder().decode(RunReport.self, from: data)
-    }
-
-    /// JUnit XML: one test case per device, for CI and MES dashboards.
-    public func junitXML() -> String {
-        func esc(_ s: String) -> String {
-            var out = ""
-            for c in s.unicodeScalars {
-                switch c {
-                case "&": out += "&amp;"
-                case "<": out += "&lt;"
-                case ">": out += "&gt;"
-                case "\"": out += "&quot;"
-                case "'": out += "&apos;"
-                default:
-                    // XML 1.0 forbids most control characters.
-                    if c.value < 0x20 && c != "\n" && c != "\t" && c != "\r" { out += "?" } else { out.unicodeScalars.append(c) }
-                }
-            }
-            return out
-        }
-        let failures = devices.filter { $0.outcome == .failed }.count
-        let skipped = devices.filter { $0.outcome == .skipped }.count
-        let errors = devices.filter { $0.outcome == .interrupted }.count
-        var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        x += "<testsuites>\n"
-        x += "  <testsuite name=\"\(esc(run.workflow.name ?? run.workflow.path))\" tests=\"\(devices.count)\" failures=\"\(failures)\" errors=\"\(errors)\" skipped=\"\(skipped)\" time=\"\(String(format: "%.3f", summary.wallMs / 1000))\" timestamp=\"\(esc(run.started))\">\n"
-        for d in devices {
-            let time = String(format: "%.3f", (d.durationMs ?? 0) / 1000)
-            x += "    <testcase classname=\"\(esc(run.workflow.name ?? "provision"))\" name=\"\(esc(d.id))\" time=\"\(time)\">\n"
-            switch d.outcome {
-            case .succeeded: break
-            case .failed:
-                let e = d.error
-                x += "      <failure type=\"\(esc(e?.kind.rawValue ?? "failed"))\" message=\"\(esc(e?.message ?? ""))\">\(esc(([e?.step.map { "step: \($0)" } ?? ""] + (e?.causes ?? [])).joined(separator: "\n")))</failure>\n"
-            case .skipped:
-                x += "      <skipped message=\"\(esc(d.skipReason ?? "skipped"))\"/>\n"
-            case .interrupted:
-                x += "      <error type=\"interrupted\" message=\"\(esc(d.error?.message ?? "interrupted"))\"/>\n"
-            }
-            x += "    </testcase>\n"
-        }
-        x += "  </testsuite>\n</testsuites>\n"
-        return x
     }
 }

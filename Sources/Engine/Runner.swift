@@ -114,10 +114,15 @@ final class RunContext: Sendable {
     let stepInfos: [StepSupervisor.StepInfo]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
+    /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
+    /// captures derived from them.
+    let secretNames: Set<String>
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions) {
         self.workflow = workflow
-        self.inventory = inventory
+        // Secrets declared in the workflow are hidden like the inventory's.
+        self.inventory = inventory.withSecrets(of: workflow)
+        self.secretNames = inventory.secrets.union(workflow.secretNames)
         self.adapters = adapters
         self.store = store
         self.events = events
@@ -244,7 +249,8 @@ public enum Runner {
         let info = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: adapterInfo,
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
-                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight)
+                           resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
+                           captureTypes: workflow.captureTypes)
         // A line station reports the devices it worked; the line's merged report has the others.
         let ordered = store.claims == nil ? records(plan, scheduled.records, stop) : plan.entries.compactMap { scheduled.records[$0.device.id] }
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)

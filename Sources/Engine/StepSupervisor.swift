@@ -18,6 +18,21 @@ import Workflow
 ///   are made again). A restart never goes back over an irreversible step that went out or is in
 ///   doubt: a blocked `connect` restart retries the failed step itself; a blocked `retry_from` fails
 ///   the device (validation refuses such workflows).
+///
+/// When a step has given up (out of attempts, a class its policy does not retry, a blocked restart),
+/// its `OnFailure` decides:
+/// - `stop` (the default): the device fails with the step's failure; later steps are `skipped`.
+/// - `optional`: the step is recorded `failed` and the device goes on with the next step; the failure
+///   does not fail the device (a device whose only failures are optional steps succeeds).
+/// - `continueOnError`: the step is recorded `failed` and the device goes on; when the last step is done
+///   the device fails with the first such failure (the others are its causes). A later step that stops
+///   the device fails it with its own failure, the earlier continued ones added as causes.
+/// Two failures always stop the device whatever the step says: `interrupted` (the run is stopping) and
+/// an irreversible write in doubt (`needs_review`); validation refuses `optional` and
+/// `continue_on_error` on irreversible steps.
+///
+/// A step whose `when:` is false or unknown is reported by the agent as `skippedByCondition`: it is
+/// recorded `skipped_by_condition` (no attempt) and the next step runs.
 struct StepSupervisor: Sendable {
     /// What the supervisor needs to know of a step.
     struct StepInfo: Sendable, Equatable {
@@ -29,9 +44,11 @@ struct StepSupervisor: Sendable {
         var idempotent: Bool
         /// The step can check on the device whether its write took effect (`confirm`).
         var confirms: Bool
+        /// What the step's final failure does to the device (`optional`, `continue_on_error`).
+        var onFailure: Step.OnFailure
 
         init(name: String, retry: RetryPolicy, retryFrom: Int? = nil, isConnect: Bool = false, irreversible: Bool = false,
-             idempotent: Bool = false, confirms: Bool = false) {
+             idempotent: Bool = false, confirms: Bool = false, onFailure: Step.OnFailure = .stop) {
             self.name = name
             self.retry = retry
             self.retryFrom = retryFrom
@@ -39,6 +56,7 @@ struct StepSupervisor: Sendable {
             self.irreversible = irreversible
             self.idempotent = idempotent
             self.confirms = confirms
+            self.onFailure = onFailure
         }
 
         init(_ step: Step, index: Int) {
@@ -47,7 +65,7 @@ struct StepSupervisor: Sendable {
             var confirms = false
             if case .await(let a) = step.kind { confirms = a.confirm != nil }
             self.init(name: step.name, retry: step.effectiveRetry, retryFrom: step.retryFromIndex, isConnect: isConnect,
-                      irreversible: step.irreversible, idempotent: step.idempotent, confirms: confirms)
+                      irreversible: step.irreversible, idempotent: step.idempotent, confirms: confirms, onFailure: step.onFailure)
         }
 
     }
@@ -61,6 +79,8 @@ struct StepSupervisor: Sendable {
         /// The current step failed. `sent`: an irreversible write of this attempt may have reached the
         /// device (it went out and no answer said it was not executed).
         case failed(DeviceFailure, sent: Bool, at: Duration)
+        /// The current step was not run: its `when:` is false or unknown (`reason` says which).
+        case skippedByCondition(reason: String, at: Duration)
         /// The backoff before a retry is over; `sessionLost`: the session's reconnect gave up.
         case backoffEnded(sessionLost: Bool, at: Duration)
         /// The backoff was cut (the run is stopping).
@@ -90,6 +110,8 @@ struct StepSupervisor: Sendable {
         var spent: Duration = .zero
         var outcome: StepOutcome = .skipped
         var failure: DeviceFailure?
+        /// Why the step was skipped by its condition.
+        var skipReason: String?
         /// Its irreversible write may have reached the device (and was not confirmed since).
         var inDoubt = false
     }
@@ -101,6 +123,8 @@ struct StepSupervisor: Sendable {
     /// The step a pending retry belongs to.
     private var retrying: Int?
     private(set) var failure: DeviceFailure?
+    /// The step whose failure is the device's (nil when it succeeded).
+    private(set) var failedStep: Int?
     private(set) var done = false
     private var random: SplitMix64
 
@@ -122,7 +146,19 @@ struct StepSupervisor: Sendable {
             progress[i].outcome = .succeeded
             progress[i].inDoubt = false
             progress[i].failure = nil
+            progress[i].skipReason = nil
             let finished = Action.stepFinished(step: i, outcome: .succeeded, attempt: progress[i].attempts, duration: progress[i].spent, failure: nil)
+            return [finished] + start(i + 1, at: at)
+        case .skippedByCondition(let reason, let at):
+            guard current < steps.count else { return [] }
+            let i = current
+            progress[i].spent += at - attemptStart
+            progress[i].attempts -= 1
+            progress[i].outcome = .skippedByCondition
+            progress[i].skipReason = reason
+            progress[i].failure = nil
+            let finished = Action.stepFinished(step: i, outcome: .skippedByCondition, attempt: progress[i].attempts,
+                                               duration: progress[i].spent, failure: nil)
             return [finished] + start(i + 1, at: at)
         case .failed(let f, let sent, let at):
             guard current < steps.count else { return [] }
@@ -143,7 +179,12 @@ struct StepSupervisor: Sendable {
         guard i < steps.count else {
             done = true
             current = steps.count
-            return [.finish(nil)]
+            // The device reached the end: it fails for its first failed `continue_on_error` step.
+            let continued = continuedFailures(before: steps.count)
+            guard let first = continued.first, let f = progress[first].failure else { return [.finish(nil)] }
+            failedStep = first
+            failure = DeviceFailure(f.kind, f.message, causes: f.causes + continued.dropFirst().map(alsoFailed))
+            return [.finish(failure)]
         }
         current = i
         attemptStart = at
@@ -167,7 +208,7 @@ struct StepSupervisor: Sendable {
                                          "the irreversible step `\(step.name)` was sent and its outcome is unknown (\(f.message)); it is not sent again because it is not `idempotent`: check the device",
                                          causes: f.causes))
         }
-        guard retryable else { return fail(i, f) }
+        guard retryable else { return giveUp(i, f, at: at) }
         progress[i].failure = f
         retrying = i
         let delay = step.retry.delay(beforeAttempt: attempts + 1, random: &random)
@@ -179,8 +220,9 @@ struct StepSupervisor: Sendable {
         if let from = steps[i].retryFrom {
             if let blocker = (from...i).first(where: { wentOut($0) }) {
                 let f = progress[i].failure ?? DeviceFailure(.protocolError, "step failed")
-                return fail(i, DeviceFailure(f.kind, f.message,
-                                             causes: f.causes + ["not restarted at `\(steps[from].name)`: that would repeat the irreversible step `\(steps[blocker].name)`"]))
+                return giveUp(i, DeviceFailure(f.kind, f.message,
+                                               causes: f.causes + ["not restarted at `\(steps[from].name)`: that would repeat the irreversible step `\(steps[blocker].name)`"]),
+                              at: at)
             }
             target = from
         }
@@ -199,13 +241,34 @@ struct StepSupervisor: Sendable {
         steps[i].irreversible && (progress[i].outcome == .succeeded || progress[i].inDoubt)
     }
 
+    /// The step has given up: its `OnFailure` decides whether the device stops or goes on.
+    private mutating func giveUp(_ i: Int, _ f: DeviceFailure, at: Duration) -> [Action] {
+        guard steps[i].onFailure != .stop else { return fail(i, f) }
+        progress[i].outcome = .failed
+        progress[i].failure = f
+        progress[i].inDoubt = false
+        let finished = Action.stepFinished(step: i, outcome: .failed, attempt: progress[i].attempts, duration: progress[i].spent, failure: f)
+        return [finished] + start(i + 1, at: at)
+    }
+
+    /// The device stops at step `i` with `f` (earlier `continue_on_error` failures become its causes).
     private mutating func fail(_ i: Int, _ f: DeviceFailure) -> [Action] {
         progress[i].outcome = .failed
         progress[i].failure = f
-        failure = f
+        failure = DeviceFailure(f.kind, f.message, causes: f.causes + continuedFailures(before: i).map(alsoFailed))
+        failedStep = i
         done = true
         return [.stepFinished(step: i, outcome: .failed, attempt: progress[i].attempts, duration: progress[i].spent, failure: f),
-                .finish(f)]
+                .finish(failure)]
+    }
+
+    /// The `continue_on_error` steps before `end` that failed, in order.
+    private func continuedFailures(before end: Int) -> [Int] {
+        (0..<end).filter { steps[$0].onFailure == .continueOnError && progress[$0].outcome == .failed }
+    }
+
+    private func alsoFailed(_ i: Int) -> String {
+        "step `\(steps[i].name)` also failed (continue_on_error): \(progress[i].failure?.description ?? "failed")"
     }
 
     /// How the device ended, from its failure (nil: succeeded).
@@ -213,9 +276,6 @@ struct StepSupervisor: Sendable {
         guard let failure else { return done ? .succeeded : .interrupted }
         return failure.kind == .interrupted ? .interrupted : .failed
     }
-
-    /// The index of the failed step, if any.
-    var failedStep: Int? { progress.firstIndex { $0.outcome == .failed } }
 }
 
 /// A small, fast PRNG (SplitMix64) for jitter, seeded per device so runs are reproducible.

@@ -85,7 +85,7 @@ public struct AdapterSpecError: Error, Sendable, Equatable, CustomStringConverti
 /// | option | values | default |
 /// |---|---|---|
 /// | `slots` | links held at once, 1–64 | 8 (or `--slots`) |
-/// | `scan-interval`, `scan-window` | 2.5ms–10.24s, window ≤ interval | 60ms, 30ms |
+/// | `scan-interval`, `scan-window` | 2.5ms–10.24s, window ≤ interval | 60ms, 60ms |
 /// | `scan` | `active`, `passive` | `active` |
 /// | `conn-interval` | `MIN-MAX` or one value, 7.5ms–4s | `15ms-30ms` |
 /// | `supervision-timeout` | 100ms–32s | `5s` |

@@ -47,7 +47,8 @@ public struct ConnectionInitiator: Sendable {
         /// The controller is known to honour the list (no turn-taking among the list's members).
         public var acceptListTrusted: Bool
         /// How long one initiation may stay pending before the line moves on when not everyone
-        /// pending is in it (and how long a scan gets when scanning must pause for initiating).
+        /// pending is in it; on a radio that cannot scan while initiating, how long initiating keeps
+        /// the radio while scans wait (scanning then gets a quarter of it).
         public var rotation: Duration
         /// How long to wait for the Connection Complete that follows a successful cancel.
         public var cancelTimeout: Duration
@@ -96,6 +97,8 @@ public struct ConnectionInitiator: Sendable {
         case cancelGuard(UInt64)
         /// Scanning has had its slice of a radio that cannot scan while initiating.
         case scanSlice(UInt64)
+        /// Initiating has had its turn of a radio that cannot scan while initiating.
+        case turn(UInt64)
     }
 
     /// Why a request failed.
@@ -124,7 +127,8 @@ public struct ConnectionInitiator: Sendable {
         /// Links up now.
         case links(Int)
         case deadline(Timer)
-        /// Scan consumers are waiting while initiating keeps scanning off.
+        /// Scan consumers want advertisements (true) or no longer do, on a radio that cannot scan while
+        /// it initiates: initiating and scanning then take turns.
         case scanWaiting(Bool)
     }
 
@@ -188,13 +192,19 @@ public struct ConnectionInitiator: Sendable {
     private var phase: Phase = .idle
     private var holdsRadio = false
     private var rotateNext = false
-    private var yieldAfterConnection = false
+    /// Scan consumers want the radio, which cannot scan while initiating.
     private var scanWaiting = false
+    /// Scanning has the radio for its slice; initiating waits.
     private var yielding = false
+    /// Initiating's turn is over: give the radio to scanning at the next chance.
+    private var yieldNext = false
+    /// Scanning had its slice since initiating last held the radio.
+    private var sliceDone = false
     private var generation: UInt64 = 0
     private var rotationArmed: Timer?
     private var guardArmed: Timer?
     private var sliceArmed: Timer?
+    private var turnArmed: Timer?
 
     public init(_ configuration: Configuration) {
         self.configuration = configuration
@@ -207,8 +217,11 @@ public struct ConnectionInitiator: Sendable {
     /// Requests waiting for a link.
     public var pendingCount: Int { pending.count }
 
-    /// How long scanning gets the radio when it must pause for initiating (a quarter of a turn, at
-    /// least 50 ms): after each connection made, and after each turn that made none.
+    /// How long scanning gets the radio when the controller cannot scan while initiating and both
+    /// want it (a quarter of a turn, at least 50 ms): before initiating takes the radio from a scan
+    /// with consumers waiting, and after each of initiating's turns (`rotation`) while they wait.
+    /// Connections made during a turn do not end it: a device heard in a slice advertises next about
+    /// one advertising interval later, so it is connected in the turn that follows.
     public var scanSlice: Duration { max(.milliseconds(50), configuration.rotation / 4) }
     /// Whether an LE Create Connection is (or may be) pending on the controller.
     public var isInitiating: Bool {
@@ -241,8 +254,9 @@ public struct ConnectionInitiator: Sendable {
         case .radioGranted:
             guard phase == .awaitingRadio else { return [] }
             holdsRadio = true
+            sliceDone = false
             phase = .idle
-            return reconcile()
+            return (scanWaiting ? armTurn() : []) + reconcile()
         case .commandFinished(let command, let result):
             return finished(command, result)
         case .connectionComplete(let e):
@@ -253,11 +267,20 @@ public struct ConnectionInitiator: Sendable {
         case .deadline(let timer):
             return deadline(timer)
         case .scanWaiting(let waiting):
+            guard waiting != scanWaiting else { return [] }
             scanWaiting = waiting
-            if waiting, case .initiating = phase, rotationArmed == nil {
-                return armRotation()
+            if waiting {
+                return holdsRadio ? armTurn() : []
             }
-            return []
+            // Nobody waits for advertisements any more: initiating keeps (or takes) the radio.
+            var actions = disarm(&turnArmed)
+            yieldNext = false
+            sliceDone = false
+            if yielding {
+                yielding = false
+                actions += disarm(&sliceArmed) + reconcile()
+            }
+            return actions
         }
     }
 
@@ -281,7 +304,7 @@ public struct ConnectionInitiator: Sendable {
         case .awaitingRadio, .updatingList, .creating, .cancelling:
             return []
         case .initiating(let current):
-            if rotateNext || plan().map({ $0.policy != current.policy || Set($0.members) != Set(current.members) }) ?? true {
+            if rotateNext || yieldNext || plan().map({ $0.policy != current.policy || Set($0.members) != Set(current.members) }) ?? true {
                 return cancel(current)
             }
             // Still right; someone who arrived since may need the turn to come round.
@@ -289,35 +312,26 @@ public struct ConnectionInitiator: Sendable {
         case .idle:
             break
         }
-        let turnEnded = rotateNext
         if rotateNext {
             rotateNext = false
             rotate()
         }
-        if (turnEnded || yieldAfterConnection) && scanWaiting && !yielding && !pending.isEmpty {
-            // A radio that cannot scan while initiating, with devices waiting to be heard: scanning
-            // gets a slice after each connection made and after each turn that made none.
-            yieldAfterConnection = false
-            yielding = true
-            generation += 1
-            let slice = Timer.scanSlice(generation)
-            sliceArmed = slice
-            var actions: [Action] = [.arm(slice, scanSlice)]
-            if holdsRadio {
-                holdsRadio = false
-                actions.append(.releaseRadio)
+        if yieldNext {
+            // Initiating's turn is over while scans wait (a radio that cannot do both): their slice.
+            yieldNext = false
+            if scanWaiting && holdsRadio && !pending.isEmpty && !yielding {
+                return startSlice() + releaseRadio()
             }
-            return actions
         }
-        yieldAfterConnection = false
         guard let next = plan(), links < configuration.slots, !yielding else {
-            if holdsRadio {
-                holdsRadio = false
-                return [.releaseRadio]
-            }
-            return []
+            return releaseRadio()
         }
         guard holdsRadio else {
+            if scanWaiting && !sliceDone {
+                // The scan has the radio and consumers wait: it keeps it for a slice, so that the
+                // devices heard meanwhile are connected together in the turn that follows.
+                return startSlice()
+            }
             phase = .awaitingRadio
             return [.requestRadio]
         }
@@ -357,6 +371,35 @@ public struct ConnectionInitiator: Sendable {
         }
     }
 
+    private mutating func startSlice() -> [Action] {
+        yielding = true
+        generation += 1
+        let slice = Timer.scanSlice(generation)
+        sliceArmed = slice
+        return [.arm(slice, scanSlice)]
+    }
+
+    private mutating func armTurn() -> [Action] {
+        guard turnArmed == nil else { return [] }
+        generation += 1
+        let turn = Timer.turn(generation)
+        turnArmed = turn
+        return [.arm(turn, configuration.rotation)]
+    }
+
+    /// Gives the radio back to scanning (if held) and ends the turn.
+    private mutating func releaseRadio() -> [Action] {
+        guard holdsRadio else { return [] }
+        holdsRadio = false
+        return disarm(&turnArmed) + [.releaseRadio]
+    }
+
+    private func disarm(_ timer: inout Timer?) -> [Action] {
+        guard let t = timer else { return [] }
+        timer = nil
+        return [.disarm(t)]
+    }
+
     private mutating func cancel(_ current: Initiation) -> [Action] {
         phase = .cancelling(current, acknowledged: false, completed: false)
         counters.cancels += 1
@@ -368,7 +411,7 @@ public struct ConnectionInitiator: Sendable {
         let outside = pending.count > current.members.count
         let unproven = current.policy == 1 && !acceptListVerified
         let guessed = pending.contains { $0.inferredType && current.members.contains($0.peer) }
-        guard outside || unproven || guessed || scanWaiting else { return [] }
+        guard outside || unproven || guessed else { return [] }
         generation += 1
         let timer = Timer.rotation(generation)
         rotationArmed = timer
@@ -467,7 +510,6 @@ public struct ConnectionInitiator: Sendable {
         switch phase {
         case .creating(let current), .initiating(let current):
             phase = .idle
-            yieldAfterConnection = true
             return disarmRotation() + outcome(e, current) + reconcile()
         case .cancelling(let current, let acknowledged, _):
             var actions = outcome(e, current)
@@ -559,6 +601,13 @@ public struct ConnectionInitiator: Sendable {
             guard timer == sliceArmed else { return [] }
             sliceArmed = nil
             yielding = false
+            sliceDone = true
+            return reconcile()
+        case .turn:
+            guard timer == turnArmed else { return [] }
+            turnArmed = nil
+            guard scanWaiting, holdsRadio else { return [] }
+            yieldNext = true
             return reconcile()
         }
     }

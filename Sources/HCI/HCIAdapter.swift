@@ -35,7 +35,7 @@ public actor HCIAdapter: Central {
         /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
         /// scan interval and window).
         public var scanInterval: Duration = .milliseconds(60)
-        public var scanWindow: Duration = .milliseconds(30)
+        public var scanWindow: Duration = .milliseconds(60)
         /// Active scanning (scan requests, so scan responses with names arrive).
         public var activeScan = true
         /// Connection interval the host asks for.
@@ -54,6 +54,8 @@ public actor HCIAdapter: Central {
         public var rotation: Duration = .seconds(2)
         /// Receives SMP PDUs; nil answers every pairing request "pairing not supported".
         public var security: (any SMPHandler)?
+        /// Sees every H4 packet both ways (`--trace`: a btsnoop log); nil traces nothing.
+        public var packetTap: HCIPacketTap?
         /// Where log lines go (dropped packets, late events, fallbacks). Default: stderr when
         /// `PROVISION_HCI_LOG` is set, nowhere otherwise.
         public var log: @Sendable (String) -> Void
@@ -123,7 +125,8 @@ public actor HCIAdapter: Central {
 
     public static let defaultLog: @Sendable (String) -> Void = { line in
         if ProcessInfo.processInfo.environment["PROVISION_HCI_LOG"] != nil {
-            FileHandle.standardError.write(Data("hci: \(line)\n".utf8))
+            // The throwing write: a closed stderr drops the line (the legacy write traps on EPIPE).
+            try? FileHandle.standardError.write(contentsOf: Data("hci: \(line)\n".utf8))
         }
     }
 
@@ -323,6 +326,7 @@ public actor HCIAdapter: Central {
     /// Feeds one event to the host and carries out what it decides.
     private func feed(_ event: HCIHost.Event) {
         guard failure == nil else { return }
+        if case .received(let bytes) = event { options.packetTap?.received(bytes) }
         perform(host.handle(event))
     }
 
@@ -332,6 +336,7 @@ public actor HCIAdapter: Central {
             switch action {
             case .write(let bytes):
                 // Written at once and in order: the transport queues what the descriptor cannot take.
+                options.packetTap?.sent(bytes)
                 do {
                     try transport.write(bytes)
                 } catch {

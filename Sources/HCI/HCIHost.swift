@@ -260,7 +260,7 @@ public struct HCIHost: Sendable {
         case .deadline(let deadline):
             expired(deadline, &out)
         }
-        let waiting = scanner.isWaitingForRadio
+        let waiting = scanner.sharesRadioWithInitiating
         if waiting != scanWaiting {
             scanWaiting = waiting
             runInitiator(.scanWaiting(waiting), &out)

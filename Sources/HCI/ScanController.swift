@@ -14,7 +14,9 @@ public struct ScanController: Sendable {
         public var active: Bool = true
         /// 0.625 ms units.
         public var interval: UInt16 = 0x0060
-        public var window: UInt16 = 0x0030
+        /// The whole interval by default: a controller fits its connection events in by itself, and a
+        /// scan that listens half the time hears a device advertising once a second half as often.
+        public var window: UInt16 = 0x0060
         public var ownAddressType: UInt8 = 1
 
         public init() {}
@@ -73,6 +75,9 @@ public struct ScanController: Sendable {
 
     /// Consumers wait for advertisements while initiating keeps scanning off.
     public var isWaitingForRadio: Bool { wanted && initiating && !scansWhileInitiating }
+    /// Consumers want advertisements on a radio that cannot scan while it initiates: scanning and
+    /// initiating must take turns (`ConnectionInitiator` decides them).
+    public var sharesRadioWithInitiating: Bool { wanted && !scansWhileInitiating }
 
     public mutating func handle(_ event: Event) -> [Action] {
         var actions: [Action] = []

@@ -19,15 +19,17 @@ public struct LineRuns: Sendable {
     @discardableResult
     public func join(_ run: LineRun, createdBy station: String) async throws -> Bool {
         let options = String(decoding: try JSONSerialization.data(withJSONObject: run.options, options: [.sortedKeys]), as: UTF8.self)
+        let captureTypes = try run.captureTypes.map { String(decoding: try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self) }
         let results = try await connection.pipeline([
             PostgresStatement("""
                 INSERT INTO provision.runs (run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256,
-                                            options, tool_version, created_by)
-                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
+                                            options, tool_version, created_by, capture_types)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb)
                 ON CONFLICT (run_id) DO NOTHING
                 RETURNING run_id
                 """, [.text(run.id), .text(run.workflow.name), .text(run.workflow.path), .text(run.workflow.sha256),
-                      .text(run.inventory.path), .text(run.inventory.sha256), .json(options), .text(run.toolVersion), .text(station)]),
+                      .text(run.inventory.path), .text(run.inventory.sha256), .json(options), .text(run.toolVersion), .text(station),
+                      captureTypes.map { .json($0) } ?? .null]),
             PostgresStatement("SELECT workflow_sha256, inventory_sha256 FROM provision.runs WHERE run_id = $1", [.text(run.id)]),
         ], timeout: timeout, label: "join run \(run.id)")
         let created = results[0].count == 1
@@ -115,13 +117,13 @@ public struct LineRuns: Sendable {
         if let id {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message
+                       created_by, started_at, ended_at, stop_reason, stop_message, capture_types
                 FROM provision.runs WHERE run_id = $1
                 """, [.text(id)], timeout: timeout, label: "read run \(id)")
         } else {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message
+                       created_by, started_at, ended_at, stop_reason, stop_message, capture_types
                 FROM provision.runs ORDER BY started_at DESC, run_id LIMIT 1
                 """, timeout: timeout, label: "read the latest run")
         }
@@ -130,7 +132,8 @@ public struct LineRuns: Sendable {
                           workflow: LineFile(name: try row.decodeIfPresent("workflow_name"), path: try row.decode("workflow_path"),
                                              sha256: try row.decode("workflow_sha256")),
                           inventory: LineFile(path: try row.decode("inventory_path"), sha256: try row.decode("inventory_sha256")),
-                          options: try row.decodeJSON("options", as: [String: String].self), toolVersion: try row.decode("tool_version"))
+                          options: try row.decodeJSON("options", as: [String: String].self), toolVersion: try row.decode("tool_version"),
+                          captureTypes: try row.isNull("capture_types") ? nil : row.decodeJSON("capture_types", as: [String: String].self))
         return RunRow(run: run, createdBy: try row.decode("created_by"), started: try row.decode("started_at"),
                       ended: try row.decodeIfPresent("ended_at"), stopReason: try row.decodeIfPresent("stop_reason"),
                       stopMessage: try row.decodeIfPresent("stop_message"))

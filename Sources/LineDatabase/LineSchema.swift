@@ -252,5 +252,11 @@ public enum LineSchema {
             PostgresStatement("COMMENT ON COLUMN provision.devices.position IS 'The device''s place in the inventory (claims without a preference follow it)'"),
             PostgresStatement("COMMENT ON COLUMN provision.stations.stop_reason IS 'Why the station stopped early (interrupted, failure_threshold, journal_failed), if it did'"),
         ]),
+        Migration(version: 3, name: "capture types of a run", statements: [
+            // The type of each value the workflow captures (report schema provision.report/2), so the
+            // merged report compares captured values as the workflow typed them.
+            PostgresStatement("ALTER TABLE provision.runs ADD COLUMN capture_types jsonb"),
+            PostgresStatement("COMMENT ON COLUMN provision.runs.capture_types IS 'The type of each captured value (name to uint, int, real, text, bytes, version, boolean), as the report''s run.capture_types'"),
+        ]),
     ]
 }

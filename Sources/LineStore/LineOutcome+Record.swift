@@ -11,7 +11,7 @@ extension LineOutcome {
         let kind = LineOutcome.Kind(rawValue: record.outcome.rawValue) ?? .failed
         self.init(device: record.id, attempt: attempt, outcome: kind, errorKind: record.error?.kind.rawValue,
                   errorStep: record.error?.step, errorMessage: record.error?.message,
-                  firmware: record.captured["firmware"] ?? record.captured["fw"], adapter: record.adapter, rssi: record.rssi,
+                  firmware: (record.captured["firmware"] ?? record.captured["fw"])?.text, adapter: record.adapter, rssi: record.rssi,
                   started: record.started.flatMap(Self.date), finished: Self.date(finished) ?? Date(),
                   durationMs: record.durationMs, record: record.jsonText())
     }

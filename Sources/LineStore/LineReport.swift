@@ -2,8 +2,9 @@ import Engine
 import Foundation
 import LineDatabase
 import PostgresClient
+import Workflow
 
-/// The merged report of a line's run: one report in the usual schema (`provision.report/1`) for every
+/// The merged report of a line's run: one report in the usual schema (`provision.report/2`) for every
 /// device of the run, whichever station worked it, read from the line database.
 ///
 /// Each device appears once, in inventory order, as the line holds it now:
@@ -63,7 +64,8 @@ public enum LineReport {
                            station: Array(Set(stations.map(\.name))).sorted().joined(separator: ", "),
                            toolVersion: row.run.toolVersion, options: row.run.options, started: WallClock.iso(row.started),
                            finished: finished.map(WallClock.iso), journal: "line \(connectionString) run \(row.run.id)",
-                           stopped: row.stopReason.map { StopInfo(reason: $0, message: row.stopMessage ?? $0, at: WallClock.iso(finished ?? row.started)) })
+                           stopped: row.stopReason.map { StopInfo(reason: $0, message: row.stopMessage ?? $0, at: WallClock.iso(finished ?? row.started)) },
+                           captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) })
         return RunReport(run: info, summary: Summary.compute(devices, wall: .milliseconds(Int64(wall * 1000))), devices: devices)
     }
 

@@ -159,6 +159,6 @@ public enum StoreBenchmark {
         }
         return DeviceRecord(id: id, address: "C0:FF:EE:00:00:01", name: "SNS-\(id)", outcome: .succeeded, attempts: attempt, adapter: "bench",
                             rssi: -60, started: WallClock.iso(Date()), durationMs: 150.5,
-                            captured: ["fw": "2.4.1", "serial": id, "state": "02"], steps: steps, attRoundTrips: 14)
+                            captured: ["fw": "2.4.1", "serial": .string(id), "state": "02"], steps: steps, attRoundTrips: 14)
     }
 }

@@ -27,18 +27,29 @@ enum AdapterFactory {
 
     /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
-    /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`.
+    /// interval, data length, PHY, accept list) are applied by `HCIAdapter.open(spec:)`. `verbose`: the HCI
+    /// host's log (what it learned of the controller, fallbacks, connections) goes to stderr, as with
+    /// `PROVISION_HCI_LOG`. `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
     /// `hears`: the simulator's devices in this station's range (`--sim-hears`; nil: all of the inventory).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
-                     statePath: String?, slots: Int? = nil, hears: [InventoryDevice]? = nil) async throws -> any Central {
+                     statePath: String?, slots: Int? = nil, verbose: Bool = false, packetTap: HCIPacketTap? = nil,
+                     hears: [InventoryDevice]? = nil) async throws -> any Central {
         if spec == "sim" {
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, hears: hears)
         }
+        var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
+        options.packetTap = packetTap
+        if verbose { options.log = Self.logToStandardError }
         do {
-            return try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: slots ?? 8))
+            return try await HCIAdapter.open(spec: spec, options: options)
         } catch let e as AdapterSpecError {
             throw InputError(message: "\(e)")
         }
+    }
+
+    /// `--verbose`: the HCI host's log lines on stderr, as `PROVISION_HCI_LOG` gives them.
+    static let logToStandardError: @Sendable (String) -> Void = { line in
+        try? FileHandle.standardError.write(contentsOf: Data("hci: \(line)\n".utf8))
     }
 
     /// The line `provision run` prints at start when, without `--slots`, the concurrency asked for

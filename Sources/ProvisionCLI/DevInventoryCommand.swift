@@ -1,10 +1,12 @@
+import BLESimulator
 import Foundation
 import Workflow
 
 /// `provision dev-inventory --devices N --out DIR`: writes a large synthetic inventory (for benchmarks).
 ///
-/// Hidden: a developer tool. Writes `DIR/inventory.yaml` with N sensor-v2 devices and four blob files
-/// under `DIR/blobs/`, deterministic for a given N.
+/// Hidden: a developer tool. Writes `DIR/inventory.yaml` with N sensor-v2 devices, four blob files
+/// under `DIR/blobs/` and the device model the inventory names under `DIR/models/` (everything the
+/// inventory refers to), deterministic for a given N.
 public struct DevInventoryCommand: Command {
     public init() {}
 
@@ -16,6 +18,7 @@ public struct DevInventoryCommand: Command {
         OptionSpec("devices", short: "n", kind: .value("N"), help: "number of devices (default 10000)"),
         OptionSpec("out", short: "o", kind: .value("DIR"), help: "directory to write into (created)"),
         OptionSpec("csv", kind: .flag, help: "write inventory.csv instead of inventory.yaml"),
+        OptionSpec("model", kind: .value("FILE"), help: "device model copied to DIR/models/ (default inventory/models/sensor-v2.yaml)"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
@@ -29,6 +32,25 @@ public struct DevInventoryCommand: Command {
             out.err("usage: \(usage)")
             return ExitCode.invalidInput
         }
+        // The model the YAML inventory names is written beside it (a CSV inventory names none).
+        let csv = arguments.flag("csv")
+        var model: (name: String, bytes: Data)?
+        if !csv {
+            let given = arguments.value("model") ?? "inventory/models/sensor-v2.yaml"
+            let path = ValueSpec.resolve(path: given, baseDirectory: context.currentDirectory)
+            guard let bytes = FileManager.default.contents(atPath: path) else {
+                out.err("error: cannot read the device model \(given)")
+                out.err("    hint: run from the repository, or give the model with --model FILE")
+                return ExitCode.invalidInput
+            }
+            do {
+                _ = try DeviceModel.parse([UInt8](bytes), file: given)
+            } catch {
+                out.err("error: \(error)")
+                return ExitCode.invalidInput
+            }
+            model = ((given as NSString).lastPathComponent, bytes)
+        }
         let fm = FileManager.default
         do {
             try fm.createDirectory(atPath: dir + "/blobs", withIntermediateDirectories: true)
@@ -41,10 +63,13 @@ public struct DevInventoryCommand: Command {
                 }
                 try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/blobs/blob-\(i).bin"))
             }
+            if let model {
+                try fm.createDirectory(atPath: dir + "/models", withIntermediateDirectories: true)
+                try model.bytes.write(to: URL(fileURLWithPath: "\(dir)/models/\(model.name)"))
+            }
             var text = ""
             text.reserveCapacity(count * 140)
-            let csv = arguments.flag("csv")
-            text += csv ? "id,address,name,config,blob\n" : "simulator: { model: models/sensor-v2.yaml }\ndevices:\n"
+            text += model.map { "simulator: { model: models/\($0.name) }\ndevices:\n" } ?? "id,address,name,config,blob\n"
             for n in 1...count {
                 let id = "SN-" + digits(n, 6)
                 let name = "SNS-" + digits(n, 6)

@@ -40,6 +40,8 @@ struct OutputPaths {
         var kind: Kind
         /// A default path whose directory (`reports/`) is created when missing.
         var isDefault = false
+        /// How messages name an output that no option names (`the retry file reports/x.retry`).
+        var shownAs: String?
     }
 
     var outputs: [Output]
@@ -61,7 +63,7 @@ struct OutputPaths {
         let inputIDs = inputs.map { (input: $0, id: FileIdentity(absolute($0.path))) }
         var seen: [(Output, FileIdentity)] = []
         for o in outputs {
-            let shown = "`--\(o.option) \(o.path)`"
+            let shown = o.shownAs ?? "`--\(o.option) \(o.path)`"
             if o.path == "-" {
                 out.append("\(shown): only `--events` can write to standard output (`-`)")
                 continue
@@ -73,7 +75,7 @@ struct OutputPaths {
                 continue
             }
             if let (other, _) = seen.first(where: { $0.1.sameFile(as: id) }) {
-                out.append("\(shown) and `--\(other.option) \(other.path)` are the same file: every output needs its own path")
+                out.append("\(shown) and \(other.shownAs ?? "`--\(other.option) \(other.path)`") are the same file: every output needs its own path")
                 continue
             }
             seen.append((o, id))
@@ -116,7 +118,7 @@ struct OutputPaths {
         }
     }
 
-    /// On `--resume`, the report and the JUnit file of the run being resumed are its view of the journal;
+    /// On `--resume`, the report and the JUnit, HTML and retry files of the run being resumed are its view of the journal;
     /// the continuation's replace them, carrying every earlier outcome over. A report of another run is
     /// not: it needs `--force`.
     private func isResumedRunsOwn(_ o: Output, full: String) -> Bool {
@@ -124,7 +126,7 @@ struct OutputPaths {
         case "report":
             guard let id = resumedRunID, let report = try? RunReport.read(from: full) else { return false }
             return report.run.id == id
-        case "junit":
+        case "junit", "html", "retry":
             return resumedRunID != nil
         default:
             return false

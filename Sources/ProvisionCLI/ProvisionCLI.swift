@@ -12,6 +12,10 @@ public enum ProvisionCLI {
         ScanCommand(),
         ReportCommand(),
         LineCommand(),
+        GATTCommand(),
+        ReadCommand(),
+        WriteCommand(),
+        SubscribeCommand(),
         BenchCommand(),
         DevInventoryCommand(),
     ]

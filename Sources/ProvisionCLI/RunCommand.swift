@@ -6,6 +6,8 @@ import Foundation
 import LineDatabase
 import LineStore
 import PostgresClient
+import HCI
+import Trace
 import Workflow
 #if canImport(Glibc)
 import Glibc
@@ -48,8 +50,11 @@ public struct RunCommand: Command {
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
         OptionSpec("quiet", short: "q", kind: .flag, help: "no progress output"),
+        OptionSpec("verbose", short: "v", kind: .flag, help: "HCI adapters: also print what the host learns of each controller and decides (fallbacks, connections)"),
         OptionSpec("events", kind: .value("PATH"), role: .output, help: "write every event as JSON lines (- for standard output)"),
-        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (one test case per device)"),
+        OptionSpec("junit", kind: .value("PATH"), role: .output, help: "also write a JUnit XML report (a test case per device and step)"),
+        OptionSpec("html", kind: .value("PATH"), role: .output, help: "also write a self-contained HTML report (opens offline)"),
+        OptionSpec("trace", kind: .value("PATH"), role: .output, help: "protocol trace per adapter: btsnoop for HCI (Wireshark), ATT PDUs for sim"),
         OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
         OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
@@ -136,8 +141,9 @@ public struct RunCommand: Command {
         }
 
         // Validate everything before anything touches a radio.
-        let result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
+        var result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
                                         currentDirectory: context.currentDirectory)
+        result.diagnostics += ModelCheck.diagnostics(result)
         for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
         guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {
             out.err("\(result.errors.count) error(s); nothing was sent to any device")
@@ -168,9 +174,18 @@ public struct RunCommand: Command {
                                      isDefault: resumePath == nil && arguments.value("journal") == nil),
             OutputPaths.Output(option: "report", path: reportPath, kind: .document, isDefault: arguments.value("report") == nil),
         ], inputs: result.inputFiles, currentDirectory: context.currentDirectory)
-        for option in options where option.role == .output && !["report", "journal", "resume", "spool"].contains(option.name) {
+        for option in options where option.role == .output && !["report", "journal", "resume", "trace", "spool"].contains(option.name) {
             guard let path = arguments.value(option.name), !(option.name == "events" && path == "-") else { continue }
             plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
+        }
+        // The retry file beside the report (RetryFile), written when devices did not succeed.
+        let retryPath = RetryFile.path(forReport: reportPath)
+        plan.outputs.append(OutputPaths.Output(option: "retry", path: retryPath, kind: .document, isDefault: arguments.value("report") == nil,
+                                               shownAs: "the retry file \(retryPath) (beside the report)"))
+        // One trace file per adapter (TraceOutputs names them).
+        let tracePaths = arguments.value("trace").map { TraceOutputs.paths(for: $0, adapters: specs) } ?? []
+        for path in tracePaths {
+            plan.outputs.append(OutputPaths.Output(option: "trace", path: path, kind: Self.outputKind("trace")))
         }
         plan.force = arguments.flag("force")
         plan.resume = resumePath != nil
@@ -224,7 +239,7 @@ public struct RunCommand: Command {
             let store = LineRunStore(lineSettings.storeSettings(
                 run: LineRun(id: runID, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
                              inventory: LineFile(path: inventory.path, sha256: inventory.sha256),
-                             options: [:], toolVersion: ProvisionCLI.version),
+                             options: [:], toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
                 adapters: specs, devices: inventory.devices.map(\.id), spoolPath: plan.absolute(spoolPath)))
             do {
                 _ = try await store.open(.start)
@@ -237,13 +252,27 @@ public struct RunCommand: Command {
         }
         func leaveLine() async { await lineStore?.close() }
 
-        // Adapters.
+        // Adapters, each with its trace when asked.
+        let traces = TraceOutputs(warn: { out.err(escaping: $0) })
         var centrals: [any Central] = []
-        for spec in specs {
+        for (i, spec) in specs.enumerated() {
             do {
-                centrals.append(try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed,
-                                                              latencyScale: latency, statePath: file(arguments.value("sim-state")), slots: slots,
-                                                              hears: hears))
+                let tracePath = tracePaths.isEmpty ? nil : plan.absolute(tracePaths[i])
+                let tap = try tracePath.map { p throws(TraceError) in spec == "sim" ? nil : try traces.btsnoopTap(path: p) } ?? nil
+                var central = try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed, latencyScale: latency,
+                                                            statePath: file(arguments.value("sim-state")), slots: slots,
+                                                            verbose: arguments.flag("verbose"), packetTap: tap, hears: hears)
+                if let tracePath, let sim = central as? SimulatedCentral {
+                    let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } },
+                                           uniquingKeysWith: { a, _ in a })
+                    central = try traces.attTraced(sim, path: tracePath, names: names)
+                }
+                centrals.append(central)
+            } catch let e as TraceError {
+                out.err(escaping: "error: \(e)")
+                for c in centrals { await c.close() }
+                traces.close()
+                return ExitCode.environment
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }
@@ -256,6 +285,7 @@ public struct RunCommand: Command {
                 return ExitCode.environment
             }
         }
+        if !tracePaths.isEmpty { out.err(escaping: TraceOutputs.secretsNote(tracePaths)) }
         // Without --slots, say when the radios hold fewer links than the concurrency asked for.
         if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: slots, adapters: centrals) { out.err(note) }
 
@@ -312,12 +342,13 @@ public struct RunCommand: Command {
             signals.cancel()
             for c in centrals { await c.close() }
             await leaveLine()
+            traces.close()
             out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
         if let dumpPath = file(arguments.value("sim-dump")) {
-            for case let sim as SimulatedCentral in centrals {
+            for case let sim as SimulatedCentral in centrals.map({ ($0 as? ATTTracingCentral)?.base ?? $0 }) {
                 do {
                     try Self.writePrivately(Data(await sim.dump().json().utf8), to: dumpPath)
                 } catch {
@@ -335,11 +366,31 @@ public struct RunCommand: Command {
             }
         }
         for c in centrals { await c.close() }
+        traces.close()
 
         Self.printSummary(report, output: out)
         out.out("report: \(reportPath)")
         if let lineStore {
             out.out(escaping: lineStore.location)
+        } else {
+            out.out("journal: \(journalPath)")
+        }
+        do {
+            try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
+            if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
+        } catch {
+            out.err(escaping: "error: cannot write the retry file \(retryPath): \(error.localizedDescription)")
+        }
+        if let htmlPath = arguments.value("html") {
+            do {
+                let page = HTMLReport(report: report, source: reportPath)
+                try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
+                out.out("html: \(htmlPath)")
+            } catch {
+                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+            }
+        }
+        if let lineStore {
             let left = lineStore.unwrittenOutcomes
             let refused = lineStore.outcomesRefused
             if refused > 0 {
@@ -349,8 +400,6 @@ public struct RunCommand: Command {
                 out.err(escaping: "error: \(left) outcome(s) could not reach the line and wait in \(spoolPath); write them with `provision line flush \(spoolPath) --line URL` once it is reachable")
                 return ExitCode.environment
             }
-        } else {
-            out.out("journal: \(journalPath)")
         }
         if controller.stopRequests > 0 { return ExitCode.interrupted }
         let failed = report.devices.contains { $0.outcome != .succeeded }
@@ -427,7 +476,7 @@ public struct RunCommand: Command {
         switch option {
         case "journal", "resume": return .journal
         case "spool": return .spool
-        case "events": return .stream
+        case "events", "trace": return .stream
         case "sim-state": return .state
         default: return .document
         }

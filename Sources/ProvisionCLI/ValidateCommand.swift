@@ -10,7 +10,9 @@ public struct ValidateCommand: Command {
     public let summary = "check a workflow (and an inventory) without touching any device"
     public let discussion = """
         Every problem is reported, not only the first, as `path:line:column: error: message` with a hint.
-        With --inventory, every `${variable}` the workflow uses must resolve for every selected device.
+        With --inventory, every `${variable}` the workflow uses must resolve for every selected device, every
+        declared variable (`vars:`) must have a valid value, and when the inventory names a simulator model,
+        the model must read and hold every service and characteristic the workflow uses.
         Exit status: 0 valid, 2 invalid input or usage.
         """
     public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
@@ -29,9 +31,10 @@ public struct ValidateCommand: Command {
             return ExitCode.invalidInput
         }
         guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
-        let result = Validator.validate(
+        var result = Validator.validate(
             workflowPath: workflowPath, inventoryPath: arguments.value("inventory"), limit: arguments.value("limit"),
             currentDirectory: context.currentDirectory)
+        result.diagnostics += ModelCheck.diagnostics(result)
         let summary = Self.summary(result)
         if format == "json" {
             var extra: [String: String] = ["workflow": workflowPath]

@@ -34,19 +34,22 @@ public final class TraceFile: Sendable {
     public let bufferLimit: Int
     private let state: Mutex<State>
 
-    /// Creates (or truncates) the file at `path`.
+    /// Creates (or truncates) the file at `path`, readable and writable by its owner only (mode 0600):
+    /// a trace holds raw bytes, secrets sent to devices included.
     public init(path: String, bufferLimit: Int = 64 * 1024) throws(TraceError) {
         self.path = path
         self.bufferLimit = max(1, bufferLimit)
-        guard FileManager.default.createFile(atPath: path, contents: Data()) else {
-            throw TraceError(path: path, operation: "create", reason: Self.reason(for: path))
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw TraceError(path: path, operation: "create", reason: Self.reason(for: path, errno: errno))
         }
-        let handle: FileHandle
-        do {
-            handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        } catch {
-            throw TraceError(path: path, operation: "open", reason: "\(error.localizedDescription)")
+        // A file that existed keeps its mode through O_CREAT; make it private too.
+        guard fchmod(fd, 0o600) == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw TraceError(path: path, operation: "create", reason: String(cString: strerror(e)))
         }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         var s = State(handle: handle)
         s.buffer.reserveCapacity(self.bufferLimit)
         state = Mutex(s)
@@ -104,14 +107,14 @@ public final class TraceFile: Sendable {
         }
     }
 
-    private static func reason(for path: String) -> String {
+    private static func reason(for path: String, errno code: Int32) -> String {
         let dir = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
         if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) {
             return "the directory \(dir) does not exist"
         }
         if !dir.isEmpty, !isDirectory.boolValue { return "\(dir) is not a directory" }
-        return "permission denied or not a regular file"
+        return String(cString: strerror(code))
     }
 
     deinit {

@@ -31,6 +31,14 @@ public struct Inventory: Sendable, Equatable {
         self.simulatorModel = simulatorModel
     }
 
+    /// The inventory with the workflow's secret `vars:` added to its secrets, so that they are hidden
+    /// everywhere an inventory secret is.
+    public func withSecrets(of workflow: Workflow) -> Inventory {
+        var out = self
+        out.secrets.formUnion(workflow.secretVariables)
+        return out
+    }
+
     /// Whether the variable `name` is secret.
     public func isSecret(_ name: String) -> Bool { secrets.contains(name) }
 

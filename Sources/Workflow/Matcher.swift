@@ -1,20 +1,16 @@
 import BLE
 import Synchronization
 
-/// A concrete test on a value: what `verify` and `await` check, after templates are rendered.
+/// A concrete test on the bytes of a notification, an indication or a `confirm` read: what `await`
+/// checks, after templates are rendered. (`verify` checks typed values with `MeasurementLimits`.)
 ///
-/// For bytes (notifications): `equals` compares bytes; a regex matches the lower-case hex string
-/// (`hexPattern`) or the UTF-8 text (`textPattern`). For text (`verify`): `equals`, a regex, a numeric
-/// `in` range (inclusive), or `one_of`.
+/// `equals` compares bytes; a regex matches the lower-case hex string (`hexPattern`) or the UTF-8
+/// text (`textPattern`).
 public enum Matcher: Sendable, Equatable, CustomStringConvertible {
     case equalsBytes([UInt8])
     case hexPattern(String)
     case textPattern(String)
-    case equalsText(String)
-    case range(Double, Double)
-    case oneOf([String])
 
-    /// For notifications and indications.
     public func matches(_ bytes: [UInt8]) -> Bool {
         switch self {
         case .equalsBytes(let expected): return bytes == expected
@@ -22,22 +18,6 @@ public enum Matcher: Sendable, Equatable, CustomStringConvertible {
         case .textPattern(let pattern):
             guard let text = String(validating: bytes, as: UTF8.self) else { return false }
             return Self.search(pattern, in: text)
-        case .equalsText(let text): return String(validating: bytes, as: UTF8.self) == text
-        case .range, .oneOf:
-            return matches(bytes.hexString)
-        }
-    }
-
-    /// For captured values (`verify`).
-    public func matches(_ value: String) -> Bool {
-        switch self {
-        case .equalsText(let text): return value == text
-        case .equalsBytes(let expected): return [UInt8](hex: value) == expected
-        case .hexPattern(let pattern), .textPattern(let pattern): return Self.search(pattern, in: value)
-        case .range(let low, let high):
-            guard let number = Double(value.trimmingSpaces) else { return false }
-            return number >= low && number <= high
-        case .oneOf(let options): return options.contains(value)
         }
     }
 
@@ -46,14 +26,7 @@ public enum Matcher: Sendable, Equatable, CustomStringConvertible {
         case .equalsBytes(let b): return "equals \(b.hexString)"
         case .hexPattern(let p): return "matches hex /\(p)/"
         case .textPattern(let p): return "matches /\(p)/"
-        case .equalsText(let t): return "equals \"\(t)\""
-        case .range(let a, let b): return "in [\(Self.number(a)), \(Self.number(b))]"
-        case .oneOf(let options): return "one of [\(options.joined(separator: ", "))]"
         }
-    }
-
-    static func number(_ d: Double) -> String {
-        d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
     }
 
     /// Whether `pattern` compiles as a regular expression; the error text when it does not.
@@ -99,44 +72,26 @@ final class RegexCache: Sendable {
 
 /// A matcher as written in the workflow, possibly with templates; rendered per device into a `Matcher`.
 public enum MatcherSpec: Sendable, Equatable {
-    /// `equals:` on a verify: the rendered text must be equal.
-    case equalsText(Template)
-    /// `equals:` on an await: the bytes must be equal.
+    /// `equals:` on an await or a confirm: the bytes must be equal.
     case equalsValue(ValueSpec)
-    /// `matches:` — a regex on text (verify), or `{ hex: regex }` / `{ utf8: regex }` on an await.
+    /// `matches:` — `{ hex: regex }` / `{ utf8: regex }`.
     case matches(pattern: String, hex: Bool)
-    /// `in: [min, max]`, inclusive, numeric.
-    case range(Double, Double)
-    /// `one_of: [a, b]`.
-    case oneOf([Template])
 
     /// Every template inside.
     public var templates: [Template] {
         switch self {
-        case .equalsText(let t): return [t]
         case .equalsValue(let v): return v.templates
-        case .oneOf(let ts): return ts
-        case .matches, .range: return []
+        case .matches: return []
         }
     }
 
     /// Renders templates into a concrete matcher.
     public func resolve(variables lookup: (String) -> String?, baseDirectory: String) throws(ValueError) -> Matcher {
         switch self {
-        case .equalsText(let t):
-            do { return .equalsText(try t.render(lookup)) } catch { throw ValueError(error.message) }
         case .equalsValue(let v):
             return .equalsBytes(try v.bytes(variables: lookup, baseDirectory: baseDirectory))
         case .matches(let pattern, let hex):
             return hex ? .hexPattern(pattern) : .textPattern(pattern)
-        case .range(let a, let b):
-            return .range(a, b)
-        case .oneOf(let ts):
-            var out: [String] = []
-            for t in ts {
-                do { out.append(try t.render(lookup)) } catch { throw ValueError(error.message) }
-            }
-            return .oneOf(out)
         }
     }
 }

@@ -105,8 +105,11 @@ public struct MeasurementResult: Sendable, Equatable, Codable {
         }
         let l = try c.nestedContainer(keyedBy: LimitKey.self, forKey: .limits)
         func scalar(_ key: String) throws -> JSONScalar? { try l.decodeIfPresent(JSONScalar.self, forKey: LimitKey(key)) }
-        func version(_ key: String) throws -> SemanticVersion? {
-            guard let text = try l.decodeIfPresent(String.self, forKey: LimitKey(key)) else { return nil }
+        // A decoder that converts keys from snake_case (the engine's report and journal) shows
+        // `version_at_least` as `versionAtLeast`.
+        func version(_ key: String, _ converted: String) throws -> SemanticVersion? {
+            guard let text = try l.decodeIfPresent(String.self, forKey: LimitKey(key))
+                    ?? l.decodeIfPresent(String.self, forKey: LimitKey(converted)) else { return nil }
             do {
                 return try SemanticVersion(parsing: text)
             } catch {
@@ -126,8 +129,8 @@ public struct MeasurementResult: Sendable, Equatable, Codable {
             equals: try scalar("equals").map { try typed($0, as: type, key: .limits) },
             oneOf: try l.decodeIfPresent([JSONScalar].self, forKey: LimitKey("in")).map { try $0.map { try typed($0, as: type, key: .limits) } },
             matches: try l.decodeIfPresent(String.self, forKey: LimitKey("matches")),
-            versionAtLeast: try version("version_at_least"),
-            versionBelow: try version("version_below"))
+            versionAtLeast: try version("version_at_least", "versionAtLeast"),
+            versionBelow: try version("version_below", "versionBelow"))
     }
 
     /// A JSON scalar on its own terms: integers signed, reals, strings as text, booleans.

@@ -325,12 +325,12 @@ struct NodeReader {
                 if let n = b["max"] { if let d = duration(n, "`max`", max: .seconds(600)) { maximum = d } else { ok = false } }
                 if let n = b["factor"] {
                     if let f = number(n, "`factor`") {
-                        if f < 1 || f > 10 { error("`factor` must be between 1 and 10, not \(Matcher.number(f))", at: n.mark); ok = false } else { factor = f }
+                        if f < 1 || f > 10 { error("`factor` must be between 1 and 10, not \(TypedValue.numberText(f))", at: n.mark); ok = false } else { factor = f }
                     } else { ok = false }
                 }
                 if let n = b["jitter"] {
                     if let j = number(n, "`jitter`") {
-                        if j < 0 || j > 1 { error("`jitter` is a fraction between 0 and 1, not \(Matcher.number(j))", at: n.mark, hint: "0.2 spreads each wait by ±20%"); ok = false } else { jitter = j }
+                        if j < 0 || j > 1 { error("`jitter` is a fraction between 0 and 1, not \(TypedValue.numberText(j))", at: n.mark, hint: "0.2 spreads each wait by ±20%"); ok = false } else { jitter = j }
                     } else { ok = false }
                 }
                 if initial > maximum {

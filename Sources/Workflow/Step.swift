@@ -17,6 +17,8 @@ public struct Step: Sendable, Equatable {
         case await(Await)
         case sleep(Sleep)
         case disconnect(Disconnect)
+        /// `set:`: derive a value from captured values and variables.
+        case derive(Derive)
 
         /// The keyword as written in a workflow (`write_blob`, `await`, ...).
         public var keyword: String {
@@ -33,13 +35,14 @@ public struct Step: Sendable, Equatable {
             case .await: return "await"
             case .sleep: return "sleep"
             case .disconnect: return "disconnect"
+            case .derive: return "set"
             }
         }
 
         /// Every step keyword.
         public static let keywords = [
             "scan", "connect", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
-            "await", "sleep", "disconnect",
+            "await", "sleep", "disconnect", "set",
         ]
     }
 
@@ -62,6 +65,33 @@ public struct Step: Sendable, Equatable {
     /// stream cut by a link loss restarts at "begin blob"), and its index in the workflow's steps.
     public var retryFrom: String?
     public var retryFromIndex: Int?
+    /// `when:`: the step runs only for devices where this holds (else it is skipped by condition).
+    public var condition: Condition?
+    /// What a failure of this step (after its retries) does to the device.
+    public var onFailure: OnFailure = .stop
+
+    /// What a step's final failure does to the device.
+    public enum OnFailure: String, Sendable, Equatable {
+        /// The device fails at once (the default).
+        case stop
+        /// `optional: true`: the failure is recorded and the device goes on; it does not fail the device.
+        case optional
+        /// `continue_on_error: true`: the failure is recorded, the device goes on and fails at the end.
+        case continueOnError = "continue_on_error"
+    }
+
+    /// A `when:` condition, type-checked against the names the step can see.
+    public struct Condition: Sendable, Equatable {
+        public var expression: CheckedExpression
+        /// Where the condition is written.
+        public var mark: SourceMark
+        public init(expression: CheckedExpression, mark: SourceMark) {
+            self.expression = expression
+            self.mark = mark
+        }
+        /// The condition as written.
+        public var source: String { expression.source }
+    }
 
     public init(
         name: String, hasExplicitName: Bool, kind: Kind, timeout: Duration?, retry: RetryPolicy?, mark: SourceMark,
@@ -82,7 +112,8 @@ public struct Step: Sendable, Equatable {
         switch kind {
         case .scan(let s): return [s.address, s.name].compactMap { $0 }
         case .connect, .discover, .subscribe, .unsubscribe, .sleep, .disconnect, .read: return []
-        case .verify(let v): return [v.value] + v.matcher.templates
+        case .verify(let v): return [v.value] + v.limits.templates
+        case .derive(let d): return d.inputs
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
         case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? []) + (a.confirm?.matcher.templates ?? [])
@@ -135,11 +166,18 @@ public struct Step: Sendable, Equatable {
         }
     }
 
-    /// The name this step captures into, if it is a `read` with an `id`.
+    /// The name this step captures into: a `read` with an `id`, an `await` with `capture:`, a `set:`.
     public var capturedName: String? {
-        if case .read(let r) = kind { return r.id }
-        return nil
+        switch kind {
+        case .read(let r): return r.id
+        case .await(let a): return a.capture?.id
+        case .derive(let d): return d.id
+        default: return nil
+        }
     }
+
+    /// The names the step's `when:` reads.
+    public var conditionNames: Set<String> { condition?.expression.names ?? [] }
 }
 
 /// A service and a characteristic, by UUID (one type with the BLE layer's).
@@ -198,25 +236,55 @@ extension Step {
         }
     }
 
-    /// `read`: read a characteristic, decode it, and capture it under `id`.
+    /// `read`: read a characteristic, decode it (`as:`, default `hex`), and capture the typed value
+    /// under `id`.
     public struct Read: Sendable, Equatable {
         public var target: CharacteristicRef
         public var id: String?
-        public var decoder: ValueDecoder
-        public init(target: CharacteristicRef, id: String?, decoder: ValueDecoder) {
+        public var format: ValueFormat
+        public init(target: CharacteristicRef, id: String?, format: ValueFormat = .hex) {
             self.target = target
             self.id = id
-            self.decoder = decoder
+            self.format = format
         }
     }
 
-    /// `verify`: a rendered value must match.
+    /// `verify`: a measurement. The value (a template; `"${battery}"` keeps the captured value's type)
+    /// is checked against limits (`min`, `max`, `equals`, `in`, `matches`, `version_at_least`,
+    /// `version_below`), and recorded with its name and unit, passed or failed.
     public struct Verify: Sendable, Equatable {
         public var value: Template
-        public var matcher: MatcherSpec
-        public init(value: Template, matcher: MatcherSpec) {
+        /// The value's type, known from the workflow: a lone `${name}` has its capture's or declared
+        /// variable's type; any other text is text.
+        public var valueType: ValueType
+        public var limits: LimitSpecs
+        public var unit: String?
+        /// The measurement's name in the report: the step's `name:`, else the variable checked, else the
+        /// value as written.
+        public var measurementName: String
+        public init(value: Template, valueType: ValueType, limits: LimitSpecs, unit: String? = nil, measurementName: String) {
             self.value = value
-            self.matcher = matcher
+            self.valueType = valueType
+            self.limits = limits
+            self.unit = unit
+            self.measurementName = measurementName
+        }
+    }
+
+    /// `set:`: a value derived from others (a slice, a CRC, a concatenation), captured under `id` with
+    /// the derivation's result type.
+    public struct Derive: Sendable, Equatable {
+        public var id: String
+        public var derivation: Derivation
+        /// The values derived from: templates (a lone `${name}` keeps its type; a literal is read as the
+        /// type of the others).
+        public var inputs: [Template]
+        public var resultType: ValueType
+        public init(id: String, derivation: Derivation, inputs: [Template], resultType: ValueType) {
+            self.id = id
+            self.derivation = derivation
+            self.inputs = inputs
+            self.resultType = resultType
         }
     }
 
@@ -300,8 +368,10 @@ extension Step {
         /// How to tell, when the answer does not come, whether the trigger took effect: a read of the
         /// device that matches when it did (`confirm`).
         public var confirm: Confirm?
+        /// `capture:`: keep (part of) the value that matched, decoded, under an id.
+        public var capture: Capture?
         public init(subscription: String, matcher: MatcherSpec, trigger: Write? = nil, resend: [Duration] = [], busy: MatcherSpec? = nil,
-                    failsOn: MatcherSpec? = nil, confirm: Confirm? = nil) {
+                    failsOn: MatcherSpec? = nil, confirm: Confirm? = nil, capture: Capture? = nil) {
             self.subscription = subscription
             self.matcher = matcher
             self.trigger = trigger
@@ -309,6 +379,28 @@ extension Step {
             self.busy = busy
             self.failsOn = failsOn
             self.confirm = confirm
+            self.capture = capture
+        }
+    }
+
+    /// `capture:` on an `await`: the bytes `start ..< start + length` of the value that matched (the
+    /// whole value by default; a negative `start` counts from the end), decoded `as:` a format.
+    public struct Capture: Sendable, Equatable {
+        public var id: String
+        public var format: ValueFormat
+        public var start: Int
+        public var length: Int?
+        public init(id: String, format: ValueFormat = .hex, start: Int = 0, length: Int? = nil) {
+            self.id = id
+            self.format = format
+            self.start = start
+            self.length = length
+        }
+
+        /// The captured value of a notification.
+        public func value(of bytes: [UInt8]) throws(ValueError) -> TypedValue {
+            let part = start == 0 && length == nil ? bytes : try Derivation.slice(bytes, start: start, length: length)
+            return try format.decode(part)
         }
     }
 

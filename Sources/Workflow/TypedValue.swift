@@ -337,7 +337,7 @@ public enum TypedValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The value in a message: text and versions quoted, others as shown.
-    var quotedForMessage: String {
+    public var quotedForMessage: String {
         switch self {
         case .text(let s): return "\"\(Self.quoted(s))\""
         default: return Self.quoted(description)
@@ -404,4 +404,38 @@ public enum JSONScalar: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     public var description: String { json }
+
+    /// The value as a cell or a message shows it: a string as itself (unquoted), numbers and booleans
+    /// as JSON writes them, null as the empty string.
+    public var text: String {
+        switch self {
+        case .null: return ""
+        case .string(let s): return s
+        default: return json
+        }
+    }
+}
+
+extension JSONScalar: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral, ExpressibleByBooleanLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(floatLiteral value: Double) { self = .real(value) }
+    public init(booleanLiteral value: Bool) { self = .boolean(value) }
+}
+
+extension ValueType: Codable {
+    /// Written as its `name` (`uint`, `version`, …), as reports and type maps show it.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(name)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let name = try c.decode(String.self)
+        guard let t = ValueType(name: name) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown value type \"\(name)\"")
+        }
+        self = t
+    }
 }

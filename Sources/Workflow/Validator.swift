@@ -66,6 +66,8 @@ public enum Validator {
         } else if limit != nil {
             diagnostics.append(Diagnostic(path: "--limit", mark: SourceMark(line: 1, column: 1), message: "`--limit` needs `--inventory`"))
         }
+        // Secrets the workflow declares are hidden like the inventory's, by everything that uses it.
+        if let partial, let i = inventory { inventory = i.withSecrets(of: partial) }
         var selected = inventory?.devices ?? []
         if let inventory, let limit {
             let s = DeviceSelection.select(limit, from: inventory.devices, currentDirectory: currentDirectory)
@@ -76,9 +78,11 @@ public enum Validator {
         if let partial, let inventory {
             let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared, files: &files)
             if !cross.isEmpty {
-                // Keep the workflow file's diagnostics in position order.
-                let (mine, others) = (diagnostics.filter { $0.path == workflowPath }, diagnostics.filter { $0.path != workflowPath })
-                diagnostics = (mine + cross).sorted { $0.mark < $1.mark } + others
+                // Keep each file's diagnostics in position order, the workflow's first.
+                let mine = (diagnostics + cross).filter { $0.path == workflowPath }.sorted { $0.mark < $1.mark }
+                let others = diagnostics.filter { $0.path != workflowPath }
+                let theirs = cross.filter { $0.path != workflowPath }
+                diagnostics = mine + others + theirs
             }
         }
         var inputs = [InputFile(role: "the workflow", path: ValueSpec.resolve(path: workflowPath, baseDirectory: currentDirectory))]
@@ -159,7 +163,9 @@ public enum Validator {
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
-                for (name, mark) in template.references where !captured.contains(name) && !capturedAnywhere.contains(name) {
+                // Declared variables are checked once for every device below (4).
+                for (name, mark) in template.references where !captured.contains(name) && !capturedAnywhere.contains(name)
+                    && workflow.variables[name] == nil {
                     let missing = devices.filter { $0.value(of: name) == nil }
                     guard !missing.isEmpty else { continue }
                     let key = "\(name)@\(mark)"
@@ -202,8 +208,28 @@ public enum Validator {
                             + "; \(first.0.id) is at \(inventory.path):\(first.0.mark)"))
                 }
             }
+            // 2b. Limits written with inventory variables: read them for every device.
+            if case .verify(let v) = step.kind {
+                for (key, kind, limit) in v.limits.all {
+                    guard case .template(let t) = limit, t.referencedNames.allSatisfy({ !capturedAnywhere.contains($0) && workflow.variables[$0] == nil }),
+                          let mark = t.references.first?.mark else { continue }
+                    var failures: [(InventoryDevice, String)] = []
+                    for device in devices {
+                        guard let text = try? t.render({ device.value(of: $0) }) else { continue }
+                        do { _ = try LimitSpecs.read(text, kind, valueType: v.valueType) } catch { failures.append((device, error.message)) }
+                    }
+                    if let first = failures.first {
+                        out.append(Diagnostic(
+                            path: path, mark: mark,
+                            message: "step `\(step.name)`: `\(key)` cannot be read for \(failures.count) device\(failures.count == 1 ? "" : "s") (\(idList(failures.map(\.0)))): \(inventory.redact(first.1, for: first.0))",
+                            hint: "fix the variable in the inventory, or declare it in `vars:` with its type; \(first.0.id) is at \(inventory.path):\(first.0.mark)"))
+                    }
+                }
+            }
             if let id = step.capturedName { captured.insert(id) }
         }
+        // 4. Declared variables (`vars:`): every device gives each a value of its type and length.
+        out += checkDeclared(workflow, inventory: inventory, devices: devices)
         // 3. Scanning needs something to find the device by.
         if workflow.steps.contains(where: { if case .scan(let s) = $0.kind { return s.address == nil && s.name == nil } else { return false } }) {
             let lost = devices.filter { $0.address == nil && $0.name == nil }
@@ -212,6 +238,54 @@ public enum Validator {
             }
         }
         return out
+    }
+
+    /// Every selected device has a value for every declared variable, of its type and length. A wrong
+    /// value is reported at the device in the inventory (at most ten devices a variable, then a count).
+    static func checkDeclared(_ workflow: Workflow, inventory: Inventory, devices: [InventoryDevice]) -> [Diagnostic] {
+        var out: [Diagnostic] = []
+        for (name, declaration) in workflow.variables.sorted(by: { $0.key < $1.key }) {
+            let declaredAt = workflow.variableMarks[name] ?? SourceMark(line: 1, column: 1)
+            var missing: [InventoryDevice] = []
+            var wrong: [InventoryDevice] = []
+            for device in devices {
+                guard let text = device.value(of: name) else {
+                    missing.append(device)
+                    continue
+                }
+                do {
+                    _ = try declaration.value(fromText: text, name: name)
+                } catch {
+                    wrong.append(device)
+                    if wrong.count <= 10 {
+                        out.append(Diagnostic(path: inventory.path, mark: device.mark, message: "device \(device.id): \(error.message)",
+                                              hint: "`\(name)` is declared `\(describe(declaration))` at \(workflow.path):\(declaredAt)"))
+                    }
+                }
+            }
+            if wrong.count > 10 {
+                out.append(Diagnostic(path: inventory.path, mark: wrong[10].mark,
+                                      message: "`\(name)` is not a valid `\(describe(declaration))` for \(wrong.count - 10) more devices: \(idList(Array(wrong.dropFirst(10))))"))
+            }
+            if let first = missing.first {
+                out.append(Diagnostic(
+                    path: workflow.path, mark: declaredAt,
+                    message: "`\(name)` is declared in `vars:` but not defined for \(missing.count) device\(missing.count == 1 ? "" : "s"): \(idList(missing))",
+                    hint: "add `\(name)` to those devices' `vars`, or to `defaults: { vars: }`; \(first.id) is at \(inventory.path):\(first.mark)"))
+            }
+        }
+        return out
+    }
+
+    /// A declaration as written: `{ hex: 16, secret: true }`, `uint8`.
+    static func describe(_ d: VariableDeclaration) -> String {
+        guard d.length != nil || d.secret else { return d.format.rawValue }
+        var parts: [String] = []
+        if let l = d.length { parts.append("\(d.format.rawValue): \(l.lowerBound == l.upperBound ? "\(l.lowerBound)" : "[\(l.lowerBound), \(l.upperBound)]")") } else {
+            parts.append("\(d.format.rawValue): ~")
+        }
+        if d.secret { parts.append("secret: true") }
+        return "{ \(parts.joined(separator: ", ")) }"
     }
 
     /// Up to ten ids, then "and N more".

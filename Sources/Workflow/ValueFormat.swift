@@ -1,4 +1,5 @@
 import BLE
+import Foundation
 
 /// How the bytes of a characteristic become a typed value (`read … as: uint8`), and how a typed value
 /// becomes bytes for a write: the `as:` names of the workflow language.
@@ -15,6 +16,7 @@ import BLE
 /// | `utf8`                         | any         | text; invalid UTF-8 is an error              |
 /// | `hex`                          | any         | bytes                                        |
 /// | `version`                      | any         | version, from UTF-8 text such as `2.4.1` (NUL and whitespace padding trimmed) |
+/// | `base64`                       | any         | text: the bytes in standard base64            |
 ///
 /// Decoding never traps: a wrong length, invalid UTF-8, an IEEE 11073 NaN/NRes/reserved value or text
 /// that is not a version is a `ValueError` saying what was expected and what came.
@@ -22,13 +24,13 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
     case uint8, uint16le, uint16be, uint32le, uint32be, uint64le, uint64be
     case int8, int16le, int16be, int32le, int32be, int64le, int64be
     case sfloat, float
-    case utf8, hex, version
+    case utf8, hex, version, base64
 
     /// The type of the values this format produces.
     public var valueType: ValueType {
         switch self {
         case .sfloat, .float: return .real
-        case .utf8: return .text
+        case .utf8, .base64: return .text
         case .hex: return .bytes
         case .version: return .version
         default: return .integer(signed: integer?.format.isSigned ?? false)
@@ -40,7 +42,7 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         switch self {
         case .sfloat: return 2
         case .float: return 4
-        case .utf8, .hex, .version: return nil
+        case .utf8, .hex, .version, .base64: return nil
         default: return integer?.format.size
         }
     }
@@ -69,7 +71,7 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         case .int32be: return (.int32le, true)
         case .int64le: return (.int64le, false)
         case .int64be: return (.int64le, true)
-        case .sfloat, .float, .utf8, .hex, .version: return nil
+        case .sfloat, .float, .utf8, .hex, .version, .base64: return nil
         }
     }
 
@@ -96,6 +98,8 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
             return .text(try Self.text(bytes))
         case .hex:
             return .bytes(bytes)
+        case .base64:
+            return .text(Data(bytes).base64EncodedString())
         case .version:
             // Devices often pad a version string with NULs or spaces (a fixed-size field): trim both.
             var text = Substring(try Self.text(bytes)).unicodeScalars
@@ -126,7 +130,8 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
 
     /// The bytes that write `value` in this format. Integers must fit the width (`300` is not a
     /// `uint8`); `utf8` writes text (or a version's text), `hex` writes bytes, `version` writes the
-    /// version as written. IEEE 11073 floats are read-only.
+    /// version as written, `base64` writes the bytes base64 text stands for. IEEE 11073 floats are
+    /// read-only.
     public func encode(_ value: TypedValue) throws(ValueError) -> [UInt8] {
         if let (format, bigEndian) = integer {
             guard case .integer(let n, _) = value else { throw mismatch(value) }
@@ -139,6 +144,9 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         case (.utf8, .text(let s)): return Array(s.utf8)
         case (.utf8, .version(let v)), (.version, .version(let v)): return Array(v.text.utf8)
         case (.hex, .bytes(let b)): return b
+        case (.base64, .text(let s)):
+            guard let data = Data(base64Encoded: s) else { throw ValueError("\"\(TypedValue.quoted(s))\" is not valid base64") }
+            return [UInt8](data)
         case (.sfloat, _), (.float, _):
             throw ValueError("\(rawValue) is for reading measurements; write the bytes with hex or an integer format")
         default: throw mismatch(value)

@@ -172,30 +172,3 @@ public indirect enum ValueSpec: Sendable, Equatable {
         }
     }
 }
-
-/// How a `read` step turns bytes into the captured text (`as:`).
-public enum ValueDecoder: String, Sendable, Equatable, CaseIterable {
-    case hex, utf8, base64
-    case uint8, uint16le, uint32le, uint64le, int8, int16le, int32le, int64le
-
-    /// The integer format, for the numeric decoders.
-    public var integerFormat: IntegerFormat? { IntegerFormat(rawValue: rawValue) }
-
-    /// Decodes `bytes` into text: lower-case hex, UTF-8 (must be valid), base64 or a decimal number.
-    public func decode(_ bytes: [UInt8]) throws(ValueError) -> String {
-        switch self {
-        case .hex: return bytes.hexString
-        case .utf8:
-            guard let s = String(validating: bytes, as: UTF8.self) else {
-                throw ValueError("value \(bytes.hexString) is not valid UTF-8")
-            }
-            return s
-        case .base64: return Data(bytes).base64EncodedString()
-        default:
-            guard let format = integerFormat, let v = format.decode(bytes) else {
-                throw ValueError("\(rawValue) needs exactly \(integerFormat?.size ?? 0) bytes, got \(bytes.count) (\(bytes.hexString))")
-            }
-            return String(v)
-        }
-    }
-}

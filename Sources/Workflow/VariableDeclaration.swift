@@ -1,6 +1,6 @@
 import BLE
 
-/// A variable declared in a workflow's `vars:` (proposed syntax, see docs/audit-design.md):
+/// A variable declared in a workflow's `vars:` (docs/workflow.md, "Declared variables"):
 /// `battery: uint8`, `config: { hex: [1, 200] }`, `device_key: { hex: 16, secret: true }`.
 ///
 /// It gives the variable a type (its format's `valueType`) that validation checks every use against,

@@ -23,6 +23,13 @@ public struct Workflow: Sendable, Equatable {
     public var sha256: String
     public var defaults: Defaults
     public var steps: [Step]
+    /// `vars:`: the inventory variables the workflow declares, with their type, length and secrecy;
+    /// every selected device must give each a valid value.
+    public var variables: [String: VariableDeclaration] = [:]
+    /// Where each declared variable is written.
+    public var variableMarks: [String: SourceMark] = [:]
+    /// Declared secret variables and captures derived from a secret (`set:` over one): never shown.
+    public var secretNames: Set<String> = []
 
     public init(name: String, description: String?, path: String, sha256: String, defaults: Defaults, steps: [Step]) {
         self.name = name
@@ -44,8 +51,25 @@ public struct Workflow: Sendable, Equatable {
         return out
     }
 
-    /// Names captured by `read` steps, in order.
+    /// Names captured by steps (`read`, `await … capture:`, `set:`), in order.
     public var capturedNames: [String] { steps.compactMap(\.capturedName) }
+
+    /// The type of every captured value, by name (what the report's `run.capture_types` shows).
+    public var captureTypes: [String: ValueType] {
+        var out: [String: ValueType] = [:]
+        for step in steps {
+            switch step.kind {
+            case .read(let r): if let id = r.id { out[id] = r.format.valueType }
+            case .await(let a): if let c = a.capture { out[c.id] = c.format.valueType }
+            case .derive(let d): out[d.id] = d.resultType
+            default: break
+            }
+        }
+        return out
+    }
+
+    /// The declared secret variables.
+    public var secretVariables: Set<String> { Set(variables.filter { $0.value.secret }.keys) }
 
     /// Names the workflow needs from the inventory (every reference that is not a built-in or a capture).
     public var inventoryVariables: Set<String> {
@@ -57,7 +81,10 @@ public struct Workflow: Sendable, Equatable {
                     names.insert(name)
                 }
             }
+            for name in step.conditionNames where !captured.contains(name) && !Template.builtins.contains(name) {
+                names.insert(name)
+            }
         }
-        return names
+        return names.union(variables.keys)
     }
 }

@@ -38,35 +38,44 @@ public struct WorkflowParser: Sendable {
                          hint: "a workflow needs at least `name:` and `steps:`")
             return (nil, reader.sink.diagnostics, [])
         }
-        var state = State(reader: reader)
+        var state = ParserState(reader: reader)
         let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
         let diagnostics = state.reader.sink.diagnostics.sorted { $0.mark < $1.mark }
         return (workflow, diagnostics, Set(state.captures.keys))
     }
 
-    static let topKeys = ["name", "description", "defaults", "steps"]
-    static let commonKeys = ["name", "timeout", "retry", "retry_from"]
+    static let topKeys = ["name", "description", "defaults", "vars", "steps"]
+    static let commonKeys = ["name", "timeout", "retry", "retry_from", "when", "optional", "continue_on_error"]
     static let optionKeys: [String: [String]] = [
         "scan": ["address", "name", "services", "manufacturer", "min_rssi"],
         "connect": ["mtu", "reconnect"],
         "discover": ["all", "services"],
         "read": ["service", "characteristic", "id", "as"],
-        "verify": ["value", "equals", "matches", "in", "one_of"],
+        "verify": ["value", "min", "max", "equals", "in", "one_of", "matches", "version_at_least", "version_below", "unit"],
         "write": ["service", "characteristic", "value", "with_response", "irreversible", "idempotent"],
         "write_blob": ["service", "characteristic", "value", "file", "allow_empty", "chunk_size"],
         "subscribe": ["id", "service", "characteristic", "mode", "allow_undeclared"],
         "unsubscribe": ["id"],
-        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend", "confirm"],
+        "await": ["subscription", "notification", "indication", "equals", "matches", "busy", "fails_on", "trigger", "resend", "confirm",
+                  "capture"],
         "sleep": ["duration"],
         "disconnect": [],
+        "set": ["id", "crc", "of", "slice", "start", "length", "concat"],
     ]
 }
 
 /// Parsing state for one workflow: the reader and what earlier steps defined.
-private struct State {
+struct ParserState {
     var reader: NodeReader
-    /// Capture name → (step number, mark) for `read` ids seen so far.
+    /// Capture name → step number for captures (`read`, `await … capture:`, `set:`) seen so far.
     var captures: [String: Int] = [:]
+    /// Capture name → type, for captures seen so far.
+    var captureTypes: [String: ValueType] = [:]
+    /// `vars:`: declared variables and where each is written.
+    var declared: [String: VariableDeclaration] = [:]
+    var declaredMarks: [String: SourceMark] = [:]
+    /// Declared secret variables and captures derived from them.
+    var secretNames: Set<String> = []
     /// Subscription id → step number for `subscribe` seen so far.
     var subscriptions: [String: Int] = [:]
     var connected = false
@@ -91,6 +100,7 @@ private struct State {
             reader.error("the workflow needs a `name`", at: root.mark, hint: "add `name: my-workflow` at the top")
         }
         let description = root["description"].flatMap { reader.string($0, "`description`") }
+        if let v = root["vars"] { variables(v) }
         var defaults = Workflow.Defaults()
         if let d = root["defaults"], let dp = reader.mapping(d, "`defaults`") {
             reader.checkKeys(dp, allowed: ["timeout", "retry", "reconnect"], in: "`defaults`")
@@ -105,10 +115,7 @@ private struct State {
             if let items = reader.sequence(s, "`steps`") {
                 if items.isEmpty { reader.error("`steps` is empty", at: s.mark, hint: "a workflow needs at least one step") }
                 for (i, item) in items.enumerated() {
-                    if let options = item.mapping?.first(where: { $0.key.scalar == "read" })?.value,
-                       let id = options["id"]?.scalar, laterCaptures[id] == nil {
-                        laterCaptures[id] = i + 1
-                    }
+                    if let id = Self.captureID(of: item), laterCaptures[id] == nil { laterCaptures[id] = i + 1 }
                 }
                 var numbers: [Int] = []
                 for (i, item) in items.enumerated() {
@@ -140,7 +147,11 @@ private struct State {
         } else if !reader.hasTypo(of: "steps", in: root) {
             reader.error("the workflow needs `steps`", at: root.mark, hint: "add `steps:` with a list of steps")
         }
-        return Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
+        var workflow = Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
+        workflow.variables = declared
+        workflow.variableMarks = declaredMarks
+        workflow.secretNames = secretNames
+        return workflow
     }
 
     // MARK: - Steps
@@ -201,7 +212,7 @@ private struct State {
         }
         guard let pairs = reader.mapping(options, "the options of `\(kindName)`") else { return nil }
         let specific = WorkflowParser.optionKeys[kindName] ?? []
-        var allowed = specific + ["timeout", "retry", "retry_from"]
+        var allowed = specific + ["timeout", "retry", "retry_from", "when", "optional", "continue_on_error"]
         if kindName != "scan" { allowed.append("name") }
         reader.checkKeys(pairs, allowed: allowed, in: "`\(kindName)`")
 
@@ -225,6 +236,11 @@ private struct State {
         if let r = common("retry") { retry = reader.retry(r) }
         var retryFrom: (name: String, mark: SourceMark)?
         if let r = common("retry_from"), let name = reader.string(r, "`retry_from`") { retryFrom = (name, r.mark) }
+        // `when:` sees only what earlier steps captured: read it before this step adds its own capture.
+        var stepCondition: Step.Condition?
+        if let w = common("when") { stepCondition = condition(w, laterCaptures: laterCaptures) }
+        let optionalNode = common("optional")
+        let continueNode = common("continue_on_error")
 
         let kind: Step.Kind?
         var derivedName = kindName
@@ -249,41 +265,29 @@ private struct State {
                     reader.error("`\(v)` is a built-in name and cannot be a capture id", at: n.mark, hint: "choose another id, like `\(v)_read`")
                 } else if let earlier = captures[v] {
                     reader.error("`\(v)` is already captured by step \(earlier)", at: n.mark, hint: "give each `read` its own id")
+                } else if declared[v] != nil {
+                    reader.error("`\(v)` is declared in `vars:`; a capture needs a name of its own", at: n.mark,
+                                 hint: "choose another id, like `\(v)_read`")
                 } else {
                     id = v
                 }
             }
-            var decoder = ValueDecoder.hex
-            if let a = options["as"], let text = reader.string(a, "`as`") {
-                if let d = ValueDecoder(rawValue: text) {
-                    decoder = d
-                } else {
-                    let names = ValueDecoder.allCases.map(\.rawValue)
-                    reader.error("unknown decoder `\(text)`", at: a.mark,
-                                 hint: Suggestions.hint(for: text, in: names) ?? "use one of \(names.joined(separator: ", "))")
-                }
+            var format = ValueFormat.hex
+            if let a = options["as"], let f = valueFormat(a) { format = f }
+            if let id {
+                captures[id] = number
+                captureTypes[id] = format.valueType
             }
-            if let id { captures[id] = number }
             if let target {
                 derivedName = "read \(id ?? target.characteristic.description)"
-                kind = .read(Step.Read(target: target, id: id, decoder: decoder))
+                kind = .read(Step.Read(target: target, id: id, format: format))
             } else {
                 kind = nil
             }
         case "verify":
-            var value: Template?
-            if let v = options["value"] {
-                value = reader.template(v, "`value`")
-            } else if !reader.hasTypo(of: "value", in: options) {
-                reader.error("`verify` needs `value`", at: options.mark, hint: "for example `value: \"${fw}\"`")
-            }
-            let matcher = verifyMatcher(options)
-            if let value {
-                checkReferences(value, laterCaptures: laterCaptures)
-                derivedName = "verify \(value.source)"
-            }
-            if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
-            if let value, let matcher { kind = .verify(Step.Verify(value: value, matcher: matcher)) } else { kind = nil }
+            let v = verify(options, explicitName: explicitName, laterCaptures: laterCaptures)
+            if let v { derivedName = "verify \(v.value.source)" }
+            kind = v.map { .verify($0) }
         case "write":
             needsConnection(kindName, mark)
             let w = write(options, context: "`write`", laterCaptures: laterCaptures)
@@ -304,7 +308,10 @@ private struct State {
             if let a = options["allow_empty"], options["file"] == nil {
                 reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
             }
-            if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+            if let value {
+                for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
+                checkTypes(value)
+            }
             var chunk: Int?
             if let c = options["chunk_size"] { chunk = reader.integer(c, "`chunk_size`", in: 1...512) }
             if let target, let value {
@@ -359,7 +366,7 @@ private struct State {
             }
         case "await":
             needsConnection(kindName, mark)
-            kind = awaitStep(options, laterCaptures: laterCaptures).map {
+            kind = awaitStep(options, number: number, laterCaptures: laterCaptures).map {
                 derivedName = "await \($0.subscription)"
                 return Step.Kind.await($0)
             }
@@ -378,6 +385,10 @@ private struct State {
         case "disconnect":
             connected = false
             kind = .disconnect(Step.Disconnect())
+        case "set":
+            let d = derive(options, number: number, laterCaptures: laterCaptures)
+            if let d { derivedName = "set \(d.id)" }
+            kind = d.map { .derive($0) }
         default:
             kind = nil
         }
@@ -388,7 +399,20 @@ private struct State {
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
         if let retryFrom { pendingRetryFrom[number] = retryFrom }
         step.retryFrom = retryFrom?.name
+        step.condition = stepCondition
+        step.onFailure = onFailure(optional: optionalNode, continueOnError: continueNode, irreversible: step.irreversible)
         return step
+    }
+
+    /// An `as:` format name (`uint8`, `version`, …).
+    mutating func valueFormat(_ node: YAMLNode) -> ValueFormat? {
+        guard let text = reader.string(node, "`as`") else { return nil }
+        let (format, hint) = ValueFormat.named(text)
+        if format == nil {
+            reader.error("unknown decoder `\(text)`", at: node.mark,
+                         hint: hint ?? "use one of \(ValueFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return format
     }
 
     mutating func needsConnection(_ kind: String, _ mark: SourceMark) {
@@ -478,7 +502,10 @@ private struct State {
         } else if !reader.hasTypo(of: "value", in: options) {
             reader.error("\(context) needs `value`", at: options.mark, hint: "for example `value: { hex: \"01\" }`")
         }
-        if let value { for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+        if let value {
+            for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
+            checkTypes(value)
+        }
         var withResponse = true
         if let w = options["with_response"], let v = reader.bool(w, "`with_response`") { withResponse = v }
         var irreversible = false
@@ -489,54 +516,7 @@ private struct State {
         return Step.Write(target: target, value: value, withResponse: withResponse, irreversible: irreversible, idempotent: idempotent)
     }
 
-    static let verifyMatchers = ["equals", "matches", "in", "one_of"]
-
-    mutating func verifyMatcher(_ options: YAMLNode) -> MatcherSpec? {
-        let present = Self.verifyMatchers.filter { options[$0] != nil }
-        guard present.count == 1, let key = present.first, let node = options[key] else {
-            if present.isEmpty {
-                reader.error("`verify` needs one of `equals`, `matches`, `in`, `one_of`", at: options.mark)
-            } else if let second = options[present[1]] {
-                reader.error("`verify` takes one matcher; found `\(present[0])` and `\(present[1])`", at: second.mark,
-                             hint: "use a second `verify` step for a second check")
-            }
-            return nil
-        }
-        switch key {
-        case "equals":
-            return reader.template(node, "`equals`").map { .equalsText($0) }
-        case "matches":
-            guard let text = reader.string(node, "`matches`") else { return nil }
-            if let problem = Matcher.regexError(text) {
-                reader.error("`\(text)` is not a valid regular expression: \(problem)", at: node.mark)
-                return nil
-            }
-            return .matches(pattern: text, hex: false)
-        case "in":
-            guard let items = reader.sequence(node, "`in`") else { return nil }
-            guard items.count == 2 else {
-                reader.error("`in` takes two numbers `[min, max]`, found \(items.count)", at: node.mark)
-                return nil
-            }
-            guard let low = reader.number(items[0], "the minimum"), let high = reader.number(items[1], "the maximum") else { return nil }
-            guard low <= high else {
-                reader.error("the minimum \(Matcher.number(low)) is above the maximum \(Matcher.number(high))", at: node.mark, hint: "write `[min, max]`")
-                return nil
-            }
-            return .range(low, high)
-        default:
-            guard let items = reader.sequence(node, "`one_of`") else { return nil }
-            if items.isEmpty { reader.error("`one_of` is empty", at: node.mark); return nil }
-            var ts: [Template] = []
-            for item in items {
-                guard let t = reader.template(item, "an option") else { return nil }
-                ts.append(t)
-            }
-            return .oneOf(ts)
-        }
-    }
-
-    mutating func awaitStep(_ options: YAMLNode, laterCaptures: [String: Int]) -> Step.Await? {
+    mutating func awaitStep(_ options: YAMLNode, number: Int, laterCaptures: [String: Int]) -> Step.Await? {
         let refs = ["subscription", "notification", "indication"].filter { options[$0] != nil }
         var subscription: String?
         if refs.count > 1, let second = options[refs[1]] {
@@ -552,6 +532,7 @@ private struct State {
         case (let e?, nil):
             matcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
             if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+            if case .equalsValue(let spec)? = matcher { checkTypes(spec) }
         case (nil, let m?):
             matcher = awaitPattern(m, "matches")
         case (_?, let m?):
@@ -613,6 +594,7 @@ private struct State {
                 case (let e?, nil):
                     confirmMatcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
                     if let confirmMatcher { for t in confirmMatcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
+                    if case .equalsValue(let spec)? = confirmMatcher { checkTypes(spec) }
                 case (nil, let m?):
                     confirmMatcher = awaitPattern(m, "matches")
                 case (_?, let m?):
@@ -624,9 +606,14 @@ private struct State {
                 if let target, let confirmMatcher { confirm = Step.Confirm(target: target, matcher: confirmMatcher) } else { ok = false }
             } else { ok = false }
         }
+        var capture: Step.Capture?
+        if let c = options["capture"] {
+            capture = awaitCapture(c, number: number)
+            if capture == nil { ok = false }
+        }
         guard ok, let subscription, let matcher else { return nil }
         return Step.Await(subscription: subscription, matcher: matcher, trigger: trigger, resend: resend, busy: busy, failsOn: failsOn,
-                          confirm: confirm)
+                          confirm: confirm, capture: capture)
     }
 
     /// `{ hex: REGEX }` or `{ utf8: REGEX }`: a pattern on a notification (`matches`, `busy`).

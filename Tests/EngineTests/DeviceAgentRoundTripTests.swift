@@ -53,9 +53,9 @@ import TestSupport
         for d in report.devices {
             #expect(d.captured["manufacturer"] == "Acme")
             #expect(d.captured["model"] == "sensor-v2")
-            #expect(d.captured["serial"] == d.id)
+            #expect(d.captured["serial"] == .string(d.id))
             #expect(d.captured["firmware"] == "2.4.1")
-            #expect(d.captured["battery"] == "87")
+            #expect(d.captured["battery"] == 87)
             #expect(d.steps.filter { $0.kind == "read" }.count == 5)
             #expect(d.steps.filter { $0.kind == "read" }.allSatisfy { $0.outcome == .succeeded && $0.attempts == 1 })
         }

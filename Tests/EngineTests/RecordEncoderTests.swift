@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import Workflow
 
 /// The records' encoder (journal lines, the report) must produce what `JSONEncoder` (with the engine's
 /// settings) produces from the same `Codable` definitions: the same bytes, and values that decode back equal.
@@ -18,19 +19,41 @@ import Testing
             StepRecord(name: awkward, kind: "verify", outcome: .failed, attempts: 3, startMs: 48003.965, durationMs: 1e-7,
                        error: failure(awkward)),
             StepRecord(name: "later", kind: "disconnect", outcome: .skipped, attempts: 0, startMs: 123456789012.5, durationMs: 1e20),
+            StepRecord(name: "old units only", kind: "write", outcome: .skippedByCondition, attempts: 0, startMs: 2, durationMs: 0,
+                       skipReason: "when `firmware < 2.0.0` is false (firmware 2.4.1)"),
+            StepRecord(name: "read battery", kind: "read", outcome: .failed, attempts: 1, startMs: 3, durationMs: 4, error: failure("read battery"),
+                       optional: true),
+            StepRecord(name: "read temp", kind: "read", outcome: .succeeded, attempts: 1, startMs: 5, durationMs: 6, continueOnError: true),
         ]
     }
 
     static func records() -> [DeviceRecord] {
         let full = DeviceRecord(id: "SN-0001", address: "C0:5E:00:00:00:01", name: "SNS-1", outcome: .failed, attempts: 2,
                                 adapter: "sim0", rssi: -61, started: "2026-11-30T05:00:00.123Z", durationMs: 12.5,
-                                captured: ["fw": "2.1.0", "serial": "SN-0001", "B": "x", "_x": "y", "camelKey": awkward, "é": "z"],
-                                steps: steps(), error: failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
+                                captured: ["fw": "2.1.0", "serial": "SN-0001", "B": "x", "_x": "y", "camelKey": .string(awkward), "é": "z",
+                                           "battery": 19, "temperature": 36.4, "offset": -3, "tiny": 1e-8, "big": .integer(.max),
+                                           "locked": true, "peak": "Infinity", "key": "***"],
+                                measurements: measurements(), steps: steps(), error: failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
                                 skipReason: nil)
         let bare = DeviceRecord(id: awkward, address: nil, name: nil, outcome: .skipped, skipReason: "not started: \(awkward)")
         let negative = DeviceRecord(id: "n", address: nil, name: "", outcome: .succeeded, attempts: 1, rssi: -100, durationMs: -0.0,
                                     captured: [:], steps: [], carriedOver: true, attRoundTrips: 0)
         return [full, bare, negative]
+    }
+
+    static func measurements() -> [MeasurementRecord] {
+        let v = try? SemanticVersion(parsing: "v2.4.1")
+        return [
+            MeasurementRecord(step: 7, result: MeasurementLimits(min: .integer(20, signed: false), max: .integer(100, signed: false))
+                .check(.integer(19, signed: false), name: "battery level", unit: "%")),
+            MeasurementRecord(step: 8, result: MeasurementLimits(versionAtLeast: try? SemanticVersion(parsing: "2.0"),
+                                                                 versionBelow: try? SemanticVersion(parsing: "3.0.0"))
+                .check(v.map { .version($0) }, name: "firmware")),
+            MeasurementRecord(step: 9, result: MeasurementLimits(equals: .text(awkward), oneOf: [.text("a"), .text(awkward)], matches: "^q")
+                .check(.text(awkward), name: awkward, unit: awkward)),
+            MeasurementRecord(step: 10, result: MeasurementLimits(min: .real(-0.5)).check(nil, name: "t", unit: "°C")),
+            MeasurementRecord(step: 11, result: MeasurementLimits(equals: .bytes([1, 2])).check(.bytes([1, 2]), name: "cfg"), redacted: true),
+        ]
     }
 
     static func header() -> JournalHeader {
@@ -65,7 +88,9 @@ import Testing
                                       AdapterInfo(id: "hci0", simulated: false, slots: 8, failure: awkward, peakLinks: nil)],
                            simulated: true, station: "line-3", toolVersion: "dev", options: ["c": "256"],
                            started: "2026-11-30T05:00:00.000Z", finished: "2026-11-30T05:00:05.000Z", journal: "/tmp/j.journal",
-                           resumed: false, stopped: StopInfo(reason: "failure_threshold", message: "m", at: "t"), peakConcurrency: 256)
+                           resumed: false, stopped: StopInfo(reason: "failure_threshold", message: "m", at: "t"), peakConcurrency: 256,
+                           captureTypes: ["battery": .integer(signed: false), "offset": .integer(signed: true), "temperature": .real,
+                                          "fw": .version, "serial": .text, "cfg": .bytes, "locked": .boolean])
         let summary = Summary.compute(records(), wall: .milliseconds(5123))
         var bareInfo = info
         bareInfo.adapters = []
@@ -74,6 +99,7 @@ import Testing
         bareInfo.journal = nil
         bareInfo.stopped = nil
         bareInfo.peakConcurrency = nil
+        bareInfo.captureTypes = nil
         bareInfo.workflow.name = nil
         let empty = Summary.compute([], wall: .zero)
         return [RunReport(run: info, summary: summary, devices: records()), RunReport(run: bareInfo, summary: empty, devices: [])]

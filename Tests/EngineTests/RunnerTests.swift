@@ -265,19 +265,22 @@ import Synchronization
         }
     }
 
-    @Test func junitHasOneTestCasePerDevice() async throws {
+    @Test func junitHasATestSuitePerDeviceAndATestCasePerStep() async throws {
         let line = try TestLine()
         defer { line.remove() }
         let loaded = try line.load(try line.write(count: 3, faults: [2: "{ firmware: \"1.0.0\" }"]))
         var options = line.options()
         options.junitPath = line.directory + "/junit.xml"
-        _ = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
-                                 adapters: [try line.simulator(loaded)], options: options)
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [try line.simulator(loaded)], options: options)
         let xml = try String(contentsOfFile: line.directory + "/junit.xml", encoding: .utf8)
-        #expect(xml.components(separatedBy: "<testcase ").count - 1 == 3)
-        #expect(xml.contains("tests=\"3\" failures=\"1\""))
+        let steps = report.devices.map(\.steps.count).reduce(0, +)
+        #expect(steps == 3 * loaded.workflow.steps.count)
+        #expect(xml.components(separatedBy: "<testsuite ").count - 1 == 3)
+        #expect(xml.components(separatedBy: "<testcase ").count - 1 == steps)
+        #expect(xml.contains("<testsuite name=\"SN-0002\" tests=\"\(loaded.workflow.steps.count)\" failures=\"1\""))
         #expect(xml.contains("<failure type=\"verify_failed\""))
-        #expect(xml.contains("name=\"SN-0002\""))
+        #expect(xml.contains("<property name=\"captured.fw\" value=\"1.0.0\"/>"))
     }
 
     @Test func aDeviceWhoseLinksKeepFailingOnOneAdapterIsRetriedOnAnotherThatHearsIt() async throws {

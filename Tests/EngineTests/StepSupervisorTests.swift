@@ -203,3 +203,169 @@ import Workflow
         #expect(delays(seed: 7).count == 4)
     }
 }
+
+/// `optional`, `continue_on_error` and `when:`: what a step's final failure or a false condition does
+/// to the device, event by event.
+@Suite struct StepSupervisorFailurePolicyTests {
+    typealias Info = StepSupervisor.StepInfo
+
+    static let once = RetryPolicy.none
+    static let twice = RetryPolicy(attempts: 2, backoff: .list([.seconds(1)]), on: [.timeout])
+    static let timeout = DeviceFailure(.timeout, "no answer")
+    static let mismatch = DeviceFailure(.verifyFailed, "battery 19 % is below min 20 %")
+
+    /// connect, read a, read b, verify c, read d.
+    static func audit(_ a: Step.OnFailure = .stop, _ b: Step.OnFailure = .stop, _ c: Step.OnFailure = .stop,
+                      retry: RetryPolicy = once) -> [Info] {
+        [
+            Info(name: "connect", retry: once, isConnect: true),
+            Info(name: "a", retry: retry, onFailure: a),
+            Info(name: "b", retry: retry, onFailure: b),
+            Info(name: "c", retry: once, onFailure: c),
+            Info(name: "d", retry: once),
+        ]
+    }
+
+    /// Runs the device: `fail` gives the failure of a step's attempt (nil: it succeeds), `skip` the
+    /// steps skipped by their condition. Returns the steps executed, in order, and the last action.
+    static func drive(_ s: inout StepSupervisor, fail: [Int: DeviceFailure] = [:], skip: Set<Int> = [],
+                      sessionLost: Bool = false) -> (executed: [Int], last: StepSupervisor.Action?) {
+        var executed: [Int] = []
+        var actions = s.handle(.begin(at: .zero))
+        var t = 0
+        while let action = actions.first {
+            actions.removeFirst()
+            t += 10
+            switch action {
+            case .execute(let i, _, _):
+                if skip.contains(i) {
+                    actions += s.handle(.skippedByCondition(reason: "`when: x` is false", at: .milliseconds(t)))
+                    continue
+                }
+                executed.append(i)
+                if let f = fail[i] {
+                    actions += s.handle(.failed(f, sent: false, at: .milliseconds(t)))
+                } else {
+                    actions += s.handle(.succeeded(at: .milliseconds(t)))
+                }
+            case .retry:
+                actions += s.handle(.backoffEnded(sessionLost: sessionLost, at: .milliseconds(t)))
+            case .finish:
+                return (executed, action)
+            case .stepFinished, .closeSession:
+                continue
+            }
+        }
+        return (executed, nil)
+    }
+
+    @Test func aFailedOptionalStepIsRecordedAndTheDeviceGoesOnAndSucceeds() {
+        var s = StepSupervisor(steps: Self.audit(.optional), seed: 1)
+        let (executed, last) = Self.drive(&s, fail: [1: Self.timeout])
+        #expect(executed == [0, 1, 2, 3, 4])
+        #expect(last == .finish(nil))
+        #expect(s.outcome == .succeeded)
+        #expect(s.failure == nil && s.failedStep == nil)
+        #expect(s.progress[1].outcome == .failed && s.progress[1].failure == Self.timeout)
+        #expect(s.progress[2].outcome == .succeeded)
+    }
+
+    @Test func anOptionalStepIsRetriedByItsPolicyBeforeItGivesUp() {
+        var s = StepSupervisor(steps: Self.audit(.optional, retry: Self.twice), seed: 1)
+        var actions = s.handle(.begin(at: .zero))
+        actions = s.handle(.succeeded(at: .milliseconds(1)))
+        #expect(actions.last == .execute(step: 1, attempt: 1, confirmFirst: false))
+        #expect(s.handle(.failed(Self.timeout, sent: false, at: .milliseconds(2))) == [.retry(step: 1, attempt: 1, delay: .seconds(1), failure: Self.timeout)])
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(1))) == [.execute(step: 1, attempt: 2, confirmFirst: false)])
+        // Out of attempts: recorded as failed, the next step runs.
+        let after = s.handle(.failed(Self.timeout, sent: false, at: .seconds(2)))
+        #expect(after.first == .stepFinished(step: 1, outcome: .failed, attempt: 2, duration: .milliseconds(1001), failure: Self.timeout))
+        #expect(after.last == .execute(step: 2, attempt: 1, confirmFirst: false))
+        #expect(s.progress[1].attempts == 2)
+    }
+
+    @Test func continueOnErrorRunsEveryLaterStepAndFailsTheDeviceAtTheEnd() {
+        var s = StepSupervisor(steps: Self.audit(.continueOnError, .stop, .continueOnError), seed: 1)
+        let late = DeviceFailure(.verifyFailed, "serial differs")
+        let (executed, last) = Self.drive(&s, fail: [1: Self.timeout, 3: late])
+        #expect(executed == [0, 1, 2, 3, 4], "every step ran")
+        // The device fails for the first continued failure; the second is a cause.
+        let expected = DeviceFailure(.timeout, "no answer", causes: ["step `c` also failed (continue_on_error): serial differs"])
+        #expect(last == .finish(expected))
+        #expect(s.outcome == .failed && s.failure == expected && s.failedStep == 1)
+        #expect(s.progress[3].outcome == .failed && s.progress[4].outcome == .succeeded)
+    }
+
+    @Test func aLaterStoppingFailureFailsTheDeviceWithTheContinuedOnesAsCauses() {
+        var s = StepSupervisor(steps: Self.audit(.continueOnError), seed: 1)
+        let (executed, last) = Self.drive(&s, fail: [1: Self.mismatch, 3: Self.timeout])
+        #expect(executed == [0, 1, 2, 3])
+        let expected = DeviceFailure(.timeout, "no answer", causes: ["step `a` also failed (continue_on_error): battery 19 % is below min 20 %"])
+        #expect(last == .finish(expected))
+        #expect(s.failedStep == 3)
+        #expect(s.progress[3].failure == Self.timeout, "the step keeps its own failure")
+        #expect(s.progress[4].outcome == .skipped)
+    }
+
+    @Test func optionalFailuresAloneNeverFailTheDeviceButContinuedOnesDo() {
+        var s = StepSupervisor(steps: Self.audit(.optional, .continueOnError, .optional), seed: 1)
+        let (_, last) = Self.drive(&s, fail: [1: Self.timeout, 2: Self.mismatch, 3: Self.mismatch])
+        #expect(last == .finish(Self.mismatch))
+        #expect(s.failedStep == 2)
+    }
+
+    @Test func anInterruptionStopsTheDeviceEvenOnAnOptionalStep() {
+        var s = StepSupervisor(steps: Self.audit(.optional), seed: 1)
+        let cut = DeviceFailure(.interrupted, "cut while stopping")
+        let (executed, last) = Self.drive(&s, fail: [1: cut])
+        #expect(executed == [0, 1])
+        #expect(last == .finish(cut))
+        #expect(s.outcome == .interrupted)
+    }
+
+    @Test func aStepSkippedByItsConditionIsRecordedWithoutAnAttemptAndTheNextRuns() {
+        var s = StepSupervisor(steps: Self.audit(), seed: 1)
+        let (executed, last) = Self.drive(&s, skip: [2])
+        #expect(executed == [0, 1, 3, 4])
+        #expect(last == .finish(nil))
+        #expect(s.progress[2].outcome == .skippedByCondition)
+        #expect(s.progress[2].attempts == 0)
+        #expect(s.progress[2].skipReason == "`when: x` is false")
+        #expect(s.progress[2].firstStart != nil, "it was reached")
+    }
+
+    @Test func aSkippedStepAfterAFailureIsNotReachedNotSkippedByCondition() {
+        var s = StepSupervisor(steps: Self.audit(), seed: 1)
+        _ = Self.drive(&s, fail: [1: Self.mismatch], skip: [2])
+        #expect(s.progress[2].outcome == .skipped)
+        #expect(s.progress[2].firstStart == nil)
+    }
+
+    @Test func theSkippedByConditionEventIsAnnounced() {
+        var s = StepSupervisor(steps: Self.audit(), seed: 1)
+        _ = s.handle(.begin(at: .zero))
+        _ = s.handle(.succeeded(at: .milliseconds(10)))
+        let actions = s.handle(.skippedByCondition(reason: "r", at: .milliseconds(12)))
+        #expect(actions == [.stepFinished(step: 1, outcome: .skippedByCondition, attempt: 0, duration: .milliseconds(2), failure: nil),
+                            .execute(step: 2, attempt: 1, confirmFirst: false)])
+    }
+
+    @Test func aRestartOverAFailedContinuedStepThatThenSucceedsClearsItsFailure() {
+        // connect, a (continue_on_error), b (retried on disconnect: the restart goes back to connect).
+        let steps = [
+            Info(name: "connect", retry: Self.once, isConnect: true),
+            Info(name: "a", retry: Self.once, onFailure: .continueOnError),
+            Info(name: "b", retry: RetryPolicy(attempts: 2, backoff: .list([.seconds(1)]), on: [.disconnected])),
+        ]
+        var s = StepSupervisor(steps: steps, seed: 1)
+        _ = s.handle(.begin(at: .zero))
+        _ = s.handle(.succeeded(at: .milliseconds(1)))
+        _ = s.handle(.failed(Self.timeout, sent: false, at: .milliseconds(2)))          // a fails, carries on
+        _ = s.handle(.failed(DeviceFailure(.disconnected, "lost"), sent: false, at: .milliseconds(3)))
+        #expect(s.handle(.backoffEnded(sessionLost: true, at: .seconds(1))) == [.closeSession, .execute(step: 0, attempt: 2, confirmFirst: false)])
+        _ = s.handle(.succeeded(at: .seconds(2)))
+        _ = s.handle(.succeeded(at: .seconds(3)))                                          // a succeeds this time
+        #expect(s.handle(.succeeded(at: .seconds(4))) == [.stepFinished(step: 2, outcome: .succeeded, attempt: 2, duration: .milliseconds(1001), failure: nil), .finish(nil)])
+        #expect(s.outcome == .succeeded)
+    }
+}

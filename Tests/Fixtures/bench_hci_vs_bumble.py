@@ -4,7 +4,7 @@
 
     swift build -c release --product provision
     Tests/Fixtures/bench_hci_vs_bumble.sh                       # 48 devices, the whole matrix (18 cells)
-    Tests/Fixtures/bench_hci_vs_bumble.sh --quick               # 4 cells: 100 ms and 1 s × 0 and 25 ms, c=16
+    Tests/Fixtures/bench_hci_vs_bumble.sh --quick               # 4 cells: 100 ms and 1 s × 7.5 and 25 ms, c=16
     Tests/Fixtures/bench_hci_vs_bumble.sh --adv 1s --latency 25ms --concurrency 16 --devices 48
 
 The matrix: advertising interval (--adv, default 100ms,1s) × link latency each way (--latency, default
@@ -115,13 +115,16 @@ class Fleet:
         self.stderr.close()
 
 
-def write_line(path, devices, blob_size):
+def write_line(path, devices, blob_size, by_name=False):
+    """The inventory: every device with its id, name and address (or, `by_name`, without the address, so
+    that provision finds it by scanning for its name)."""
     with open(os.path.join(path, "blob.bin"), "wb") as f:
         f.write(bytes((i * 131 + 17) & 0xFF for i in range(blob_size)))
     with open(os.path.join(path, "line.yaml"), "w") as f:
         f.write("devices:\n")
         for i in range(1, devices + 1):
-            f.write(f'  - {{ id: SN-{i:04d}, name: SNS-{i:04d}, address: "F0:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}", '
+            address = "" if by_name else f'address: "F0:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}", '
+            f.write(f'  - {{ id: SN-{i:04d}, name: SNS-{i:04d}, {address}'
                     f'vars: {{ config: "0a0b0c{i & 0xFF:02x}", blob: blob.bin }} }}\n')
 
 
@@ -162,7 +165,7 @@ def run_baseline(args, fleet, work, concurrency):
 
 def run_cell(args, adv, latency, concurrency):
     work = tempfile.mkdtemp(prefix="bench-cell-")
-    write_line(work, args.devices, args.blob_size)
+    write_line(work, args.devices, args.blob_size, args.by_name)
     fleet = Fleet(args.python, work, args.devices, adv, latency, args.seed, args.fleet_arg)
     cell = {"adv": adv, "latency": latency, "concurrency": concurrency, "devices": args.devices}
     try:
@@ -258,13 +261,18 @@ def main():
                         "(a range such as 7.5ms-25ms is one value)")
     parser.add_argument("--concurrency", default="1,4,16", help="concurrencies (provision gets --slots the same)")
     parser.add_argument("--quick", action="store_true",
-                        help="adv 100ms,1s × latency 0,25ms × concurrency 16 (options given explicitly still win)")
+                        help="adv 100ms,1s × latency 7.5ms,25ms × concurrency 16, the cells issue #8 names (options given "
+                             "explicitly still win)")
     parser.add_argument("--sides", default="provision,baseline", help="which sides to run")
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/provision"))
     parser.add_argument("--workflow", default=os.path.join(ROOT, "workflows/sensor-v2.yaml"))
     parser.add_argument("--python", default=sys.executable, help="the Python with Bumble (fleet and baseline)")
     parser.add_argument("--blob-size", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--by-name", action="store_true",
+                        help="the inventory gives names only: provision finds every device by scanning (the baseline "
+                             "still connects by address); with --fleet-arg=--no-scan-while-initiating this measures "
+                             "the scan paused around each connection")
     parser.add_argument("--fleet-arg", action="append", default=[],
                         help="an extra bumble_fleet.py argument for every cell, e.g. --fleet-arg=--quirk=uuid128")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one side of one cell may take")
@@ -277,7 +285,7 @@ def main():
     given = set(a.split("=")[0] for a in sys.argv[1:])
     if args.quick:
         if "--latency" not in given:
-            args.latency = "0,25ms"
+            args.latency = "7.5ms,25ms"
         if "--concurrency" not in given:
             args.concurrency = "16"
     args.sides = parse_list(args.sides)
@@ -286,7 +294,8 @@ def main():
 
     print(f"# {machine()}", flush=True)
     print(f"# {args.bin}, {args.devices} devices, blob {args.blob_size} bytes, seed {args.seed}, "
-          f"fleet extra {args.fleet_arg or 'none'}", flush=True)
+          f"fleet extra {args.fleet_arg or 'none'}, inventory {'names only' if args.by_name else 'with addresses'}",
+          flush=True)
     cells = []
     for adv in parse_list(args.adv):
         for latency in parse_list(args.latency):

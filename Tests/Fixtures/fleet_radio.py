@@ -20,8 +20,11 @@ get the same radio):
 PacedController (every controller, devices and stations):
 - Advertising events every advInterval + advDelay (a random 0-10 ms, Vol 6 Part B 4.4.2.2.1), in real
   units (Bumble reads the 0.625 ms interval as milliseconds), the first at a random phase.
-- Number Of Completed Packets when the PDU has gone over the air, not when the host handed it over:
-  the host's ACL credits follow the radio, as on a real controller.
+- Number Of Completed Packets when the packet has gone over the air, not when the host handed it over:
+  the host's ACL credits follow the radio, as on a real controller. Each HCI ACL packet goes out on its
+  own (an LL PDU with LLID start or continuation), whether or not the host has handed over the rest of
+  its L2CAP PDU: a controller does not hold buffers until an L2CAP PDU is whole (it does not read
+  L2CAP), so a host that interleaves the fragments of several links never runs out of credits.
 - Disconnect: the local Disconnection Complete (reason 0x16, Connection Terminated By Local Host)
   follows the peer's acknowledgement of LL_TERMINATE_IND, one link delay later.
 - LE Set Data Length and LE Set PHY run their LL procedures over the link and report LE Data Length
@@ -140,6 +143,9 @@ class PacedLink(LocalLink):
         self.timing = timing or LinkTiming()
         # (sender address, receiver address) -> loop time at which that direction's air is free.
         self._air_free_at = {}
+        # (sender address, receiver address) -> bytes of the L2CAP PDU being handed over that already went
+        # out as fragments of their own (see send_fragment).
+        self._ahead = {}
         # Data PDUs handed to the link so far, and when the last one (data or control) arrives: a
         # controller that feeds host data into its assembler learns whether a PDU left, and when.
         self.data_pdus = 0
@@ -169,6 +175,17 @@ class PacedLink(LocalLink):
         loop.call_at(end, deliver)
         self.last_arrival = end
         return end
+
+    def send_fragment(self, sender_address, receiver_address, length, octets, phy, done):
+        """A fragment of an L2CAP PDU whose host has not handed over the rest yet: it crosses on its own
+        (`done()` when it has) and the PDU's delivery (send_acl_data) then takes only the rest's airtime."""
+        key = (sender_address, receiver_address)
+        self._ahead[key] = self._ahead.get(key, 0) + length
+        return self.schedule(sender_address, receiver_address, length, octets, phy, done)
+
+    def forget_fragments(self, sender_address, receiver_address):
+        """The link went down with a PDU half handed over: its fragments are lost with it."""
+        self._ahead.pop((sender_address, receiver_address), None)
 
     # -- Lookups --
 
@@ -201,16 +218,18 @@ class PacedLink(LocalLink):
     def send_acl_data(self, sender_controller, destination_address, transport, data):
         if transport != PhysicalTransport.LE:
             return super().send_acl_data(sender_controller, destination_address, transport, data)
+        source_address = sender_controller.random_address
+        # What already crossed as fragments of its own takes no more air.
+        rest = max(0, len(data) - self._ahead.pop((source_address, destination_address), 0))
         destination = self.find_le_controller(destination_address)
         if destination is None:
             # Nobody there any more: the PDU is lost on the air, and it has left the sender.
             self.data_pdus += 1
             self.last_arrival = asyncio.get_running_loop().time()
             return
-        source_address = sender_controller.random_address
         connection = sender_controller.le_connections.get(destination_address)
         octets, phy = tx_parameters(connection)
-        self.schedule(source_address, destination_address, len(data), octets, phy,
+        self.schedule(source_address, destination_address, rest, octets, phy,
                       lambda: destination.on_link_acl_data(source_address, transport, data))
         self.data_pdus += 1
 
@@ -289,7 +308,7 @@ class PacedController(Controller):
         # The masks a controller starts with (Vol 4 Part E 7.3.1, 7.8.1); Bumble starts at 0.
         self.event_mask = 0x00001FFFFFFFFFFF
         self.le_event_mask = 0x1F
-        # Per handle: host ACL packets received whose PDU has not gone over the air yet.
+        # Per handle: host ACL packets received that have not gone over the air yet.
         self._unsent_packets = {}
         self._terminating = set()
 
@@ -315,13 +334,22 @@ class PacedController(Controller):
         before = self.link.data_pdus
         connection.assembler.feed_packet(packet)
         if self.link.data_pdus != before:
-            # This packet completed a PDU: it and the packets before it leave with it.
-            count = self._unsent_packets.pop(handle)
-            asyncio.get_running_loop().call_at(self.link.last_arrival, self._packets_completed, connection, count)
+            # The last packet of a PDU: it crosses with what is left of the PDU.
+            asyncio.get_running_loop().call_at(self.link.last_arrival, self._packets_completed, connection, 1)
+        else:
+            # A packet of a PDU the host has not finished: it goes out on its own, as a controller does.
+            octets, phy = tx_parameters(connection)
+            self.link.send_fragment(self.random_address, connection.peer_address, len(packet.data), octets, phy,
+                                    lambda: self._packets_completed(connection, 1))
 
     def _packets_completed(self, connection, count):
         # After a disconnection the host counts the link's packets as flushed (Vol 4 Part E 4.3).
         if self.le_connections.get(connection.peer_address) is connection:
+            left = self._unsent_packets.get(connection.handle, 0) - count
+            if left > 0:
+                self._unsent_packets[connection.handle] = left
+            else:
+                self._unsent_packets.pop(connection.handle, None)
             self.send_hci_packet(hci.HCI_Number_Of_Completed_Packets_Event(
                 connection_handles=[connection.handle], num_completed_packets=[count]))
 
@@ -360,6 +388,8 @@ class PacedController(Controller):
             return
         self._unsent_packets.pop(connection.handle, None)
         self._terminating.discard(connection.handle)
+        if isinstance(self.link, PacedLink):
+            self.link.forget_fragments(self.random_address, connection.peer_address)
         super().on_le_disconnected(connection, reason)
 
     def on_hci_disconnect_command(self, command):

@@ -423,6 +423,38 @@ class PacedLinkTests(unittest.IsolatedAsyncioTestCase):
         self.assertGreater(completed, 0)
         self.assertEqual(fleet.stations[0][0]._unsent_packets.get(connection.handle, 0), 0)
 
+    async def test_each_acl_packet_completes_when_it_has_crossed_whole_pdu_or_not(self):
+        # A host that interleaves the fragments of several links must get its credits back for a
+        # fragment whose L2CAP PDU it has not finished handing over (a controller does not read L2CAP).
+        fleet = await Fleet(devices=1, latency=(0.002, 0.002)).start()
+        controller, host, recorder = fleet.stations[0]
+        connection = await asyncio.wait_for(host.connect(fleet.address(1)), TIMEOUT)
+        peer = Peer(connection)
+        await asyncio.wait_for(peer.discover_services(), TIMEOUT)
+        for service in peer.services:
+            await asyncio.wait_for(service.discover_characteristics(), TIMEOUT)
+        control = peer.get_characteristics_by_uuid(UUID("FFF1"))[0].handle
+        # Write Request 01 AA to FFF1 in one L2CAP frame on the ATT channel, handed over in two packets.
+        att = bytes([0x12, control & 0xFF, control >> 8, 0x01, 0xAA])
+        frame = len(att).to_bytes(2, "little") + (4).to_bytes(2, "little") + att
+        first, rest = frame[:5], frame[5:]
+
+        def completed(event):
+            return connection.handle in event.connection_handles
+
+        mark = recorder.mark()
+        host.host.send_hci_packet(hci.HCI_AclDataPacket(connection.handle, hci.HCI_ACL_PB_FIRST_NON_FLUSHABLE, 0,
+                                                        len(first), first))
+        await recorder.wait_for(hci.HCI_Number_Of_Completed_Packets_Event, mark, completed)
+        self.assertIsNone(fleet.sensor(1).config, "the command is not whole yet")
+        mark = recorder.mark()
+        host.host.send_hci_packet(hci.HCI_AclDataPacket(connection.handle, hci.HCI_ACL_PB_CONTINUATION, 0,
+                                                        len(rest), rest))
+        await recorder.wait_for(hci.HCI_Number_Of_Completed_Packets_Event, mark, completed)
+        await recorder.wait_for(hci.HCI_AclDataPacket, mark, lambda p: bytes(p.data)[4:5] == b"\x13")
+        self.assertEqual(fleet.sensor(1).config, b"\xAA")
+        self.assertEqual(controller._unsent_packets.get(connection.handle, 0), 0)
+
 
 class DeviceTests(unittest.IsolatedAsyncioTestCase):
     async def test_only_the_commit_is_idempotent(self):

@@ -292,18 +292,55 @@ private struct Driver {
         #expect(create(failed)?.peer == b)
     }
 
-    @Test func afterEachConnectionWaitingScansGetTheRadioForASlice() {
+    @Test func connectionsMadeDuringATurnDoNotEndItWhileScansWait() {
+        // A radio that cannot scan while initiating: a device heard in the last scan slice advertises next
+        // about one advertising interval later, so the turn goes on after a connection.
         var d = Driver(config(size: 0))
         _ = d.settle(d.on(.request(1, peer: a, inferredType: false)))
         _ = d.on(.request(2, peer: b, inferredType: false))
-        _ = d.on(.scanWaiting(true))
+        let waiting = d.on(.scanWaiting(true))
+        guard case .turn? = armed(waiting) else { Issue.record("expected a turn, got \(waiting)"); return }
         let done = d.on(.connectionComplete(complete(a)))
         #expect(done.contains(.connected(1, complete(a))))
-        #expect(done.contains(.releaseRadio))
-        #expect(command(done) == nil, "B waits for the slice to end")
-        let slice = try! #require(armed(done))
-        #expect(done.contains(.arm(slice, d.machine.scanSlice)))
+        #expect(!done.contains(.releaseRadio))
+        #expect(create(done)?.peer == b)
+    }
+
+    @Test func aScanWithConsumersWaitingKeepsTheRadioForASliceBeforeInitiatingTakesIt() {
+        var d = Driver(config())
+        _ = d.on(.scanWaiting(true))
+        let first = d.on(.request(1, peer: a, inferredType: false))
+        #expect(!first.contains(.requestRadio), "the scan keeps the radio for its slice")
+        let slice = try! #require(armed(first))
+        guard case .scanSlice = slice else { Issue.record("expected a scan slice, got \(slice)"); return }
+        #expect(first.contains(.arm(slice, d.machine.scanSlice)))
+        // Devices heard during the slice join the line; they are connected together after it.
+        #expect(d.on(.request(2, peer: b, inferredType: false)).isEmpty)
         #expect(d.on(.deadline(slice)) == [.requestRadio])
+        let granted = d.on(.radioGranted)
+        guard case .turn? = armed(granted) else { Issue.record("expected a turn, got \(granted)"); return }
+        let sent = d.settle(granted)
+        #expect(lastCreate(sent)?.filterPolicy == 1)
+    }
+
+    @Test func whenNobodyWaitsForAdvertisementsAnyMoreInitiatingTakesTheRadioAtOnce() {
+        var d = Driver(config())
+        _ = d.on(.scanWaiting(true))
+        let first = d.on(.request(1, peer: a, inferredType: false))
+        let slice = try! #require(armed(first))
+        let gone = d.on(.scanWaiting(false))
+        #expect(gone == [.disarm(slice), .requestRadio])
+        // A stale slice deadline changes nothing.
+        #expect(d.on(.deadline(slice)).isEmpty)
+    }
+
+    @Test func withoutWaitingScansATurnThatEndsChangesNothing() {
+        var d = Driver(config())
+        _ = d.settle(d.on(.request(1, peer: a, inferredType: false)))
+        let waiting = d.on(.scanWaiting(true))
+        let turn = try! #require(armed(waiting))
+        #expect(d.on(.scanWaiting(false)) == [.disarm(turn)])
+        #expect(d.on(.deadline(turn)).isEmpty)
     }
 
     @Test func scanningGetsItsSliceWhenTheRadioCannotDoBoth() {

@@ -145,7 +145,7 @@ private let statusOK = "04 0f04 00 01"
     @Test func theScanStaysOnWhileConnectingWhereTheControllerCan() {
         var h = HostHarness(states: LESupportedStatesReturn.activeScanningAndInitiating)
         h.on(.scanWanted(true))
-        #expect(h.take() == ["010b200701600030000100"])
+        #expect(h.take() == ["010b200701600060000100"])
         h.controller("04 0e04 01 0b20 00")
         #expect(h.take() == ["010c20020100"])
         h.controller("04 0e04 01 0c20 00")
@@ -155,15 +155,21 @@ private let statusOK = "04 0f04 00 01"
         #expect(h.host.isScanning)
     }
 
-    @Test func elseTheScanPausesForTheInitiationAndResumesAfter() {
+    @Test func elseTheScanKeepsItsSliceThenPausesForTheInitiationAndResumesAfter() {
         var h = HostHarness(states: 0)
         h.on(.scanWanted(true))
         h.controller("04 0e04 01 0b20 00")
         h.controller("04 0e04 01 0c20 00")
         _ = h.take()
+        // Consumers wait for advertisements: the scan keeps the radio for its slice first.
         let connect = h.on(.connect(1, a, timeout: .seconds(10)))
+        #expect(h.take().isEmpty)
+        let slice = try! #require(connect.compactMap { action -> ConnectionInitiator.Timer? in
+            if case .arm(.initiator(let t), _) = action, case .scanSlice = t { return t } else { return nil }
+        }.first)
+        let paused = h.on(.deadline(.initiator(slice)))
         #expect(h.take() == ["010c20020000"])
-        #expect(connect.contains { if case .log(let l) = $0 { return l.contains("cannot scan while") } else { return false } })
+        #expect(paused.contains { if case .log(let l) = $0 { return l.contains("cannot scan while") } else { return false } })
         h.controller("04 0e04 01 0c20 00")
         #expect(h.take() == [createConnection(policy: 0, head: wireA)])
         h.controller("\(statusOK) 0d20")

@@ -12,7 +12,7 @@ private func sent(_ actions: [ScanController.Action]) -> [String] {
     @Test func aConsumerStartsTheScanParametersFirstAndTheLastOneStopsIt() {
         var scan = ScanController(scansWhileInitiating: true)
         let start = scan.handle(.wanted(true))
-        #expect(sent(start) == ["0b2007016000300001" + "00"])
+        #expect(sent(start) == ["0b2007016000600001" + "00"])
         let params = ScanController.Command.parameters(ScanController.Parameters().command)
         #expect(sent(scan.handle(.commandFinished(params, .success))) == ["0c20020100"])
         _ = scan.handle(.commandFinished(.enable(true), .success))

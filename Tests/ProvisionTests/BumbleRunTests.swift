@@ -7,8 +7,9 @@ import TestSupport
 /// here wrote), checked on the device side.
 @Suite(.serialized, .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"))
 struct BumbleRunTests {
-    /// Writes an inventory for the fleet's devices (their ids, names and addresses) with config and blob.
-    static func inventory(for fleet: BumbleFleet, in line: TestLine) throws -> String {
+    /// Writes an inventory for the fleet's devices (their ids, names and addresses) with config and blob;
+    /// devices whose 1-based index is in `nameOnly` are listed without their address (found by name).
+    static func inventory(for fleet: BumbleFleet, in line: TestLine, nameOnly: Set<Int> = []) throws -> String {
         var bytes = [UInt8](repeating: 0, count: 1500)
         var g: UInt64 = 0xB10B
         for i in bytes.indices {
@@ -18,7 +19,8 @@ struct BumbleRunTests {
         try Data(bytes).write(to: URL(fileURLWithPath: line.directory + "/blob.bin"))
         var text = "devices:\n"
         for (i, d) in fleet.devices.enumerated() {
-            text += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { config: \"c0ffee\(String(format: "%02x", i + 1))\", blob: blob.bin } }\n"
+            let address = nameOnly.contains(i + 1) ? "" : "address: \"\(d.address)\", "
+            text += "  - { id: \(d.id), name: \(d.name), \(address)vars: { config: \"c0ffee\(String(format: "%02x", i + 1))\", blob: blob.bin } }\n"
         }
         let path = line.directory + "/bumble-line.yaml"
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))

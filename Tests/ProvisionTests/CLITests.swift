@@ -219,10 +219,14 @@ final class BrokenCopy {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = await run(["dev-inventory", "--devices", "200", "--out", dir])
         #expect(r.code == 0)
+        // Everything it refers to is there: the model (validate reads it) and the blobs.
+        #expect(FileManager.default.fileExists(atPath: dir + "/models/sensor-v2.yaml"))
+        #expect(FileManager.default.fileExists(atPath: dir + "/blobs/blob-3.bin"))
         let v = await run(["validate", "workflows/sensor-v2.yaml", "--inventory", dir + "/inventory.yaml"])
         #expect(v.code == 0)
         #expect(v.out.contains("200 of 200 devices selected"))
         #expect(await run(["dev-inventory", "--devices", "20", "--out", dir, "--csv"]).code == 0)
         #expect(await run(["validate", "workflows/sensor-v2.yaml", "--inventory", dir + "/inventory.csv"]).code == 0)
+        #expect(await run(["dev-inventory", "--devices", "2", "--out", dir, "--model", "nope.yaml"]).code == 2)
     }
 }

@@ -162,6 +162,11 @@ struct LineProcessTests {
         #expect(report.devices.map(\.id) == all.sorted())
         #expect(report.summary.outcomes["succeeded"] == 30)
         #expect(report.run.station == "a, b, c")
+        // Captured values keep the workflow's types (report schema 2), as in each station's own report.
+        let own = try RunReport.read(from: line.directory + "/a.json")
+        #expect(own.run.captureTypes?.isEmpty == false)
+        #expect(report.run.captureTypes == own.run.captureTypes)
+        for d in own.devices { #expect(report.devices.first { $0.id == d.id }?.captured == d.captured, "\(d.id)") }
         let csv = try await line.provision(["report", "--line", line.connectionString, "--run", line.runID, "--csv"])
         #expect(csv.stdout.split(separator: "\r\n").count == 31)
         // The line's status: every device done, three stations that stopped.

@@ -64,7 +64,7 @@ import TestSupport
 
     @Test func everyOptionThatWritesAFileIsChecked() async throws {
         let outputs = RunCommand().options.filter { $0.role == .output }.map(\.name)
-        #expect(Set(outputs) == ["report", "journal", "resume", "events", "junit", "sim-state", "sim-dump", "spool"])
+        #expect(Set(outputs) == ["report", "journal", "resume", "events", "junit", "html", "trace", "sim-state", "sim-dump", "spool"])
         // Every option that takes a path says whether the run reads or writes it.
         for o in RunCommand().options {
             if case .value(let meta) = o.kind, ["PATH", "FILE", "JOURNAL"].contains(meta) {

@@ -34,11 +34,11 @@ import TestSupport
         let r = await run(["report", first, "--csv"], in: line.directory)
         let rows = r.out.components(separatedBy: "\r\n").filter { !$0.isEmpty }
         #expect(rows.count == 4)
-        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,fw,serial,state")
+        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,run_id,started,fw,serial,state")
         #expect(rows[2].hasPrefix("SN-0002,C0:5E:00:00:00:02,SNS-0002,failed,verify_failed,firmware is supported,"))
         #expect(rows[2].contains(",1.9.0,SN-0002,"))
         // A message with a quote is quoted, its quotes doubled.
-        #expect(rows[2].contains("\"\"\"1.9.0\"\" does not match"))
+        #expect(rows[2].contains(",\"firmware is supported \"\"1.9.0\"\" does not match /^2\\./\","))
     }
 
     @Test func compareNamesWhatChangedPerDevice() async throws {
@@ -80,7 +80,7 @@ import TestSupport
         var devices: [DeviceRecord] = []
         for (i, value) in hostile.enumerated() {
             var d = DeviceRecord(id: "SN-\(i)", address: nil, name: value, outcome: .failed, attempts: 1, rssi: -73,
-                                 captured: ["fw": value],
+                                 captured: ["fw": .string(value)],
                                  error: FailureRecord(kind: .verifyFailed, step: "check", message: value))
             d.durationMs = 12.5
             devices.append(d)
@@ -137,8 +137,8 @@ import TestSupport
             ("broken.json", "error: broken.json: not JSON (invalid value at line 2, column 3)\n"),
             ("empty.json", "error: empty.json: the file is empty, not a report\n"),
             ("other.json", "error: other.json: not a provision report (it has no `schema`)\n"),
-            ("future.json", "error: future.json: schema `provision.report/9` is not `provision.report/1`, the one this version of provision reads\n"),
-            ("odd.json", "error: odd.json: not a valid provision.report/1 report: `devices[0].outcome` has a value this version does not know\n"),
+            ("future.json", "error: future.json: schema `provision.report/9` is not one this version of provision reads (provision.report/1, provision.report/2)\n"),
+            ("odd.json", "error: odd.json: not a valid provision.report/2 report: `devices[0].outcome` has a value this version does not know\n"),
         ]
         for (file, message) in cases {
             let r = await run(["report", file], in: dir)
@@ -153,7 +153,7 @@ import TestSupport
         let line = try TestLine()
         defer { line.remove() }
         let evil = "1.0\u{1B}[2J\u{07}\n\u{202E}"
-        try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .failed, captured: ["fw": evil],
+        try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .failed, captured: ["fw": .string(evil)],
                                      error: FailureRecord(kind: .verifyFailed, step: "check \u{1B}]0;x\u{07}", message: "\"\(evil)\" does not match"))],
                        to: line.directory)
         try Self.write([DeviceRecord(id: "SN-1", address: nil, name: nil, outcome: .succeeded, captured: ["fw": "2.0"])],

@@ -43,21 +43,23 @@ import Testing
         #expect(throws: ValueError.self) { try ValueSpec.file(Template(literal: "missing.bin")).bytes(variables: lookup, baseDirectory: dir.path) }
     }
 
-    @Test func decodersTurnBytesIntoText() throws {
-        #expect(try ValueDecoder.hex.decode([0x0A, 0xFF]) == "0aff")
-        #expect(try ValueDecoder.utf8.decode(Array("2.4.1".utf8)) == "2.4.1")
-        #expect(try ValueDecoder.uint8.decode([100]) == "100")
-        #expect(try ValueDecoder.uint16le.decode([0x2C, 0x01]) == "300")
-        #expect(try ValueDecoder.uint32le.decode([1, 0, 0, 0x80]) == "2147483649")
-        #expect(try ValueDecoder.int8.decode([0xFF]) == "-1")
-        #expect(try ValueDecoder.int16le.decode([0xFE, 0xFF]) == "-2")
-        #expect(try ValueDecoder.int32le.decode([0, 0, 0, 0x80]) == "-2147483648")
-        #expect(try ValueDecoder.base64.decode([1, 2, 3]) == "AQID")
+    @Test func readFormatsTurnBytesIntoTypedValues() throws {
+        #expect(try ValueFormat.hex.decode([0x0A, 0xFF]) == .bytes([0x0A, 0xFF]))
+        #expect(try ValueFormat.utf8.decode(Array("2.4.1".utf8)) == .text("2.4.1"))
+        #expect(try ValueFormat.uint8.decode([100]) == .integer(100, signed: false))
+        #expect(try ValueFormat.uint16le.decode([0x2C, 0x01]) == .integer(300, signed: false))
+        #expect(try ValueFormat.uint32le.decode([1, 0, 0, 0x80]) == .integer(2_147_483_649, signed: false))
+        #expect(try ValueFormat.int8.decode([0xFF]) == .integer(-1, signed: true))
+        #expect(try ValueFormat.int16le.decode([0xFE, 0xFF]) == .integer(-2, signed: true))
+        #expect(try ValueFormat.int32le.decode([0, 0, 0, 0x80]) == .integer(-2_147_483_648, signed: true))
+        #expect(try ValueFormat.base64.decode([1, 2, 3]) == .text("AQID"))
+        #expect(try ValueFormat.base64.encode(.text("AQID")) == [1, 2, 3])
+        #expect(throws: ValueError.self) { try ValueFormat.base64.encode(.text("!!")) }
     }
 
-    @Test func decodersRejectWrongLengthsAndBadUTF8() {
-        #expect(throws: ValueError.self) { try ValueDecoder.uint16le.decode([1]) }
-        #expect(throws: ValueError.self) { try ValueDecoder.utf8.decode([0xC3, 0x28]) }
+    @Test func readFormatsRejectWrongLengthsAndBadUTF8() {
+        #expect(throws: ValueError.self) { try ValueFormat.uint16le.decode([1]) }
+        #expect(throws: ValueError.self) { try ValueFormat.utf8.decode([0xC3, 0x28]) }
     }
 
     @Test func durationsNeedAUnit() {

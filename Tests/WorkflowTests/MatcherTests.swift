@@ -12,28 +12,15 @@ import Testing
         #expect(!Matcher.hexPattern("^4F4B$").matches([0x4F, 0x4B]))
     }
 
-    @Test func textPatternOnVerify() {
-        #expect(Matcher.textPattern(#"^2\.[0-9]+\.[0-9]+$"#).matches("2.4.1"))
-        #expect(!Matcher.textPattern(#"^2\."#).matches("1.9.0"))
-    }
-
-    @Test func numericRangeIsInclusive() {
-        #expect(Matcher.range(0, 100).matches("100"))
-        #expect(Matcher.range(0, 100).matches("0"))
-        #expect(!Matcher.range(0, 100).matches("101"))
-        #expect(!Matcher.range(0, 100).matches("abc"))
-        #expect(Matcher.range(-1.5, 1.5).matches("0.25"))
-    }
-
-    @Test func oneOfAndEqualsText() {
-        #expect(Matcher.oneOf(["a", "b"]).matches("b"))
-        #expect(!Matcher.oneOf(["a", "b"]).matches("c"))
-        #expect(Matcher.equalsText("SN-0001").matches("SN-0001"))
+    @Test func textPatternMatchesTheUTF8Text() {
+        #expect(Matcher.textPattern(#"^2\.[0-9]+\.[0-9]+$"#).matches(Array("2.4.1".utf8)))
+        #expect(!Matcher.textPattern(#"^2\."#).matches(Array("1.9.0".utf8)))
+        #expect(!Matcher.textPattern(".").matches([0xC3, 0x28]))
     }
 
     @Test func specsResolvePerDevice() throws {
-        let spec = MatcherSpec.equalsText(try Template(parsing: "${id}"))
-        #expect(try spec.resolve(variables: { $0 == "id" ? "SN-1" : nil }, baseDirectory: "") == .equalsText("SN-1"))
+        let text = MatcherSpec.equalsValue(.utf8(try Template(parsing: "${id}")))
+        #expect(try text.resolve(variables: { $0 == "id" ? "SN-1" : nil }, baseDirectory: "") == .equalsBytes(Array("SN-1".utf8)))
         let bytes = MatcherSpec.equalsValue(.hex(Template(literal: "0100")))
         #expect(try bytes.resolve(variables: { _ in nil }, baseDirectory: "") == .equalsBytes([1, 0]))
     }

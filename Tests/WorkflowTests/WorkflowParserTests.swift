@@ -31,13 +31,14 @@ import YAML
           - unsubscribe: { id: acks }
           - sleep: 250ms
           - disconnect
+          - set: { id: label, concat: ["${name}", "-", "${fw}"] }
         """
 
     @Test func everyStepKindParsesWithItsOptions() throws {
         let w = try parse(Self.everyKind)
         #expect(w.name == "every-kind")
         #expect(w.description == "one of each")
-        #expect(w.steps.map(\.kind.keyword) == Step.Kind.keywords.filter { $0 != "verify" && $0 != "read" && $0 != "write" && $0 != "write_blob" && $0 != "subscribe" && $0 != "unsubscribe" && $0 != "await" && $0 != "sleep" && $0 != "disconnect" } + ["read", "verify", "write", "write_blob", "subscribe", "await", "unsubscribe", "sleep", "disconnect"])
+        #expect(w.steps.map(\.kind.keyword) == Step.Kind.keywords.filter { $0 != "verify" && $0 != "read" && $0 != "write" && $0 != "write_blob" && $0 != "subscribe" && $0 != "unsubscribe" && $0 != "await" && $0 != "sleep" && $0 != "disconnect" && $0 != "set" } + ["read", "verify", "write", "write_blob", "subscribe", "await", "unsubscribe", "sleep", "disconnect", "set"])
         guard case .scan(let scan) = w.steps[0].kind else { Issue.record("not a scan"); return }
         #expect(scan.address?.source == "C0:5E:00:00:00:01")
         #expect(scan.name?.referencedNames == ["name"])
@@ -47,10 +48,11 @@ import YAML
         #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: ReconnectPolicy(attempts: 2, delay: .milliseconds(500)))))
         #expect(w.steps[2].kind == .discover(Step.Discover(all: true)))
         let ref = CharacteristicRef(service: BluetoothUUID(0x180A), characteristic: BluetoothUUID(0x2A26))
-        #expect(w.steps[3].kind == .read(Step.Read(target: ref, id: "fw", decoder: .utf8)))
+        #expect(w.steps[3].kind == .read(Step.Read(target: ref, id: "fw", format: .utf8)))
         #expect(w.steps[3].name == "read fw")
         guard case .verify(let verify) = w.steps[4].kind else { Issue.record("not a verify"); return }
-        #expect(verify.matcher == .matches(pattern: #"^2\."#, hex: false))
+        #expect(verify.limits == LimitSpecs(matches: #"^2\."#))
+        #expect(verify.valueType == .text && verify.measurementName == "fw")
         guard case .write(let write) = w.steps[5].kind else { Issue.record("not a write"); return }
         #expect(!write.withResponse)
         #expect(w.steps[5].name == "write FFF1")
@@ -88,23 +90,30 @@ import YAML
         #expect(w.steps[2].effectiveTimeout == .seconds(1))
     }
 
-    @Test func verifyMatcherForms() throws {
+    @Test func verifyLimitsAreReadAsTheValuesType() throws {
         let w = try parse("""
             name: t
             steps:
               - connect
               - read: { id: level, service: 180F, characteristic: 2A19, as: uint8 }
-              - verify: { value: "${level}", in: [0, 100] }
+              - verify: { value: "${level}", min: 0, max: 100, unit: "%" }
               - verify: { value: "${level}", one_of: ["${level}", "7"] }
-              - verify: { value: "${level}", equals: 50 }
+              - name: level is fifty
+                verify: { value: "${level}", equals: 50, min: 19.5 }
             """)
         guard case .verify(let a) = w.steps[2].kind, case .verify(let b) = w.steps[3].kind, case .verify(let c) = w.steps[4].kind else {
             Issue.record("not verify steps")
             return
         }
-        #expect(a.matcher == .range(0, 100))
-        #expect(b.matcher.templates.count == 2)
-        #expect(c.matcher == .equalsText(Template(literal: "50")))
+        #expect(a.valueType == .integer(signed: false))
+        #expect(a.limits == LimitSpecs(min: .value(.integer(0, signed: false)), max: .value(.integer(100, signed: false))))
+        #expect(a.unit == "%" && a.measurementName == "level")
+        #expect(b.limits.oneOf?.count == 2)
+        #expect(b.limits.templates.map(\.source) == ["${level}"])
+        #expect(b.limits.oneOf?.last == .value(.integer(7, signed: false)))
+        #expect(c.limits.equals == .value(.integer(50, signed: false)))
+        #expect(c.limits.min == .value(.real(19.5)))
+        #expect(c.measurementName == "level is fifty")
     }
 
     @Test func theExampleWorkflowsAreValid() throws {

@@ -1,0 +1,44 @@
+import Engine
+import Foundation
+
+/// The retry file `provision run` leaves beside its report when devices did not succeed (as Ansible
+/// leaves `site.retry`): `reports/x.json` → `reports/x.retry`, one device id a line, for
+/// `provision run … --limit @reports/x.retry`.
+///
+/// It lists the devices that failed, were interrupted or never started. A `needs_review` device is
+/// not listed, only named in a `#` comment (`--limit @file` skips comments): an irreversible step may
+/// have reached it, so it is checked by hand before it is run again. When every device succeeded, no
+/// retry file is written, and one left at that path by the report this run replaces is removed.
+enum RetryFile {
+    /// The retry file of a report.
+    static func path(forReport report: String) -> String {
+        RunCommand.replacingExtension(report, with: "retry")
+    }
+
+    /// The file's text, or nil when every device succeeded.
+    static func text(_ report: RunReport, reportPath: String) -> String? {
+        let notOK = report.devices.filter { $0.outcome != .succeeded }
+        guard !notOK.isEmpty else { return nil }
+        var lines = ["# \(report.run.id) (\(report.run.workflow.name ?? report.run.workflow.path)): the devices that did not succeed.",
+                     "# Run them again with: provision run … --limit @\(path(forReport: reportPath))"]
+        for d in notOK {
+            // An id is one line of the file: one with a line break cannot be listed.
+            guard !d.id.contains(where: { $0.isNewline }) else { continue }
+            if d.error?.kind == .needsReview {
+                lines.append("# \(d.id) needs_review: not listed; an irreversible step may have reached it, check it before running it again")
+            } else {
+                lines.append(d.id)
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Writes (or removes) the retry file of `report` at `path` (absolute).
+    static func write(_ report: RunReport, reportPath: String, to path: String) throws {
+        if let text = text(report, reportPath: reportPath) {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } else if FileManager.default.fileExists(atPath: path) {
+            try FileManager.default.removeItem(atPath: path)
+        }
+    }
+}

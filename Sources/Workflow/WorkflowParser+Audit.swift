@@ -1,0 +1,546 @@
+import BLE
+import YAML
+
+/// The typed parts of the workflow language: `vars:`, `when:`, `optional` / `continue_on_error`,
+/// `verify` as a measurement, `set:`, `await … capture:`, and the type check of every use of a typed
+/// name (docs/workflow.md, "Typed values").
+extension ParserState {
+    /// What a name stands for while a step is read: a typed value (a capture of an earlier step, a
+    /// declared variable, a built-in), or an inventory variable the workflow does not declare (text,
+    /// checked against each device by `Validator`).
+    enum NameType: Equatable {
+        case typed(ValueType)
+        case inventoryText
+    }
+
+    func nameType(_ name: String) -> NameType {
+        if let t = captureTypes[name] { return .typed(t) }
+        if let d = declared[name] { return .typed(d.type) }
+        if Template.builtins.contains(name) { return .typed(.text) }
+        return .inventoryText
+    }
+
+    /// The type a template's value has: a lone `${name}` has the name's type; anything else is text.
+    func templateType(_ t: Template) -> ValueType {
+        if let name = t.loneReference, case .typed(let type) = nameType(name) { return type }
+        return .text
+    }
+
+    /// The id a step captures into, read ahead of parsing (so that a reference to a later capture gets
+    /// a precise message).
+    static func captureID(of item: YAMLNode) -> String? {
+        guard let pairs = item.mapping else { return nil }
+        for pair in pairs {
+            switch pair.key.scalar {
+            case "read", "set": return pair.value["id"]?.scalar
+            case "await":
+                guard let c = pair.value["capture"] else { return nil }
+                return c.scalar ?? c["id"]?.scalar
+            default: continue
+            }
+        }
+        return nil
+    }
+
+    // MARK: - vars
+
+    /// `vars: { config: { hex: [1, 200] }, device_key: { hex: 16, secret: true }, site: utf8 }`.
+    mutating func variables(_ node: YAMLNode) {
+        guard let pairs = reader.mapping(node, "`vars`") else { return }
+        let formats = ValueFormat.allCases.map(\.rawValue)
+        for pair in pairs {
+            guard let name = reader.identifier(pair.key, "variable name") else { continue }
+            if Template.builtins.contains(name) {
+                reader.error("`\(name)` is a built-in name; it is not declared", at: pair.key.mark,
+                             hint: "`id`, `name` and `address` come from the inventory and are text")
+                continue
+            }
+            let value = pair.value
+            var format: ValueFormat?
+            var length: ClosedRange<Int>?
+            var secret = false
+            var ok = true
+            if value.scalar != nil, !value.isNull {
+                format = formatNamed(value, what: "the format of `\(name)`")
+            } else if let inner = reader.mapping(value, "the declaration of `\(name)`") {
+                for p in inner {
+                    guard let key = p.key.scalar else { continue }
+                    if key == "secret" {
+                        secret = reader.bool(p.value, "`secret`") ?? false
+                    } else if format == nil, let f = ValueFormat(rawValue: key) {
+                        format = f
+                        if !p.value.isNull {
+                            if let l = byteLength(p.value) { length = l } else { ok = false }
+                        }
+                    } else {
+                        let hint = Suggestions.hint(for: key, in: format == nil ? formats + ["secret"] : ["secret"])
+                            ?? (format == nil ? "a declaration is `{ FORMAT: LENGTH, secret: true }`; formats: \(formats.joined(separator: ", "))"
+                                : "a declaration is `{ FORMAT: LENGTH, secret: true }`")
+                        reader.error(format == nil ? "unknown format `\(key)`" : "unknown key `\(key)` in the declaration of `\(name)`",
+                                     at: p.key.mark, hint: hint)
+                        ok = false
+                    }
+                }
+                if format == nil && ok {
+                    reader.error("the declaration of `\(name)` needs a format", at: value.mark,
+                                 hint: "for example `{ hex: 16, secret: true }` or `uint8`")
+                }
+            } else {
+                ok = false
+            }
+            guard ok, let format else { continue }
+            do {
+                let d = try VariableDeclaration(format: format, length: length, secret: secret)
+                declared[name] = d
+                declaredMarks[name] = pair.key.mark
+                if secret { secretNames.insert(name) }
+            } catch {
+                reader.error("`\(name)`: \(error.message)", at: value.mark)
+            }
+        }
+    }
+
+    /// `16` or `[1, 200]`: a byte length.
+    private mutating func byteLength(_ node: YAMLNode) -> ClosedRange<Int>? {
+        if let items = node.sequence {
+            guard items.count == 2 else {
+                reader.error("a length range is `[min, max]`, found \(items.count) item\(items.count == 1 ? "" : "s")", at: node.mark)
+                return nil
+            }
+            guard let lo = reader.integer(items[0], "the minimum length", in: 0...65_536),
+                  let hi = reader.integer(items[1], "the maximum length", in: 0...65_536) else { return nil }
+            guard lo <= hi else {
+                reader.error("the minimum length \(lo) is above the maximum \(hi)", at: node.mark, hint: "write `[min, max]`")
+                return nil
+            }
+            return lo...hi
+        }
+        return reader.integer(node, "a length in bytes", in: 0...65_536).map { $0...$0 }
+    }
+
+    /// A format name (`uint8`, `version`, …) with a "did you mean" hint.
+    mutating func formatNamed(_ node: YAMLNode, what: String) -> ValueFormat? {
+        guard let text = reader.string(node, what) else { return nil }
+        let (format, hint) = ValueFormat.named(text)
+        if format == nil {
+            reader.error("unknown format `\(text)`", at: node.mark,
+                         hint: hint ?? "use one of \(ValueFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return format
+    }
+
+    // MARK: - when, optional, continue_on_error
+
+    /// `when: firmware < 2.0.0 and battery >= 30`: parsed and type-checked against the captures of
+    /// earlier steps, the declared variables and the built-ins; errors point at the column.
+    mutating func condition(_ node: YAMLNode, laterCaptures: [String: Int]) -> Step.Condition? {
+        guard let text = reader.string(node, "`when`") else { return nil }
+        // A column in the expression is a column in the file when the scalar sits on one line.
+        func mark(_ column: Int) -> SourceMark {
+            guard !text.contains("\n"), case .scalar(_, let style) = node.kind, style != .literal, style != .folded else { return node.mark }
+            let quote = style == .singleQuoted || style == .doubleQuoted ? 1 : 0
+            return SourceMark(line: node.mark.line, column: node.mark.column + quote + column - 1)
+        }
+        let expression: Expression
+        do {
+            expression = try Expression(parsing: text)
+        } catch {
+            reader.error("`when`: \(error.message)", at: mark(error.column), hint: error.hint)
+            return nil
+        }
+        var fields: [String: FieldType] = [:]
+        for name in Template.builtins { fields[name] = FieldType(.text) }
+        for (name, d) in declared { fields[name] = FieldType(d.type) }
+        for (name, t) in captureTypes { fields[name] = FieldType(t) }
+        var ok = true
+        for (name, column) in expression.names where fields[name] == nil {
+            if let later = laterCaptures[name] {
+                reader.error("`\(name)` is captured by step \(later), which runs after this one", at: mark(column),
+                             hint: "a `when:` can use only values captured before its step")
+                ok = false
+            }
+        }
+        guard ok else { return nil }
+        do {
+            return Step.Condition(expression: try expression.check(fields: fields), mark: node.mark)
+        } catch {
+            for e in error.errors {
+                var hint = e.hint
+                if hint == nil, e.message.hasPrefix("unknown name") {
+                    hint = "a `when:` uses captured values and variables declared in `vars:` (for example `model: utf8`)"
+                }
+                reader.error("`when`: \(e.message)", at: mark(e.column), hint: hint)
+            }
+            return nil
+        }
+    }
+
+    /// `optional: true` or `continue_on_error: true` (not both, and not on an irreversible step).
+    mutating func onFailure(optional: YAMLNode?, continueOnError: YAMLNode?, irreversible: Bool) -> Step.OnFailure {
+        let o = optional.flatMap { reader.bool($0, "`optional`") } ?? false
+        let c = continueOnError.flatMap { reader.bool($0, "`continue_on_error`") } ?? false
+        if o, c, let node = continueOnError {
+            reader.error("a step is `optional` or `continue_on_error`, not both", at: node.mark,
+                         hint: "`optional`: its failure does not fail the device; `continue_on_error`: the device goes on and fails at the end")
+            return .stop
+        }
+        if (o || c), irreversible, let node = optional ?? continueOnError {
+            reader.error("an irreversible step cannot be `\(o ? "optional" : "continue_on_error")`", at: node.mark,
+                         hint: "a device whose irreversible write failed must stop there; remove the key")
+            return .stop
+        }
+        return o ? .optional : c ? .continueOnError : .stop
+    }
+
+    // MARK: - verify
+
+    /// `verify: { value: "${battery}", min: 20, max: 100, unit: "%" }` and the other limits.
+    mutating func verify(_ options: YAMLNode, explicitName: String?, laterCaptures: [String: Int]) -> Step.Verify? {
+        var value: Template?
+        if let v = options["value"] {
+            value = reader.template(v, "`value`")
+        } else if !reader.hasTypo(of: "value", in: options) {
+            reader.error("`verify` needs `value`", at: options.mark, hint: "for example `value: \"${battery}\"`")
+        }
+        guard let value else { return nil }
+        checkReferences(value, laterCaptures: laterCaptures)
+        let valueType = templateType(value)
+        var limits = LimitSpecs()
+        var marks: [String: SourceMark] = [:]
+        var ok = true
+        func limit(_ key: String, _ kind: LimitSpecs.Kind, _ node: YAMLNode) -> LimitSpecs.Limit? {
+            marks[key] = marks[key] ?? node.mark
+            guard let t = reader.template(node, "`\(key)`") else { return nil }
+            if !t.isLiteral {
+                checkReferences(t, laterCaptures: laterCaptures)
+                return .template(t)
+            }
+            do {
+                return .value(try LimitSpecs.read(t.source, kind, valueType: valueType))
+            } catch {
+                reader.error("`\(key)`: \(error.message)", at: node.mark, hint: Self.limitHint(kind, valueType))
+                return nil
+            }
+        }
+        for (key, kind) in [("min", LimitSpecs.Kind.number), ("max", .number), ("equals", .sameAsValue),
+                            ("version_at_least", .version), ("version_below", .version)] {
+            guard let node = options[key] else { continue }
+            guard let l = limit(key, kind, node) else { ok = false; continue }
+            switch key {
+            case "min": limits.min = l
+            case "max": limits.max = l
+            case "equals": limits.equals = l
+            case "version_at_least": limits.versionAtLeast = l
+            default: limits.versionBelow = l
+            }
+        }
+        let lists = ["in", "one_of"].filter { options[$0] != nil }
+        if lists.count == 2, let second = options["one_of"] {
+            reader.error("`in` and `one_of` are the same list; give one of them", at: second.mark)
+            ok = false
+        } else if let key = lists.first, let node = options[key] {
+            if let items = reader.sequence(node, "`\(key)`") {
+                var list: [LimitSpecs.Limit] = []
+                for item in items {
+                    if let l = limit("in", .sameAsValue, item) { list.append(l) } else { ok = false }
+                }
+                limits.oneOf = list
+                marks["in"] = node.mark
+                // `in: [0, 100]` was a range before `in` became a list: say so.
+                if items.count == 2, valueType.isNumeric, list.count == 2,
+                   case .value(let lo) = list[0], case .value(let hi) = list[1], (try? TypedValue.compare(lo, .less, hi)) == true {
+                    reader.sink.warning("`in` lists the allowed values: `[\(lo), \(hi)]` allows only \(lo) and \(hi)", at: node.mark,
+                                        hint: "for a range write `min: \(lo), max: \(hi)`")
+                }
+            } else {
+                ok = false
+            }
+        }
+        if let m = options["matches"] {
+            marks["matches"] = m.mark
+            if let text = reader.string(m, "`matches`") {
+                if let problem = Matcher.regexError(text) {
+                    reader.error("`\(text)` is not a valid regular expression: \(problem)", at: m.mark)
+                    ok = false
+                } else {
+                    limits.matches = text
+                }
+            } else {
+                ok = false
+            }
+        }
+        var unit: String?
+        if let u = options["unit"] {
+            unit = reader.string(u, "`unit`")
+            if let text = unit { reader.refuseControlCharacters(text, "`unit`", at: u.mark) }
+        }
+        guard ok else { return nil }
+        // Type problems, each at its key: template limits take part with a stand-in of their type.
+        var probe = MeasurementLimits(matches: limits.matches)
+        var templated = Set<String>()
+        // A templated limit of a typed name stands as a value of its type; one read from inventory text
+        // (per device, by `Validator`) as a value of the type it will be read as.
+        func stand(_ l: LimitSpecs.Limit?, _ key: String, _ kind: LimitSpecs.Kind) -> TypedValue? {
+            switch l {
+            case .value(let v)?: return v
+            case .template(let t)?:
+                templated.insert(key)
+                if let name = t.loneReference, case .typed(let type) = nameType(name), type != .text { return Self.standIn(type) }
+                switch kind {
+                case .number: return .integer(0, signed: true)
+                case .version: return Self.standIn(.version)
+                case .sameAsValue: return Self.standIn(valueType)
+                }
+            case nil: return nil
+            }
+        }
+        probe.min = stand(limits.min, "min", .number)
+        probe.max = stand(limits.max, "max", .number)
+        probe.equals = stand(limits.equals, "equals", .sameAsValue)
+        probe.oneOf = limits.oneOf.map { $0.compactMap { stand($0, "in", .sameAsValue) } }
+        if case .version(let v)? = stand(limits.versionAtLeast, "version_at_least", .version) { probe.versionAtLeast = v }
+        if case .version(let v)? = stand(limits.versionBelow, "version_below", .version) { probe.versionBelow = v }
+        if limits.all.isEmpty && limits.matches == nil { probe = MeasurementLimits() }
+        var problems = probe.typeProblems(for: valueType)
+        if !templated.isEmpty {
+            // A stand-in says nothing about order, and a templated limit may be read per device.
+            problems.removeAll { $0.message.contains("is above max") || ($0.key == "" && !limits.all.isEmpty) }
+        }
+        if limits.all.isEmpty && limits.matches == nil {
+            problems = [MeasurementLimits.Problem(key: "", message: "`verify` needs at least one limit",
+                                                  hint: "one of: \(MeasurementLimits.keys.joined(separator: ", "))")]
+        }
+        for p in problems {
+            let message = p.key.isEmpty ? p.message : "`\(p.key)`: \(p.message)"
+            reader.error(message, at: marks[p.key] ?? options.mark, hint: p.hint)
+        }
+        guard problems.isEmpty else { return nil }
+        let name = explicitName ?? value.loneReference ?? value.source
+        return Step.Verify(value: value, valueType: valueType, limits: limits, unit: unit, measurementName: name)
+    }
+
+    /// A value of `type` that stands for a templated limit while the limits are type-checked.
+    private static func standIn(_ type: ValueType) -> TypedValue {
+        switch type {
+        case .integer(let signed): return .integer(0, signed: signed)
+        case .real: return .real(0)
+        case .text: return .text("")
+        case .bytes: return .bytes([])
+        case .version: return SemanticVersion("0").map { .version($0) } ?? .text("")
+        case .boolean: return .boolean(false)
+        }
+    }
+
+    private static func limitHint(_ kind: LimitSpecs.Kind, _ valueType: ValueType) -> String? {
+        switch kind {
+        case .number: return valueType == .version ? "for versions use version_at_least / version_below" : "write a number, like `20` or `36.5`"
+        case .version: return "write a version, like `2.0.0`"
+        case .sameAsValue: return "the value is \(valueType.phrase); write the limit the same way"
+        }
+    }
+
+    // MARK: - set
+
+    /// `set: { id, crc: CRC-16/CCITT-FALSE, of: "${key}" }`, `{ id, slice: "${mac}", start: -3, length: 2 }`,
+    /// `{ id, concat: ["${header}", "${config}"] }`.
+    mutating func derive(_ options: YAMLNode, number: Int, laterCaptures: [String: Int]) -> Step.Derive? {
+        var id: String?
+        if let n = options["id"] {
+            id = captureId(n, kind: "`set`")
+        } else {
+            reader.error("`set` needs `id`: the name the derived value is captured under", at: options.mark, hint: "for example `id: key_crc`")
+        }
+        let forms = ["crc", "slice", "concat"].filter { options[$0] != nil }
+        guard forms.count == 1, let form = forms.first, let formNode = options[form] else {
+            if forms.isEmpty {
+                reader.error("`set` needs one of `crc`, `slice`, `concat`", at: options.mark,
+                             hint: "for example `crc: CRC-16/CCITT-FALSE, of: \"${key}\"`")
+            } else if let second = options[forms[1]] {
+                reader.error("`set` derives one value; found `\(forms[0])` and `\(forms[1])`", at: second.mark,
+                             hint: "use a second `set` step")
+            }
+            return nil
+        }
+        let allowed: [String: [String]] = ["crc": ["id", "crc", "of"], "slice": ["id", "slice", "start", "length"], "concat": ["id", "concat"]]
+        for pair in options.mapping ?? [] {
+            guard let key = pair.key.scalar, WorkflowParser.optionKeys["set"]?.contains(key) == true, allowed[form]?.contains(key) != true else { continue }
+            reader.error("`\(key)` does not go with `\(form)`", at: pair.key.mark, hint: "`\(form)` takes \((allowed[form] ?? []).map { "`\($0)`" }.joined(separator: ", "))")
+            return nil
+        }
+        var derivation: Derivation?
+        var inputNodes: [YAMLNode] = []
+        switch form {
+        case "crc":
+            if let name = reader.string(formNode, "`crc`") {
+                if let algorithm = CRCAlgorithm(name: name) {
+                    derivation = .crc(algorithm)
+                } else {
+                    let names = CRCAlgorithm.allCases.map(\.rawValue)
+                    reader.error("unknown CRC `\(name)`", at: formNode.mark,
+                                 hint: Suggestions.hint(for: name, in: names) ?? "use one of \(names.joined(separator: ", "))")
+                }
+            }
+            if let of = options["of"] { inputNodes = [of] } else {
+                reader.error("`crc` needs `of`: the value to checksum", at: options.mark, hint: "for example `of: \"${device_key}\"`")
+            }
+        case "slice":
+            inputNodes = [formNode]
+            let start = options["start"].flatMap { reader.integer($0, "`start`", in: -65_536...65_536) }
+            let length = options["length"].flatMap { reader.integer($0, "`length`", in: 0...65_536) }
+            if options["start"] == nil {
+                reader.error("`slice` needs `start` (from 0; negative counts from the end)", at: options.mark)
+            } else if let start, options["length"] == nil || length != nil {
+                derivation = .slice(start: start, length: length)
+            }
+        default:
+            if let items = reader.sequence(formNode, "`concat`") {
+                if items.isEmpty { reader.error("`concat` needs at least one value", at: formNode.mark) } else {
+                    inputNodes = items
+                    derivation = .concat
+                }
+            }
+        }
+        var inputs: [Template] = []
+        for node in inputNodes {
+            guard let t = reader.template(node, "a value of `set`") else { return nil }
+            checkReferences(t, laterCaptures: laterCaptures)
+            inputs.append(t)
+        }
+        guard let derivation, !inputs.isEmpty, inputs.count == inputNodes.count else { return nil }
+        // Literals take the type of the typed inputs (hex beside bytes).
+        let typed = inputs.filter { !$0.isLiteral }.map(templateType)
+        let literalType = typed.first ?? .text
+        let types = inputs.map { $0.isLiteral ? literalType : templateType($0) }
+        for (t, node) in zip(inputs, inputNodes) where t.isLiteral {
+            do { _ = try TypedValue(text: t.source, as: literalType) } catch {
+                reader.error("`\(t.source)`: \(error.message)", at: node.mark)
+                return nil
+            }
+        }
+        let resultType: ValueType
+        do {
+            resultType = try derivation.resultType(for: types)
+        } catch {
+            reader.error("`set`: \(error.message)", at: formNode.mark, hint: Self.deriveHint(derivation))
+            return nil
+        }
+        guard let id else { return nil }
+        captures[id] = number
+        captureTypes[id] = resultType
+        if inputs.contains(where: { $0.referencedNames.contains(where: secretNames.contains) }) { secretNames.insert(id) }
+        return Step.Derive(id: id, derivation: derivation, inputs: inputs, resultType: resultType)
+    }
+
+    private static func deriveHint(_ d: Derivation) -> String {
+        switch d {
+        case .slice: return "slice takes bytes: read or declare the value as hex"
+        case .crc: return "a CRC takes bytes or text"
+        case .concat: return "concat joins values of one kind: all hex, or all text"
+        }
+    }
+
+    /// A new capture id: a valid name, not a built-in, not captured before, not a declared variable.
+    private mutating func captureId(_ node: YAMLNode, kind: String) -> String? {
+        guard let v = reader.identifier(node, "capture id") else { return nil }
+        if Template.builtins.contains(v) {
+            reader.error("`\(v)` is a built-in name and cannot be a capture id", at: node.mark, hint: "choose another id, like `\(v)_read`")
+        } else if let earlier = captures[v] {
+            reader.error("`\(v)` is already captured by step \(earlier)", at: node.mark, hint: "give each capture its own id")
+        } else if declared[v] != nil {
+            reader.error("`\(v)` is declared in `vars:`; a capture needs a name of its own", at: node.mark, hint: "choose another id")
+        } else {
+            return v
+        }
+        return nil
+    }
+
+    // MARK: - await capture
+
+    /// `capture: ack` or `capture: { id: lock_state, slice: [2, 1], as: uint8 }`.
+    mutating func awaitCapture(_ node: YAMLNode, number: Int) -> Step.Capture? {
+        if node.scalar != nil, !node.isNull {
+            guard let id = captureId(node, kind: "`await`") else { return nil }
+            captures[id] = number
+            captureTypes[id] = .bytes
+            return Step.Capture(id: id)
+        }
+        guard let pairs = reader.mapping(node, "`capture`") else { return nil }
+        reader.checkKeys(pairs, allowed: ["id", "as", "slice"], in: "`capture`")
+        guard let idNode = node["id"] else {
+            reader.error("`capture` needs `id`", at: node.mark, hint: "for example `capture: { id: state, as: uint8 }`")
+            return nil
+        }
+        guard let id = captureId(idNode, kind: "`await`") else { return nil }
+        var capture = Step.Capture(id: id)
+        if let a = node["as"] {
+            guard let f = formatNamed(a, what: "`as`") else { return nil }
+            capture.format = f
+        }
+        if let s = node["slice"] {
+            guard let items = reader.sequence(s, "`slice`") else { return nil }
+            guard items.count == 1 || items.count == 2 else {
+                reader.error("`slice` is `[start]` or `[start, length]`", at: s.mark)
+                return nil
+            }
+            guard let start = reader.integer(items[0], "the slice start", in: -65_536...65_536) else { return nil }
+            capture.start = start
+            if items.count == 2 {
+                guard let length = reader.integer(items[1], "the slice length", in: 0...65_536) else { return nil }
+                capture.length = length
+                if let size = capture.format.size, size != length {
+                    reader.error("`\(capture.format)` needs \(size) byte\(size == 1 ? "" : "s"), but the slice is \(length)", at: items[1].mark)
+                    return nil
+                }
+            }
+        }
+        captures[id] = number
+        captureTypes[id] = capture.format.valueType
+        return capture
+    }
+
+    // MARK: - Type checks of uses
+
+    /// Every `${name}` in a value that is written or compared must fit the encoding it sits in: bytes in
+    /// `hex:`, an integer alone in `uint16le:` (& co.), text in `base64:` and `file:`; never bytes in
+    /// `utf8:` (they would be written as their hex text).
+    mutating func checkTypes(_ spec: ValueSpec) {
+        func check(_ t: Template, _ encoding: String, allowed: (ValueType) -> Bool, advice: (String, ValueType) -> String) {
+            for (name, mark) in t.references {
+                guard case .typed(let type) = nameType(name), !allowed(type) else { continue }
+                reader.error("`${\(name)}` is \(type.phrase), but `\(encoding):` needs \(Self.needs(encoding))", at: mark,
+                             hint: advice(name, type))
+            }
+        }
+        switch spec {
+        case .hex(let t):
+            check(t, "hex", allowed: { $0 == .bytes || $0 == .text }) { name, type in
+                type.isNumeric ? "write a number with its width, like `{ uint8: \"${\(name)}\" }`, or read it `as: hex`"
+                    : "read or declare it as hex to write its bytes"
+            }
+        case .utf8(let t):
+            check(t, "utf8", allowed: { $0 != .bytes }) { name, _ in "write bytes with `{ hex: \"${\(name)}\" }`" }
+        case .base64(let t):
+            check(t, "base64", allowed: { $0 == .text }) { name, _ in "write it with `{ hex: \"${\(name)}\" }` or `{ utf8: … }`" }
+        case .file(let t, _), .integer(_, .lengthOf(let t)):
+            check(t, "file", allowed: { $0 == .text }) { _, _ in "a file path is text" }
+        case .integer(let format, .literal(let t)):
+            let lone = t.loneReference
+            check(t, format.rawValue, allowed: { $0.isNumeric ? t.loneReference != nil && $0 != .real : $0 == .text }) { name, type in
+                if case .integer = type, lone == nil { return "write `${\(name)}` alone in `\(format.rawValue):`" }
+                if type == .bytes { return "write bytes with `{ hex: \"${\(name)}\" }`, or read it `as: \(format.rawValue)`" }
+                return "read or declare `\(name)` as an integer (uint8, uint16le, …)"
+            }
+        case .concat(let parts):
+            for p in parts { checkTypes(p) }
+        }
+    }
+
+    private static func needs(_ encoding: String) -> String {
+        switch encoding {
+        case "hex": return "bytes"
+        case "utf8": return "text"
+        case "base64", "file": return "text"
+        default: return "an integer"
+        }
+    }
+}
