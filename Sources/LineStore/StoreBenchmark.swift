@@ -12,22 +12,8 @@ import PostgresClient
 /// `provision bench line` runs it on a file journal (fsync) and on a line database, so the two can be
 /// compared on one machine with one command (docs/benchmarks.md).
 public enum StoreBenchmark {
-    /// Milliseconds at the 50th and 95th percentile, and the mean.
-    public struct Percentiles: Sendable, Codable, CustomStringConvertible {
-        public var p50: Double
-        public var p95: Double
-        public var mean: Double
-
-        init(_ values: [Double]) {
-            let sorted = values.sorted()
-            func at(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * q).rounded()))] }
-            p50 = at(0.5)
-            p95 = at(0.95)
-            mean = sorted.isEmpty ? 0 : sorted.reduce(0, +) / Double(sorted.count)
-        }
-
-        public var description: String { String(format: "p50 %.2f ms, p95 %.2f ms, mean %.2f ms", p50, p95, mean) }
-    }
+    /// Milliseconds at the 50th and 95th percentile, and the mean (the line database's own benchmark's).
+    public typealias Percentiles = LineBenchmarks.Percentiles
 
     public struct Result: Sendable, Codable, CustomStringConvertible {
         public var store: String
