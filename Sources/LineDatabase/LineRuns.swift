@@ -111,20 +111,21 @@ public struct LineRuns: Sendable {
         public var stopMessage: String?
     }
 
-    /// The run `id`, or the most recently started run when `id` is nil; nil when there is none.
+    /// The run `id`, or the most recently started run when `id` is nil; nil when there is none. Reads a
+    /// database of an older schema too (readers do not migrate): a column it lacks reads as NULL.
     public func run(_ id: String?) async throws -> RunRow? {
         let rows: PostgresRows
         if let id {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, capture_types
-                FROM provision.runs WHERE run_id = $1
+                       created_by, started_at, ended_at, stop_reason, stop_message, to_jsonb(r) -> 'capture_types' AS capture_types
+                FROM provision.runs AS r WHERE run_id = $1
                 """, [.text(id)], timeout: timeout, label: "read run \(id)")
         } else {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, capture_types
-                FROM provision.runs ORDER BY started_at DESC, run_id LIMIT 1
+                       created_by, started_at, ended_at, stop_reason, stop_message, to_jsonb(r) -> 'capture_types' AS capture_types
+                FROM provision.runs AS r ORDER BY started_at DESC, run_id LIMIT 1
                 """, timeout: timeout, label: "read the latest run")
         }
         guard let row = rows.first else { return nil }

@@ -29,6 +29,23 @@ struct LineSchemaTests {
                           "schema_migrations", "stations"])
     }
 
+    @Test func aRunKeepsItsCaptureTypesAndAReaderOfAnOlderSchemaStillReadsTheRun() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let db = try await cluster.connect(try await cluster.createDatabase())
+        defer { db.close() }
+        try await LineSchema.migrate(db, toolVersion: "t")
+        let runs = LineRuns(connection: db)
+        let run = LineRun(id: "r1", workflow: LineFile(name: "w", path: "w.yaml", sha256: String(repeating: "a", count: 64)),
+                          inventory: LineFile(path: "i.yaml", sha256: String(repeating: "b", count: 64)), toolVersion: "t",
+                          captureTypes: ["fw": "version", "battery": "uint"])
+        try await runs.join(run, createdBy: "a/1")
+        #expect(try await runs.run("r1")?.run.captureTypes == ["fw": "version", "battery": "uint"])
+        // A line still at schema 2 (its stations not yet upgraded): `report --line` and `line status` read, never migrate.
+        try await db.query("ALTER TABLE provision.runs DROP COLUMN capture_types")
+        let old = try #require(try await runs.run(nil))
+        #expect(old.run.id == "r1" && old.run.captureTypes == nil)
+    }
+
     @Test func stationsStartingAtOnceApplyEachMigrationExactlyOnce() async throws {
         let cluster = try await PostgresCluster.shared()
         let cs = try await cluster.createDatabase()
