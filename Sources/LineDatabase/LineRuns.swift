@@ -118,13 +118,13 @@ public struct LineRuns: Sendable {
         if let id {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, to_jsonb(r) -> 'capture_types' AS capture_types
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
                 FROM provision.runs AS r WHERE run_id = $1
                 """, [.text(id)], timeout: timeout, label: "read run \(id)")
         } else {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, to_jsonb(r) -> 'capture_types' AS capture_types
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
                 FROM provision.runs AS r ORDER BY started_at DESC, run_id LIMIT 1
                 """, timeout: timeout, label: "read the latest run")
         }
