@@ -38,8 +38,11 @@ let package = Package(
         .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
         .target(name: "Engine", dependencies: ["BLE", "Workflow", "Support"]),
+        // The engine's run store on the line database: claims and leases for the scheduler, intents and
+        // outcomes on the line, the local spool while the line is away, the line's merged report.
+        .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
@@ -57,7 +60,8 @@ let package = Package(
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace"]),
+        .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

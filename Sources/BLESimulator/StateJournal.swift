@@ -10,6 +10,12 @@ import Synchronization
 /// SIGKILL keeps what `write(2)` handed to the page cache. The process may die mid-line: on open the
 /// file is replayed up to the last complete line and cut there.
 ///
+/// Several processes may share one file (the stations of a line on the simulator): it is opened with
+/// `O_APPEND`, so each line is written whole at the end by one write(2), and the read-and-cut on open
+/// holds an exclusive lock (`flock`) that keeps another process from cutting what it just read. Each
+/// process replays what was there when it opened; the file holds every process's events, so a fold of
+/// it (a process opening it later) is the device side of the whole line.
+///
 /// Line format: `{"id":"SN-0001","event":"control","hex":"010a0b0c","busy":false}`; events are
 /// `connect_attempt`, `connected`, `control` (hex, busy, and `link` when the link was encrypted),
 /// `blob` (hex), `fault` (fault), `paired` (central, method, level, sc, key_size, and `key_sha256` when
@@ -21,6 +27,13 @@ final class StateJournal: Sendable {
 
     /// Opens (creating) the file, returns it with the events to replay in order.
     static func open(path: String) throws(SimulatorError) -> (StateJournal, [(String, DeviceEvent)]) {
+        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
+        }
+        // Another process opening the file waits here until this one has read it and cut a torn line.
+        while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
+        defer { _ = flock(fd, LOCK_UN) }
         let existing = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
         var events: [(String, DeviceEvent)] = []
         var start = 0
@@ -31,6 +44,7 @@ final class StateJournal: Sendable {
             let bytes = Array(existing[start..<nl])
             if !bytes.isEmpty {
                 guard let e = decode(bytes) else {
+                    Glibc.close(fd)
                     throw SimulatorError("unreadable simulator state line", file: path, at: .init(line: line, column: 1),
                                          hint: "the file is written by the simulator; delete it to start from fresh devices")
                 }
@@ -40,17 +54,12 @@ final class StateJournal: Sendable {
             complete = start
             line += 1
         }
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
-        }
         // Cut a partial last line so that new lines start clean.
         if complete < existing.count, ftruncate(fd, off_t(complete)) != 0 {
             let why = String(cString: strerror(errno))
             close(fd)
             throw SimulatorError("cannot cut the partial last line of the simulator state file: \(why)", file: path)
         }
-        lseek(fd, 0, SEEK_END)
         return (StateJournal(path: path, fd: fd), events)
     }
 

@@ -67,6 +67,19 @@ final class AdapterPool: Sendable {
         for a in adapters { await a.hub.stop() }
     }
 
+    /// The devices of `hearing` that a live adapter heard lately, best heard (RSSI) first: what a
+    /// station on a line claims. Keeps the shared scans running while it is asked.
+    func heard(_ hearing: Hearing) async -> [String] {
+        var best: [String: Int] = [:]
+        for a in adapters where !a.isFailed {
+            for ad in await a.hub.recent() {
+                guard let id = hearing.device(of: ad) else { continue }
+                best[id] = max(best[id] ?? Int.min, ad.rssi)
+            }
+        }
+        return best.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map(\.key)
+    }
+
     /// Waits for the device's advertisement on every live adapter; the best-heard (RSSI) wins, preferring
     /// adapters not in `avoid` (where the device's links kept failing).
     func find(_ wanted: ScanHub.Wanted, timeout: Duration, avoid: Set<String>) async -> (Advertisement, Adapter)? {

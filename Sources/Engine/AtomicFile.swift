@@ -11,16 +11,16 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(operation) \(path): \(String(cString: strerror(errno)))" }
 }
 
-/// Small POSIX helpers: retry on EINTR, throw with errno.
-enum AtomicFile {
+/// Small POSIX helpers: retry on EINTR, throw with errno. Package-wide: the line store's spool uses them too.
+package enum AtomicFile {
     /// Writes `data` to `path` so that a reader sees the old file or the new one, never half of it.
-    static func write(_ data: Data, to path: String) throws {
+    package static func write(_ data: Data, to path: String) throws {
         try write(to: path) { emit in try emit(data) }
     }
 
     /// Like `write(_:to:)`, with the contents produced in chunks by `body` (each chunk passed to `emit`
     /// is written at once), so a large file is never held in memory whole.
-    static func write(to path: String, _ body: (_ emit: (Data) throws -> Void) throws -> Void) throws {
+    package static func write(to path: String, _ body: (_ emit: (Data) throws -> Void) throws -> Void) throws {
         let tmp = path + ".tmp.\(getpid())"
         let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
         do {
@@ -40,7 +40,7 @@ enum AtomicFile {
         syncDirectory(of: path)
     }
 
-    static func open(_ path: String, _ flags: Int32) throws -> Int32 {
+    package static func open(_ path: String, _ flags: Int32) throws -> Int32 {
         while true {
             let fd = Glibc.open(path, flags | O_CLOEXEC, 0o644)
             if fd >= 0 { return fd }
@@ -49,7 +49,7 @@ enum AtomicFile {
         }
     }
 
-    static func writeAll(_ fd: Int32, _ data: Data, path: String) throws {
+    package static func writeAll(_ fd: Int32, _ data: Data, path: String) throws {
         try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
             guard var p = raw.baseAddress else { return }
             var left = raw.count
@@ -65,7 +65,7 @@ enum AtomicFile {
         }
     }
 
-    static func fsyncFD(_ fd: Int32, path: String) throws {
+    package static func fsyncFD(_ fd: Int32, path: String) throws {
         while fsync(fd) != 0 {
             if errno == EINTR { continue }
             throw FileError(path: path, operation: "fsync", errno: errno)
@@ -73,7 +73,7 @@ enum AtomicFile {
     }
 
     /// Makes a rename or a file creation durable (best effort: some file systems refuse directory fsync).
-    static func syncDirectory(of path: String) {
+    package static func syncDirectory(of path: String) {
         let dir = (path as NSString).deletingLastPathComponent
         let fd = Glibc.open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return }

@@ -116,12 +116,17 @@ actor DeviceAgent {
         let roundTrips = await finish()
         let duration = clock.now - start
         let failedStep = supervisor.failedStep.map { steps[$0].name }
+        var failure = supervisor.failure
+        // Cut on its own (a lost lease on a line), not by a stop: say why.
+        if let f = failure, f.kind == .interrupted, let why = context.cutReason(device.id) {
+            failure = DeviceFailure(.interrupted, why, causes: [f.message] + f.causes)
+        }
         return DeviceRecord(
             id: device.id, address: (advertisement?.address ?? device.address)?.description,
             name: device.name ?? advertisement?.name, outcome: supervisor.outcome, attempts: attemptNumber, adapter: adapter?.id,
             rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
             captured: capturedForReport(), measurements: measurements, steps: records,
-            error: supervisor.failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
+            error: failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
             resumed: resumed ? true : nil, attRoundTrips: roundTrips, security: securityRecord())
     }
 

@@ -206,9 +206,9 @@ public actor FileJournal: RunStore {
 }
 
 /// The journal file's format: JSON lines, read back for resume.
-enum JournalFile {
+package enum JournalFile {
     /// What follows the last newline.
-    enum Tail: Equatable {
+    package enum Tail: Equatable {
         case none
         /// A whole line without its newline.
         case missingNewline
@@ -218,7 +218,7 @@ enum JournalFile {
 
     /// Parses a journal. A last line that does not parse is torn (reported, not an error); a damaged
     /// line anywhere else is an error: what happened there cannot be known.
-    static func parse(_ data: Data, path: String) throws(RunStoreError) -> (lines: [JournalLine], tail: Tail) {
+    package static func parse(_ data: Data, path: String) throws(RunStoreError) -> (lines: [JournalLine], tail: Tail) {
         let decoder = EngineJSON.decoder()
         var lines: [JournalLine] = []
         var tail = Tail.none

@@ -15,9 +15,9 @@ import Synchronization
 ///
 /// Limitation (not met by any record here): a nested container (`nestedContainer`,
 /// `nestedUnkeyedContainer`, `superEncoder`) must be filled before its parent is written to again.
-enum RecordEncoder {
+package enum RecordEncoder {
     /// One compact JSON value (no newline).
-    static func compact<T: Encodable>(_ value: T) -> [UInt8] {
+    package static func compact<T: Encodable>(_ value: T) -> [UInt8] {
         let sink = Sink(pretty: false, capacity: 1024)
         sink.encode(value, depth: 0)
         sink.pool = []
@@ -25,7 +25,7 @@ enum RecordEncoder {
     }
 
     /// One pretty-printed JSON value (no final newline).
-    static func pretty<T: Encodable>(_ value: T) -> [UInt8] {
+    package static func pretty<T: Encodable>(_ value: T) -> [UInt8] {
         let sink = Sink(pretty: true, capacity: 4096)
         sink.encode(value, depth: 0)
         sink.pool = []

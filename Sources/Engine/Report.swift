@@ -352,6 +352,17 @@ extension Double {
 }
 
 /// JSON coding shared by the report and the journal: snake_case keys, sorted, stable.
+extension DeviceRecord {
+    /// The record as the report writes it, as one line of JSON (for stores that keep records apart from
+    /// a report: the line database's outcomes, a station's spool).
+    public func jsonText() -> String { String(decoding: RecordEncoder.compact(self), as: UTF8.self) }
+
+    /// A record read back from `jsonText()` (or from a report's `devices` entry).
+    public static func read(json: some DataProtocol) throws -> DeviceRecord {
+        try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json))
+    }
+}
+
 enum EngineJSON {
     static func encoder(pretty: Bool) -> JSONEncoder {
         let e = JSONEncoder()

@@ -14,6 +14,12 @@ public struct RunEvent: Codable, Sendable, Equatable {
         /// Resume repaired the journal before appending (a torn last line was cut); `message` says what and where.
         case journalRepaired = "journal_repaired"
         case runFinished = "run_finished"
+        /// On a line: this station lost its lease on a device in flight (it is cut); `message` says why.
+        case leaseLost = "lease_lost"
+        /// On a line: the line database cannot be reached; no device is claimed until it is back.
+        case storeUnavailable = "store_unavailable"
+        /// On a line: the line database is reachable again.
+        case storeAvailable = "store_available"
     }
 
     public var type: Kind

@@ -6,6 +6,9 @@ import Workflow
 /// an operator's stop, when the failure threshold is crossed while devices are still waiting, or when
 /// the journal cannot be written (in-flight devices then end as they can: an irreversible write whose
 /// intent cannot be made durable is not sent).
+///
+/// On a store shared by several stations (`RunStore.claims`, a line) the devices are not taken from
+/// the plan in order but claimed, a few at a time, as slots free up (`runClaiming`).
 struct RunScheduler {
     let context: RunContext
     let stopper: StopCoordinator
@@ -15,21 +18,22 @@ struct RunScheduler {
     struct Result {
         /// The devices that started, by id.
         var records: [String: DeviceRecord] = [:]
+        /// The order they started in.
+        var started: [String] = []
         /// Set when the journal failed during the run.
         var journalError: String?
+        /// Why a line station stopped claiming by itself (idle), for the run's summary.
+        var note: String?
     }
 
     func run(_ devices: [(device: InventoryDevice, attempt: Int, resumed: Bool)]) async -> Result {
         var result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
-        var failures = 0
-        var finished = 0
-        let context = self.context
-        let stopper = self.stopper
+        var tally = Tally()
         // Each device runs in one task (the stop coordinator cuts it by cancelling it) that hands its
         // record to `finishedDevices` as it ends: no second task per device to await it.
-        let finishedDevices = Finished()
+        let finishedDevices = FinishedDevices()
         var next = 0
         var running = 0
 
@@ -37,12 +41,8 @@ struct RunScheduler {
             guard !stopper.isStopping, next < devices.count else { return false }
             let (device, attempt, resumed) = devices[next]
             next += 1
-            let task = Task<DeviceRecord?, Never> {
-                let record = await Self.run(device, attempt: attempt, resumed: resumed, context: context)
-                finishedDevices.add(device.id, record)
-                return record
-            }
-            stopper.started(device.id, task)
+            _ = launch(device, attempt: attempt, resumed: resumed, reportingTo: finishedDevices)
+            result.started.append(device.id)
             running += 1
             return true
         }
@@ -51,28 +51,27 @@ struct RunScheduler {
         while running > 0 {
             let (id, finishedRecord) = await finishedDevices.next()
             running -= 1
-            stopper.finished(id)
-            guard var record = finishedRecord else {
-                journalFailed("a device's start could not be journaled", &result)
-                while running < concurrency, startNext() {}
-                continue
-            }
-            if let error = record.journalError {
-                record.journalError = nil
-                journalFailed(error, &result)
-            }
-            result.records[record.id] = record
-            context.events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
-                                         error: record.error, adapter: record.adapter))
-            if record.outcome == .failed { failures += 1 }
-            if record.outcome == .failed || record.outcome == .succeeded { finished += 1 }
             // Stopping the line only means something while devices wait their turn.
-            if let threshold = maxFailures, next < devices.count, threshold.crossed(failures: failures, finished: finished) {
-                stopper.beginStop(StopInfo(reason: "failure_threshold", message: "line stopped: \(failures) of \(finished) finished devices failed (threshold \(threshold)); a fixture or adapter problem is suspected", at: WallClock.iso(WallClock.now())))
-            }
+            finished(id, finishedRecord, &result, &tally, waiting: next < devices.count)
             while running < concurrency, startNext() {}
         }
         return result
+    }
+
+    // MARK: One device
+
+    /// Starts one device: its start journaled, its agent run, its outcome made durable before it counts
+    /// as done (concurrent devices share one fsync). Nil when the start could not be journaled. With
+    /// `queue`, the task also hands its record there as it ends.
+    func launch(_ device: InventoryDevice, attempt: Int, resumed: Bool, reportingTo queue: FinishedDevices? = nil) -> Task<DeviceRecord?, Never> {
+        let context = self.context
+        let task = Task<DeviceRecord?, Never> {
+            let record = await Self.run(device, attempt: attempt, resumed: resumed, context: context)
+            queue?.add(device.id, record)
+            return record
+        }
+        stopper.started(device.id, task)
+        return task
     }
 
     /// One device: its start journaled, its agent run, its outcome made durable. Nil when the start
@@ -91,8 +90,36 @@ struct RunScheduler {
         return record
     }
 
+    /// Failures and finished devices of this run, for the failure threshold.
+    struct Tally {
+        var failures = 0
+        var finished = 0
+    }
+
+    /// A device ended: its record kept, its event emitted, the threshold checked (when devices still
+    /// `waiting` could be spared by stopping).
+    func finished(_ id: String, _ finishedRecord: DeviceRecord?, _ result: inout Result, _ tally: inout Tally, waiting: Bool) {
+        stopper.finished(id)
+        guard var record = finishedRecord else {
+            journalFailed("a device's start could not be journaled", &result)
+            return
+        }
+        if let error = record.journalError {
+            record.journalError = nil
+            journalFailed(error, &result)
+        }
+        result.records[record.id] = record
+        context.events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
+                                     error: record.error, adapter: record.adapter))
+        if record.outcome == .failed { tally.failures += 1 }
+        if record.outcome == .failed || record.outcome == .succeeded { tally.finished += 1 }
+        if let threshold = maxFailures, waiting, threshold.crossed(failures: tally.failures, finished: tally.finished) {
+            stopper.beginStop(StopInfo(reason: "failure_threshold", message: "line stopped: \(tally.failures) of \(tally.finished) finished devices failed (threshold \(threshold)); a fixture or adapter problem is suspected", at: WallClock.iso(WallClock.now())))
+        }
+    }
+
     /// The journal cannot be written: no new device starts; in-flight ones end as they can.
-    private func journalFailed(_ error: String, _ result: inout Result) {
+    func journalFailed(_ error: String, _ result: inout Result) {
         if result.journalError == nil { result.journalError = error }
         stopper.beginStop(StopInfo(reason: "journal_failed",
                                    message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes",
@@ -103,7 +130,7 @@ struct RunScheduler {
 /// Devices that ended, in the order they ended, for the scheduler to take one at a time. Waiting does
 /// not end on cancellation: the scheduler takes every device it started (in-flight devices are cut
 /// through their own tasks).
-private final class Finished: Sendable {
+final class FinishedDevices: Sendable {
     private struct State {
         var ended: [(id: String, record: DeviceRecord?)] = []
         var head = 0

@@ -112,6 +112,8 @@ final class RunContext: Sendable {
     let gattCache = GATTCache()
     /// What the supervisor knows of each step.
     let stepInfos: [StepSupervisor.StepInfo]
+    /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
+    private let cutReasons = Mutex<[String: String]>([:])
     /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
     /// captures derived from them.
     let secretNames: Set<String>
@@ -130,6 +132,16 @@ final class RunContext: Sendable {
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
         self.stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
+    }
+
+    /// Records why a device is about to be cut (before its task is cancelled).
+    func noteCut(_ device: String, _ reason: String) {
+        cutReasons.withLock { $0[device] = reason }
+    }
+
+    /// Why a device was cut, if it was cut on its own.
+    func cutReason(_ device: String) -> String? {
+        cutReasons.withLock { $0[device] }
     }
 }
 
@@ -186,7 +198,8 @@ public enum Runner {
             await store.close()
             throw error
         }
-        let runID = plan.runID ?? makeRunID()
+        // A line's run id is the line's (every station joins the same run).
+        let runID = plan.runID ?? store.claims?.runID ?? makeRunID()
         do {
             try await store.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
                                                  options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
@@ -211,8 +224,14 @@ public enum Runner {
         await pool.startScanning()
         let stopper = StopCoordinator(events: events, grace: options.stopGrace)
         stopper.follow(controller)
-        let scheduled = await RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
-                                           maxFailures: options.maxFailures).run(plan.toRun)
+        let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
+                                     maxFailures: options.maxFailures)
+        let scheduled: RunScheduler.Result
+        if let claims = store.claims {
+            scheduled = await scheduler.runClaiming(plan.toRun.map(\.device), claims: claims, whole: plan.selected == nil)
+        } else {
+            scheduled = await scheduler.run(plan.toRun)
+        }
         stopper.cancelGraceTimer()
         await pool.stop()
 
@@ -232,7 +251,8 @@ public enum Runner {
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
                            captureTypes: workflow.captureTypes)
-        let ordered = records(plan, scheduled.records, stop)
+        // A line station reports the devices it worked; the line's merged report has the others.
+        let ordered = store.claims == nil ? records(plan, scheduled.records, stop) : plan.entries.compactMap { scheduled.records[$0.device.id] }
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
         var reportError: String?
         do {
@@ -241,7 +261,8 @@ public enum Runner {
         } catch {
             reportError = "\(error)"
         }
-        events.emit(RunEvent(.runFinished, message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? ""),
+        events.emit(RunEvent(.runFinished, message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
+                                 + (scheduled.note.map { "; \($0)" } ?? ""),
                              total: report.summary.total))
         await events.finish()
         if let journalError = scheduled.journalError {

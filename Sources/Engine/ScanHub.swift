@@ -150,6 +150,17 @@ actor ScanHub {
         return nil
     }
 
+    /// Every advertisement heard within `freshness`, for a station choosing what to claim (the scan is
+    /// started if it is not running, and stops again when idle).
+    func recent() -> [Advertisement] {
+        if failure == nil {
+            ensureScanning()
+            scheduleIdleStop()
+        }
+        let now = ContinuousClock.now
+        return byAddress.values.filter { now - $0.time <= freshness && $0.connectable }
+    }
+
     /// Waits for a matching advertisement; nil on timeout, cancellation or adapter failure.
     func wait(for wanted: Wanted, timeout: Duration) async -> Advertisement? {
         if let ad = cached(wanted) { return ad }

@@ -71,6 +71,15 @@ final class StopCoordinator: Sendable {
         state.withLock { $0.graceTimer = timer }
     }
 
+    /// Whether a device is in flight now.
+    func isInFlight(_ id: String) -> Bool { state.withLock { $0.inflight[id] != nil } }
+
+    /// Cuts one in-flight device (its lease was lost), if it is in flight.
+    func cut(_ id: String) {
+        let task = state.withLock { $0.inflight[id] }
+        task?.cancel()
+    }
+
     func cutAll() {
         let tasks = state.withLock { s -> [Task<DeviceRecord?, Never>] in
             s.hard = true

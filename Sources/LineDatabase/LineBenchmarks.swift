@@ -12,12 +12,12 @@ import PostgresClient
 /// device records its intent and then its outcome through the station's group commit.
 public enum LineBenchmarks {
     /// Milliseconds at the 50th and 95th percentile, and the mean.
-    public struct Percentiles: Sendable, CustomStringConvertible {
+    public struct Percentiles: Sendable, Codable, CustomStringConvertible {
         public var p50: Double
         public var p95: Double
         public var mean: Double
 
-        init(_ values: [Double]) {
+        public init(_ values: [Double]) {
             let sorted = values.sorted()
             func at(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * q))] }
             p50 = at(0.5)

@@ -60,15 +60,66 @@ public struct LineClaims: Sendable {
                     FOR UPDATE OF d SKIP LOCKED
                 )
                 UPDATE provision.devices AS d
-                SET state = 'claimed', attempt = d.attempt + 1, lease_owner = $2,
+                SET state = 'claimed', attempt = d.attempt + 1, lease_owner = $2, attempt_owner = $2,
                     lease_expires_at = now() + $5::bigint * interval '1 millisecond', claimed_at = now(),
                     intent_step = NULL, intent_at = NULL, review_reason = NULL, updated_at = now()
                 FROM picked AS p
                 WHERE d.run_id = p.run_id AND d.device_id = p.device_id
                 RETURNING d.device_id, d.attempt, d.lease_expires_at
-                """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease)]),
+                """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease)]).prepared(),
         ], timeout: timeout, label: "claim devices for station \(station)")
         return try results[2].map(Self.claim)
+    }
+
+    /// Claims up to `limit` pending devices of the run in inventory order (for a station that reaches
+    /// every device), but those `excluding`, after sweeping expired leases — one round trip, one transaction.
+    public func claimAny(limit: Int, lease: Duration, excluding: [String] = []) async throws -> [LineClaim] {
+        guard limit > 0 else { return [] }
+        let results = try await connection.pipeline([
+            Self.withoutWaitingForFlush,
+            sweepStatement(limit: 1000),
+            PostgresStatement("""
+                WITH picked AS MATERIALIZED (
+                    SELECT d.run_id, d.device_id
+                    FROM provision.devices AS d
+                    WHERE d.run_id = $1 AND d.state = 'pending' AND d.device_id <> ALL($5::text[])
+                    ORDER BY d.position, d.device_id
+                    LIMIT $3
+                    FOR UPDATE OF d SKIP LOCKED
+                )
+                UPDATE provision.devices AS d
+                SET state = 'claimed', attempt = d.attempt + 1, lease_owner = $2, attempt_owner = $2,
+                    lease_expires_at = now() + $4::bigint * interval '1 millisecond', claimed_at = now(),
+                    intent_step = NULL, intent_at = NULL, review_reason = NULL, updated_at = now()
+                FROM picked AS p
+                WHERE d.run_id = p.run_id AND d.device_id = p.device_id
+                RETURNING d.device_id, d.attempt, d.lease_expires_at, d.position
+                """, [.text(run), .text(station), .int(limit), .milliseconds(lease), .textArray(excluding)]).prepared(),
+        ], timeout: timeout, label: "claim devices for station \(station)")
+        // In inventory order (RETURNING does not keep the order of the pick).
+        let rows = results[2]
+        var claims: [(position: Int, claim: LineClaim)] = []
+        for row in rows { claims.append((try row.decodeIfPresent("position", as: Int.self) ?? Int.max, try Self.claim(row))) }
+        return claims.sorted { ($0.position, $0.claim.device) < ($1.position, $1.claim.device) }.map(\.claim)
+    }
+
+    /// How many devices of the run (or of `devices`) are pending and claimed now, counting expired
+    /// leases as what the next sweep makes of them.
+    public func progress(of devices: [String]? = nil) async throws -> (pending: Int, claimed: Int) {
+        let rows: PostgresRows
+        if let devices {
+            rows = try await connection.query("""
+                SELECT count(*) FILTER (WHERE state = 'pending') AS pending, count(*) FILTER (WHERE state = 'claimed') AS claimed
+                FROM provision.device_status WHERE run_id = $1 AND device_id = ANY($2::text[])
+                """, [.text(run), .textArray(devices)], timeout: timeout, label: "read the progress of run \(run)")
+        } else {
+            rows = try await connection.query("""
+                SELECT count(*) FILTER (WHERE state = 'pending') AS pending, count(*) FILTER (WHERE state = 'claimed') AS claimed
+                FROM provision.device_status WHERE run_id = $1
+                """, [.text(run)], timeout: timeout, label: "read the progress of run \(run)")
+        }
+        guard let row = rows.first else { return (0, 0) }
+        return (try row.decode("pending"), try row.decode("claimed"))
     }
 
     /// What a renewal did: the leases extended, and every device the station holds with a live lease.
@@ -98,12 +149,12 @@ public struct LineClaims: Sendable {
                 ) AS mine
                 WHERE d.run_id = mine.run_id AND d.device_id = mine.device_id
                 RETURNING d.device_id, d.attempt, d.lease_expires_at
-                """, [.text(run), .text(station), .milliseconds(lease)]),
+                """, [.text(run), .text(station), .milliseconds(lease)]).prepared(),
             PostgresStatement("""
                 SELECT device_id, attempt, lease_expires_at FROM provision.devices
                 WHERE run_id = $1 AND lease_owner = $2 AND state = 'claimed' AND lease_expires_at > now()
                 ORDER BY device_id
-                """, [.text(run), .text(station)]),
+                """, [.text(run), .text(station)]).prepared(),
         ], timeout: timeout, label: "renew the leases of station \(station)")
         // One transaction: the second statement sees the expiries the first extended.
         return Renewal(renewed: try results[1].map(Self.claim), held: try results[2].map(Self.claim))
@@ -163,7 +214,7 @@ public struct LineClaims: Sendable {
             ) AS expired
             WHERE d.run_id = expired.run_id AND d.device_id = expired.device_id
             RETURNING d.device_id, d.attempt, d.state
-            """, [.text(run), .int(limit)])
+            """, [.text(run), .int(limit)]).prepared()
     }
 
     // MARK: Intents and outcomes
@@ -230,7 +281,7 @@ public struct LineClaims: Sendable {
                 OFFSET 0
             ) AS d ON true
             """, [.text(run), .text(station), .textArray(intents.map(\.device)), .array(intents.map { .int($0.attempt) }),
-                  .array(intents.map { .int($0.stepIndex) }), .textArray(intents.map(\.step))])
+                  .array(intents.map { .int($0.stepIndex) }), .textArray(intents.map(\.step))]).prepared()
     }
 
     private func outcomeStatement(_ outcomes: [LineOutcome]) -> PostgresStatement {
@@ -245,13 +296,15 @@ public struct LineClaims: Sendable {
                 SET state = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN i.outcome
                                  WHEN d.intent_step IS NULL THEN 'pending' ELSE 'needs_review' END,
                     review_reason = CASE WHEN i.outcome IN ('succeeded', 'failed') OR d.intent_step IS NULL THEN NULL
-                                         ELSE 'interrupted_after_intent' END,
+                                         ELSE coalesce(d.review_reason, 'interrupted_after_intent') END,
                     intent_step = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_step END,
                     intent_at = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_at END,
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
                 FROM input AS i
                 WHERE d.run_id = $1 AND d.device_id = i.device_id AND d.attempt = i.attempt
-                  AND d.state = 'claimed' AND d.lease_owner = $2
+                  AND ((d.state = 'claimed' AND d.lease_owner = $2)
+                       -- Late: the lease ended (swept, released) and nobody claimed the device since.
+                       OR (d.state IN ('pending', 'needs_review') AND d.lease_owner IS NULL AND d.attempt_owner = $2))
                 RETURNING d.device_id, d.state
             ), logged AS (
                 INSERT INTO provision.outcomes (run_id, device_id, attempt, station_id, outcome, error_kind, error_step,
@@ -288,7 +341,7 @@ public struct LineClaims: Sendable {
                   .array(outcomes.map { .timestamp($0.started) }),
                   .array(outcomes.map { .timestamp($0.finished) }),
                   .array(outcomes.map { .double($0.durationMs) }),
-                  .array(outcomes.map { .json($0.record) })])
+                  .array(outcomes.map { .json($0.record) })]).prepared()
     }
 
     private func decodeResults(_ rows: PostgresRows, attempts: [String: Int]) throws -> [String: LineWriteResult] {
@@ -318,7 +371,7 @@ public struct LineClaims: Sendable {
     /// makes the station's next write `leaseLost` before anything irreversible goes out; and a durable
     /// commit (an intent, an outcome) flushes the WAL up to itself, so any claim it depends on is
     /// durable by then. Intents and outcomes always wait for the flush.
-    static let withoutWaitingForFlush = PostgresStatement("SET LOCAL synchronous_commit TO off")
+    static let withoutWaitingForFlush = PostgresStatement("SET LOCAL synchronous_commit TO off").prepared()
 
     private static func claim(_ row: PostgresRow) throws -> LineClaim {
         LineClaim(device: try row.decode("device_id"), attempt: try row.decode("attempt"), leaseExpires: try row.decode("lease_expires_at"))

@@ -19,15 +19,17 @@ public struct LineRuns: Sendable {
     @discardableResult
     public func join(_ run: LineRun, createdBy station: String) async throws -> Bool {
         let options = String(decoding: try JSONSerialization.data(withJSONObject: run.options, options: [.sortedKeys]), as: UTF8.self)
+        let captureTypes = try run.captureTypes.map { String(decoding: try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self) }
         let results = try await connection.pipeline([
             PostgresStatement("""
                 INSERT INTO provision.runs (run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256,
-                                            options, tool_version, created_by)
-                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
+                                            options, tool_version, created_by, capture_types)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb)
                 ON CONFLICT (run_id) DO NOTHING
                 RETURNING run_id
                 """, [.text(run.id), .text(run.workflow.name), .text(run.workflow.path), .text(run.workflow.sha256),
-                      .text(run.inventory.path), .text(run.inventory.sha256), .json(options), .text(run.toolVersion), .text(station)]),
+                      .text(run.inventory.path), .text(run.inventory.sha256), .json(options), .text(run.toolVersion), .text(station),
+                      captureTypes.map { .json($0) } ?? .null]),
             PostgresStatement("SELECT workflow_sha256, inventory_sha256 FROM provision.runs WHERE run_id = $1", [.text(run.id)]),
         ], timeout: timeout, label: "join run \(run.id)")
         let created = results[0].count == 1
@@ -45,21 +47,27 @@ public struct LineRuns: Sendable {
         return created
     }
 
-    /// Adds devices to a run as `pending` (devices already there are left as they are). Returns how many
-    /// were new. Large inventories go in chunks of 10,000 ids per statement.
+    /// Adds devices to a run as `pending`, in inventory order (their `position`); devices already there
+    /// are left as they are. Returns how many were new. A run that already holds as many devices as
+    /// `devices` is left alone (a run is joined only with the same inventory, so they are the same
+    /// devices). Large inventories go in chunks of 10,000 ids per statement.
     @discardableResult
     public func addDevices(_ devices: [String], run: String) async throws -> Int {
+        let present = try await connection.query("SELECT count(*) AS n FROM provision.devices WHERE run_id = $1", [.text(run)],
+                                                 timeout: timeout, label: "count the devices of run \(run)")
+        if try present.first?.decode("n", as: Int.self) == devices.count { return 0 }
         var added = 0
         var start = 0
         while start < devices.count {
-            let chunk = Array(devices[start..<min(start + 10_000, devices.count)])
+            let end = min(start + 10_000, devices.count)
+            let chunk = Array(devices[start..<end])
             let rows = try await connection.query("""
-                INSERT INTO provision.devices (run_id, device_id)
-                SELECT $1, id FROM unnest($2::text[]) AS u(id)
+                INSERT INTO provision.devices (run_id, device_id, position)
+                SELECT $1, u.id, $3::integer + u.n::integer - 1 FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n)
                 ON CONFLICT (run_id, device_id) DO NOTHING
-                """, [.text(run), .textArray(chunk)], timeout: timeout, label: "add devices to run \(run)")
+                """, [.text(run), .textArray(chunk), .int(start)], timeout: timeout, label: "add devices to run \(run)")
             added += rows.rowsAffected ?? 0
-            start += chunk.count
+            start = end
         }
         return added
     }
@@ -76,10 +84,12 @@ public struct LineRuns: Sendable {
                   .int(station.pid), .text(run)], timeout: timeout, label: "register station \(station.id)")
     }
 
-    /// Marks a station stopped (its leases, if any, still expire as usual).
-    public func stopped(station: String) async throws {
-        try await connection.query("UPDATE provision.stations SET stopped_at = now(), heartbeat_at = now() WHERE station_id = $1",
-                                   [.text(station)], timeout: timeout, label: "mark station \(station) stopped")
+    /// Marks a station stopped, with why when it stopped early (its leases, if any, still expire as usual).
+    public func stopped(station: String, reason: String? = nil, message: String? = nil) async throws {
+        try await connection.query("""
+            UPDATE provision.stations SET stopped_at = now(), heartbeat_at = now(), stop_reason = $2, stop_message = $3
+            WHERE station_id = $1
+            """, [.text(station), .text(reason), .text(message)], timeout: timeout, label: "mark station \(station) stopped")
     }
 
     /// Records the end of a run (a stop reason when the line was stopped).
@@ -91,6 +101,45 @@ public struct LineRuns: Sendable {
 
     // MARK: Reading
 
+    /// A run as the line records it.
+    public struct RunRow: Sendable, Equatable {
+        public var run: LineRun
+        public var createdBy: String
+        public var started: Date
+        public var ended: Date?
+        public var stopReason: String?
+        public var stopMessage: String?
+    }
+
+    /// The run `id`, or the most recently started run when `id` is nil; nil when there is none. Reads a
+    /// database of an older schema too (readers do not migrate): a column it lacks reads as NULL.
+    public func run(_ id: String?) async throws -> RunRow? {
+        let rows: PostgresRows
+        if let id {
+            rows = try await connection.query("""
+                SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
+                FROM provision.runs AS r WHERE run_id = $1
+                """, [.text(id)], timeout: timeout, label: "read run \(id)")
+        } else {
+            rows = try await connection.query("""
+                SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
+                FROM provision.runs AS r ORDER BY started_at DESC, run_id LIMIT 1
+                """, timeout: timeout, label: "read the latest run")
+        }
+        guard let row = rows.first else { return nil }
+        let run = LineRun(id: try row.decode("run_id"),
+                          workflow: LineFile(name: try row.decodeIfPresent("workflow_name"), path: try row.decode("workflow_path"),
+                                             sha256: try row.decode("workflow_sha256")),
+                          inventory: LineFile(path: try row.decode("inventory_path"), sha256: try row.decode("inventory_sha256")),
+                          options: try row.decodeJSON("options", as: [String: String].self), toolVersion: try row.decode("tool_version"),
+                          captureTypes: try row.isNull("capture_types") ? nil : row.decodeJSON("capture_types", as: [String: String].self))
+        return RunRow(run: run, createdBy: try row.decode("created_by"), started: try row.decode("started_at"),
+                      ended: try row.decodeIfPresent("ended_at"), stopReason: try row.decodeIfPresent("stop_reason"),
+                      stopMessage: try row.decodeIfPresent("stop_message"))
+    }
+
     /// A run's devices by state, its stations and their leases, and the recent rate (`provision line status`).
     public struct Status: Sendable, Equatable {
         public struct Station: Sendable, Equatable {
@@ -98,16 +147,25 @@ public struct LineRuns: Sendable {
             public var name: String
             public var host: String
             public var adapters: [String]
+            public var started: Date
             public var heartbeat: Date
             public var stopped: Date?
+            /// Why it stopped early, if it did (`interrupted`, `failure_threshold`, `journal_failed`).
+            public var stopReason: String?
+            public var stopMessage: String?
             /// Devices whose lease this station holds now.
             public var leases: Int
+            /// Outcomes it recorded in this run, and in the last minute.
+            public var outcomes: Int
+            public var outcomesLastMinute: Int
         }
         /// Devices per state, expired leases counted as what the next sweep makes them.
         public var counts: [DeviceState: Int]
         public var stations: [Station]
         /// Outcomes recorded in the last minute.
         public var outcomesLastMinute: Int
+        /// The database's clock when the status was read.
+        public var now: Date
         public var total: Int { counts.values.reduce(0, +) }
     }
 
@@ -115,23 +173,31 @@ public struct LineRuns: Sendable {
         let results = try await connection.pipeline([
             PostgresStatement("SELECT state, count(*) AS n FROM provision.device_status WHERE run_id = $1 GROUP BY state", [.text(run)]),
             PostgresStatement("""
-                SELECT s.station_id, s.name, s.host, to_jsonb(s.adapters) AS adapters, s.heartbeat_at, s.stopped_at,
+                SELECT s.station_id, s.name, s.host, to_jsonb(s.adapters) AS adapters, s.started_at, s.heartbeat_at, s.stopped_at,
+                       s.stop_reason, s.stop_message,
                        (SELECT count(*) FROM provision.devices AS d
-                        WHERE d.run_id = $1 AND d.lease_owner = s.station_id AND d.state = 'claimed' AND d.lease_expires_at > now()) AS leases
-                FROM provision.stations AS s WHERE s.run_id = $1 ORDER BY s.name, s.station_id
+                        WHERE d.run_id = $1 AND d.lease_owner = s.station_id AND d.state = 'claimed' AND d.lease_expires_at > now()) AS leases,
+                       (SELECT count(*) FROM provision.outcomes AS o WHERE o.run_id = $1 AND o.station_id = s.station_id) AS outcomes,
+                       (SELECT count(*) FROM provision.outcomes AS o
+                        WHERE o.run_id = $1 AND o.station_id = s.station_id AND o.recorded_at > now() - interval '1 minute') AS recent
+                FROM provision.stations AS s WHERE s.run_id = $1 ORDER BY s.name, s.started_at, s.station_id
                 """, [.text(run)]),
-            PostgresStatement("SELECT count(*) AS n FROM provision.outcomes WHERE run_id = $1 AND recorded_at > now() - interval '1 minute'",
-                              [.text(run)]),
+            PostgresStatement("""
+                SELECT count(*) AS n, now() AS now FROM provision.outcomes WHERE run_id = $1 AND recorded_at > now() - interval '1 minute'
+                """, [.text(run)]),
         ], timeout: timeout, label: "read the status of run \(run)")
         var counts: [DeviceState: Int] = [:]
         for row in results[0] { counts[try row.decode("state", as: DeviceState.self)] = try row.decode("n") }
         let stations = try results[1].map { row in
             Status.Station(id: try row.decode("station_id"), name: try row.decode("name"), host: try row.decode("host"),
-                           adapters: try row.decodeJSON("adapters", as: [String].self), heartbeat: try row.decode("heartbeat_at"),
-                           stopped: try row.decodeIfPresent("stopped_at"), leases: try row.decode("leases"))
+                           adapters: try row.decodeJSON("adapters", as: [String].self), started: try row.decode("started_at"),
+                           heartbeat: try row.decode("heartbeat_at"), stopped: try row.decodeIfPresent("stopped_at"),
+                           stopReason: try row.decodeIfPresent("stop_reason"), stopMessage: try row.decodeIfPresent("stop_message"),
+                           leases: try row.decode("leases"), outcomes: try row.decode("outcomes"), outcomesLastMinute: try row.decode("recent"))
         }
         let recent: Int = try results[2].first?.decode("n") ?? 0
-        return Status(counts: counts, stations: stations, outcomesLastMinute: recent)
+        let now: Date = try results[2].first?.decode("now") ?? Date()
+        return Status(counts: counts, stations: stations, outcomesLastMinute: recent, now: now)
     }
 
     /// One device of a run for the merged report: its state and its latest outcome's record, if any.
@@ -141,21 +207,61 @@ public struct LineRuns: Sendable {
         public var attempt: Int
         /// The latest outcome's device record (JSON), nil when the device has none yet.
         public var record: String?
+        /// The station of the latest outcome.
         public var station: String?
+        /// The latest outcome's attempt (it may be older than `attempt`, the current claim's).
+        public var outcomeAttempt: Int?
+        /// For a device under review: why, and the step announced.
+        public var reviewReason: String?
+        public var intentStep: String?
+        /// For a claimed device: who holds it.
+        public var leaseOwner: String?
     }
 
     /// Every device of a run in id order with its latest outcome (what `provision report --line` merges).
     public func devices(run: String) async throws -> [DeviceEntry] {
+        var all: [DeviceEntry] = []
+        try await devices(run: run) { all += $0 }
+        return all
+    }
+
+    /// Every device of a run in inventory order with its latest outcome, handed over 2,000 at a time (one
+    /// query, read through a cursor: a 100,000-device run is never one result in memory).
+    public func devices(run: String, _ page: ([DeviceEntry]) throws -> Void) async throws {
+        try await connection.transaction(label: "read the devices of run \(run)", timeout: timeout) { tx in
+            try await tx.query("""
+                DECLARE run_devices NO SCROLL CURSOR FOR
+                SELECT s.device_id, s.state, s.attempt, s.review_reason, s.intent_step, s.lease_owner,
+                       o.record, o.station_id, o.attempt AS outcome_attempt
+                FROM provision.device_status AS s
+                JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
+                LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+                WHERE s.run_id = $1
+                ORDER BY d.position, s.device_id
+                """, [.text(run)], label: "open a cursor over the devices of run \(run)")
+            while true {
+                let rows = try await tx.query("FETCH FORWARD 2000 FROM run_devices", label: "read the devices of run \(run)")
+                if rows.isEmpty { break }
+                try page(try rows.map { row in
+                    DeviceEntry(device: try row.decode("device_id"), state: try row.decode("state"), attempt: try row.decode("attempt"),
+                                record: try row.decodeIfPresent("record"), station: try row.decodeIfPresent("station_id"),
+                                outcomeAttempt: try row.decodeIfPresent("outcome_attempt"),
+                                reviewReason: try row.decodeIfPresent("review_reason"), intentStep: try row.decodeIfPresent("intent_step"),
+                                leaseOwner: try row.decodeIfPresent("lease_owner"))
+                })
+            }
+        }
+    }
+
+    /// The stations that worked a run: id, name, host and adapters.
+    public func stations(run: String) async throws -> [(id: String, name: String, host: String, adapters: [String], toolVersion: String)] {
         let rows = try await connection.query("""
-            SELECT s.device_id, s.state, s.attempt, o.record, o.station_id
-            FROM provision.device_status AS s
-            LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
-            WHERE s.run_id = $1
-            ORDER BY s.device_id
-            """, [.text(run)], timeout: timeout, label: "read the devices of run \(run)")
+            SELECT station_id, name, host, to_jsonb(adapters) AS adapters, tool_version FROM provision.stations
+            WHERE run_id = $1 ORDER BY name, started_at, station_id
+            """, [.text(run)], timeout: timeout, label: "read the stations of run \(run)")
         return try rows.map { row in
-            DeviceEntry(device: try row.decode("device_id"), state: try row.decode("state"), attempt: try row.decode("attempt"),
-                        record: try row.decodeIfPresent("record"), station: try row.decodeIfPresent("station_id"))
+            (try row.decode("station_id"), try row.decode("name"), try row.decode("host"),
+             try row.decodeJSON("adapters", as: [String].self), try row.decode("tool_version"))
         }
     }
 }

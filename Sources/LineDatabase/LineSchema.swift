@@ -237,5 +237,26 @@ public enum LineSchema {
             PostgresStatement("COMMENT ON VIEW provision.device_status IS 'devices with expired leases shown as they will be swept: pending, or needs_review after an intent'"),
             PostgresStatement("COMMENT ON VIEW provision.device_report IS 'One row per device of a run: current state and latest outcome, for audits'"),
         ]),
+        Migration(version: 2, name: "attempt owners, inventory order, station stop reasons", statements: [
+            // Who claimed the current attempt, kept after its lease ends: a station cut off from the line
+            // longer than its lease may still record the outcome of work it did, as long as nobody claimed
+            // the device since.
+            PostgresStatement("ALTER TABLE provision.devices ADD COLUMN attempt_owner text"),
+            PostgresStatement("UPDATE provision.devices SET attempt_owner = lease_owner WHERE lease_owner IS NOT NULL"),
+            // The device's place in the inventory: stations that may reach every device claim in this order.
+            PostgresStatement("ALTER TABLE provision.devices ADD COLUMN position integer"),
+            PostgresStatement("CREATE INDEX devices_pending ON provision.devices (run_id, position, device_id) WHERE state = 'pending'"),
+            PostgresStatement("ALTER TABLE provision.stations ADD COLUMN stop_reason text"),
+            PostgresStatement("ALTER TABLE provision.stations ADD COLUMN stop_message text"),
+            PostgresStatement("COMMENT ON COLUMN provision.devices.attempt_owner IS 'The station that claimed the current attempt (kept after its lease ends)'"),
+            PostgresStatement("COMMENT ON COLUMN provision.devices.position IS 'The device''s place in the inventory (claims without a preference follow it)'"),
+            PostgresStatement("COMMENT ON COLUMN provision.stations.stop_reason IS 'Why the station stopped early (interrupted, failure_threshold, journal_failed), if it did'"),
+        ]),
+        Migration(version: 3, name: "capture types of a run", statements: [
+            // The type of each value the workflow captures (report schema provision.report/2), so the
+            // merged report compares captured values as the workflow typed them.
+            PostgresStatement("ALTER TABLE provision.runs ADD COLUMN capture_types jsonb"),
+            PostgresStatement("COMMENT ON COLUMN provision.runs.capture_types IS 'The type of each captured value (name to uint, int, real, text, bytes, version, boolean), as the report''s run.capture_types'"),
+        ]),
     ]
 }

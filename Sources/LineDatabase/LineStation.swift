@@ -94,13 +94,24 @@ public actor LineStation {
 
     // MARK: Claims and leases
 
-    /// Claims up to `limit` pending devices among those this station hears (best first). Devices it
-    /// already holds are not asked for again.
-    public func claim(among devices: [String], limit: Int) async throws -> [LineClaim] {
-        let wanted = devices.filter { held[$0] == nil }
-        let claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
+    /// Claims up to `limit` pending devices among those this station hears (best first), or, when
+    /// `devices` is nil, any pending device of the run in inventory order. Devices it already holds, and
+    /// those `excluding`, are not asked for.
+    public func claim(among devices: [String]?, limit: Int, excluding: Set<String> = []) async throws -> [LineClaim] {
+        let claimed: [LineClaim]
+        if let devices {
+            let wanted = devices.filter { held[$0] == nil && !excluding.contains($0) }
+            claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
+        } else {
+            claimed = try await claims().claimAny(limit: limit, lease: lease, excluding: excluding.sorted())
+        }
         for c in claimed { held[c.device] = c }
         return claimed
+    }
+
+    /// How many devices of the run (or of `devices`) are pending and claimed now.
+    public func progress(of devices: [String]? = nil) async throws -> (pending: Int, claimed: Int) {
+        try await claims().progress(of: devices)
     }
 
     /// What a renewal found: the leases extended, and devices this station thought it held but does not
@@ -142,13 +153,28 @@ public actor LineStation {
         return states
     }
 
-    /// Releases everything held, marks the station stopped and closes the connection.
-    public func leave() async throws {
-        if !held.isEmpty { try await release(Array(held.keys)) }
+    /// Releases everything held (but `keep`), marks the station stopped (with why, when it stopped
+    /// early) and closes the connections. The devices kept stay claimed until their leases expire: a
+    /// station keeps those whose outcomes it could not write yet.
+    public func leave(keep: Set<String> = [], reason: String? = nil, message: String? = nil) async throws {
+        let release = held.keys.filter { !keep.contains($0) }
+        if !release.isEmpty { try await self.release(release) }
         let connection = try await liveConnection()
-        try await LineRuns(connection: connection, timeout: timeout).stopped(station: station.id)
+        try await LineRuns(connection: connection, timeout: timeout).stopped(station: station.id, reason: reason, message: message)
         close()
     }
+
+    /// Records the run's end when none of its devices is pending or claimed any more; true when it did.
+    @discardableResult
+    public func endRunIfComplete() async throws -> Bool {
+        let progress = try await progress()
+        guard progress.pending == 0, progress.claimed == 0 else { return false }
+        try await LineRuns(connection: try await liveConnection(), timeout: timeout).end(run: run)
+        return true
+    }
+
+    /// The claim this station holds on `device`, if any.
+    public func claim(of device: String) -> LineClaim? { held[device] }
 
     /// Closes the connections (waiting writes fail with `.closed`).
     public func close() {

@@ -37,13 +37,18 @@ public struct LineRun: Sendable, Equatable {
     public var inventory: LineFile
     public var options: [String: String]
     public var toolVersion: String
+    /// The type name of each value the workflow captures (`uint`, `version`, …), as a report's
+    /// `run.capture_types`; nil for a run created before the line kept them.
+    public var captureTypes: [String: String]?
 
-    public init(id: String, workflow: LineFile, inventory: LineFile, options: [String: String] = [:], toolVersion: String) {
+    public init(id: String, workflow: LineFile, inventory: LineFile, options: [String: String] = [:], toolVersion: String,
+                captureTypes: [String: String]? = nil) {
         self.id = id
         self.workflow = workflow
         self.inventory = inventory
         self.options = options
         self.toolVersion = toolVersion
+        self.captureTypes = captureTypes
     }
 }
 

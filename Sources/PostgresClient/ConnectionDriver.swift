@@ -21,16 +21,47 @@ final class ConnectionDriver {
     private var completed: (id: UInt64, results: [Result<PostgresRows, PostgresError>])?
     private var needsFlush = false
     private var closing = false
+    /// Statements prepared on this connection (`PostgresStatement.prepared()`), by name.
+    private var prepared = Set<String>()
 
     /// Results being collected for the request on the wire.
     private struct InFlight {
         var id: UInt64
         var label: String
+        /// What each result on the wire answers, in order: a statement, or the preparation of one
+        /// (not one of the request's results: it only tells whether the statement is prepared now).
+        var answers: [Answer] = []
         var results: [Result<PostgresRows, PostgresError>] = []
         /// The current statement's result, once one has arrived (libpq ends each with a NULL).
         var current: Result<PostgresRows, PostgresError>?
         /// A FATAL error from the server: the connection is about to close.
         var fatal: PostgresError?
+        /// A preparation that failed: it is the result of the statement it was for (which the server
+        /// skips), so the request keeps one result per statement.
+        var failedPreparation: Result<PostgresRows, PostgresError>?
+
+        enum Answer {
+            case statement
+            case prepare(String)
+        }
+
+        /// Files the current statement's result: the request's, or the preparation's.
+        mutating func finishCurrent(prepared: inout Set<String>) {
+            guard let current else { return }
+            self.current = nil
+            let answer = answers.isEmpty ? .statement : answers.removeFirst()
+            switch answer {
+            case .statement:
+                results.append(failedPreparation ?? current)
+                failedPreparation = nil
+            case .prepare(let name):
+                // A failed preparation fails the request (the statement after it is not run).
+                switch current {
+                case .success: prepared.insert(name)
+                case .failure: failedPreparation = current
+                }
+            }
+        }
     }
 
     init(inbox: ConnectionInbox, connectionString: ConnectionString, cancelGrace: Duration) {
@@ -183,15 +214,31 @@ final class ConnectionDriver {
         guard let conn, let sub = submissions[id] else {
             return .connectionFailed(PostgresError(.protocolViolation, operation: "send", message: "request \(id) is unknown"))
         }
+        var answers: [InFlight.Answer] = []
         for statement in sub.statements {
-            let sent = withCStrings(statement.parameters.map(\.text)) { values in
-                PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, values, nil, nil, 0)
+            let sent: Int32
+            if let name = statement.preparedName {
+                // Parsed and planned once per connection; the preparation travels in the same round trip.
+                if !prepared.contains(name) {
+                    guard PQsendPrepare(conn, name, statement.sql, Int32(statement.parameters.count), nil) == 1 else {
+                        return .connectionFailed(lost(sub.request.label, Self.libpqMessage(conn)))
+                    }
+                    answers.append(.prepare(name))
+                }
+                sent = withCStrings(statement.parameters.map(\.text)) { values in
+                    PQsendQueryPrepared(conn, name, Int32(statement.parameters.count), values, nil, nil, 0)
+                }
+            } else {
+                sent = withCStrings(statement.parameters.map(\.text)) { values in
+                    PQsendQueryParams(conn, statement.sql, Int32(statement.parameters.count), nil, values, nil, nil, 0)
+                }
             }
             if sent != 1 { return .connectionFailed(lost(sub.request.label, Self.libpqMessage(conn))) }
+            answers.append(.statement)
         }
         guard PQpipelineSync(conn) == 1 else { return .connectionFailed(lost(sub.request.label, Self.libpqMessage(conn))) }
         inbox.requestsSent.add(1, ordering: .relaxed)
-        inFlight = InFlight(id: id, label: sub.request.label)
+        inFlight = InFlight(id: id, label: sub.request.label, answers: answers)
         flush()
         return nil
     }
@@ -230,9 +277,8 @@ final class ConnectionDriver {
         while inFlight != nil, PQisBusy(conn) == 0 {
             guard let result = PQgetResult(conn) else {
                 // libpq ends each statement's results with a NULL.
-                guard let current = inFlight?.current else { break }
-                inFlight?.results.append(current)
-                inFlight?.current = nil
+                guard inFlight?.current != nil else { break }
+                inFlight?.finishCurrent(prepared: &prepared)
                 continue
             }
             defer { PQclear(result) }
@@ -240,7 +286,7 @@ final class ConnectionDriver {
             let status = PQresultStatus(result)
             switch status {
             case PGRES_PIPELINE_SYNC:
-                if let current = flight.current { flight.results.append(current) }
+                flight.finishCurrent(prepared: &prepared)
                 inFlight = nil
                 completed = (flight.id, flight.results)
                 perform(scheduler.handle(.resultsComplete(flight.id), now: .now))

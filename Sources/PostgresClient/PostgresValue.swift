@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One parameter of a statement (`$1`, `$2`, ...), in PostgreSQL's text format, or NULL.
 ///
@@ -81,11 +82,30 @@ public struct PostgresValue: Sendable, Hashable, CustomStringConvertible {
 public struct PostgresStatement: Sendable {
     public let sql: String
     public let parameters: [PostgresValue]
+    /// Set by `prepared()`: the name the statement is prepared under on each connection.
+    public private(set) var preparedName: String?
 
     public init(_ sql: StaticString, _ parameters: [PostgresValue] = []) {
         self.sql = sql.description
         self.parameters = parameters
     }
+
+    /// The statement prepared once per connection (parsed and planned once), then run by name: for
+    /// statements a connection runs many times. One SQL text is one name in a process, whatever its
+    /// parameters.
+    public func prepared() -> PostgresStatement {
+        var copy = self
+        copy.preparedName = Self.names.withLock { names in
+            if let name = names[sql] { return name }
+            let name = "provision_\(names.count + 1)"
+            names[sql] = name
+            return name
+        }
+        return copy
+    }
+
+    /// The name of each prepared SQL text (numbered in order of first use: never two texts under one name).
+    private static let names = Mutex<[String: String]>([:])
 
     /// Checks every parameter before anything is sent.
     func validate(operation: String) throws(PostgresError) {

@@ -32,11 +32,13 @@ enum AdapterFactory {
     /// `bonds`: the station's bond store (`--bonds`), for either kind of adapter. `verbose`: the HCI
     /// host's log (what it learned of the controller, fallbacks, connections) goes to stderr, as with
     /// `PROVISION_HCI_LOG`. `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
+    /// `hears`: the simulator's devices in this station's range (`--sim-hears`; nil: all of the inventory).
     static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
                      statePath: String?, slots: Int? = nil, bonds: BondStore? = nil, verbose: Bool = false,
-                     packetTap: HCIPacketTap? = nil) async throws -> any Central {
+                     packetTap: HCIPacketTap? = nil, hears: [InventoryDevice]? = nil) async throws -> any Central {
         if spec == "sim" {
-            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds)
+            return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds,
+                                 hears: hears)
         }
         var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
         options.packetTap = packetTap
@@ -66,9 +68,10 @@ enum AdapterFactory {
     }
 
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
+    /// or those in this station's range (`hears`),
     /// each with the model its `simulator:` entry names or the inventory's default model.
     static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?,
-                          connectionInterval: Duration? = nil, bonds: BondStore? = nil) throws -> SimulatedCentral {
+                          connectionInterval: Duration? = nil, bonds: BondStore? = nil, hears: [InventoryDevice]? = nil) throws -> SimulatedCentral {
         guard let modelPath = inventory.simulatorModel else {
             throw InputError(message: "`--adapter sim` needs a device model: add `simulator: { model: models/sensor-v2.yaml }` to \(inventory.path)")
         }
@@ -80,7 +83,7 @@ enum AdapterFactory {
             models = [:]
         }
         models[defaultModel.name] = defaultModel
-        let specs = inventory.devices.map {
+        let specs = (hears ?? inventory.devices).map {
             SimulatedDeviceSpec(id: $0.id, name: $0.name, address: $0.address, variables: $0.vars, overrides: $0.simulator)
         }
         do {

@@ -3,6 +3,9 @@ import BLESecurity
 import BLESimulator
 import Engine
 import Foundation
+import LineDatabase
+import LineStore
+import PostgresClient
 import Workflow
 #if canImport(Glibc)
 import Glibc
@@ -29,8 +32,14 @@ public struct BenchCommand: Command {
         CPU and wall time of whole pairings in process (--devices pairings of each kind, default 200), and
         on paced simulated links (--connection-interval, default 30ms; 10 devices each, fewer with a smaller --devices): a pairing, then an
         encryption with the bond it made.
+        line (--line URL or PROVISION_LINE; not part of all): the run store's cost per device, driven
+        through the same RunStore protocol on a file journal (fsync) and on the line database: one
+        station each, then --stations stations on the line (default 8) for claims and outcomes per
+        second; --devices (default 2000) per measurement, --concurrency devices in flight per station
+        (default 16), --work the simulated radio time around the intent (default 50ms). Each line
+        measurement is a run of its own (bench-…) on the line.
         """
-    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency, security or all (default all)", isOptional: true)]
+    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency, security, line or all (default all)", isOptional: true)]
     public let options = [
         OptionSpec("devices", short: "n", kind: .value("N"), help: "number of devices"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight"),
@@ -40,13 +49,16 @@ public struct BenchCommand: Command {
         OptionSpec("connection-interval", kind: .value("DURATION"),
                    help: "latency: pace the simulated links (every PDU waits for a connection event) and print the bound"),
         OptionSpec("json", kind: .flag, help: "print results as JSON lines"),
+        LineOption.spec,
+        OptionSpec("stations", kind: .value("N"), help: "line: stations on the line at once (default 8)"),
+        OptionSpec("work", kind: .value("DURATION"), help: "line: device work before the intent and again before the outcome (default 50ms)"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
         let scenario = arguments.positionals.first ?? "all"
-        guard ["throughput", "latency", "ble", "sim", "security", "all"].contains(scenario) else {
-            out.err("error: unknown scenario `\(scenario)` (throughput, latency, security, ble, sim, all)")
+        guard ["throughput", "latency", "ble", "sim", "security", "line", "all"].contains(scenario) else {
+            out.err("error: unknown scenario `\(scenario)` (throughput, latency, security, line, ble, sim, all)")
             return ExitCode.invalidInput
         }
         let workflowPath = arguments.value("workflow") ?? "workflows/sensor-v2.yaml"
@@ -106,6 +118,27 @@ public struct BenchCommand: Command {
                 try await Self.security(pairings: devicesArg ?? 200, interval: interval ?? .milliseconds(30), modelPath: modelPath,
                                         output: out, json: arguments.flag("json"))
             }
+            if scenario == "line" {
+                let cs: ConnectionString
+                switch LineOption.connectionString(arguments, context) {
+                case nil: throw BenchError(description: "`bench line` needs the line: `--line URL` or PROVISION_LINE", isInput: true)
+                case .failure(let e)?: throw BenchError(description: e.message, isInput: true)
+                case .success(let c)?: cs = c
+                }
+                var stations = 8
+                if let t = arguments.value("stations") {
+                    guard let n = Int(t), (1...64).contains(n) else { throw BenchError(description: "`--stations` must be 1 to 64, not `\(t)`", isInput: true) }
+                    stations = n
+                }
+                var work: Duration = .milliseconds(50)
+                if let t = arguments.value("work") {
+                    guard case .success(let d) = DurationText.parse(t) else { throw BenchError(description: "`--work` must be a duration (50ms), not `\(t)`", isInput: true) }
+                    work = d
+                }
+                for r in try await Self.line(cs, devices: devicesArg ?? 2_000, stations: stations, inFlight: concurrencyArg ?? 16, work: work) {
+                    out.out(arguments.flag("json") ? String(decoding: (try? JSONEncoder().encode(r)) ?? Data(), as: UTF8.self) : r.description)
+                }
+            }
             if scenario == "sim" {
                 let model: DeviceModel
                 do { model = try DeviceModel.load(path: modelPath) } catch { throw BenchError(description: "\(error)", isInput: true) }
@@ -158,6 +191,37 @@ public struct BenchCommand: Command {
                 out.out("security: \(r)")
             }
         }
+    }
+
+    /// The run store's cost per device: a file journal and the line, one station each, then `stations`
+    /// stations on the line.
+    static func line(_ cs: ConnectionString, devices: Int, stations: Int, inFlight: Int, work: Duration) async throws -> [StoreBenchmark.Result] {
+        let dir = NSTemporaryDirectory() + "provision-bench-line-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ids = (0..<devices).map { String(format: "BENCH-%06d", $0) }
+        var results: [StoreBenchmark.Result] = []
+        let journal = try FileJournal(path: dir + "/bench.journal", fsync: true)
+        results.append(try await StoreBenchmark.run(name: "file journal (fsync)", stores: [journal], devices: ids, inFlight: inFlight, work: work))
+        for count in [1, stations] {
+            let runID = "bench-\(UUID().uuidString.prefix(8).lowercased())"
+            let run = LineRun(id: runID, workflow: LineFile(name: "bench", path: "bench.yaml", sha256: String(repeating: "0", count: 64)),
+                              inventory: LineFile(path: "bench-inventory.yaml", sha256: String(repeating: "1", count: 64)),
+                              options: ["benchmark": "line"], toolVersion: ProvisionCLI.version)
+            let stores: [any RunStore] = (0..<count).map { s in
+                var settings = LineRunStore.Settings(
+                    connectionString: cs, run: run,
+                    station: LineStationInfo.thisProcess(name: "bench-\(s)", adapters: ["bench"], toolVersion: ProvisionCLI.version),
+                    devices: ids, spoolPath: dir + "/bench-\(s).spool", policy: ClaimPolicy(heardOnly: false, idleLimit: nil))
+                settings.lease = .seconds(60)
+                settings.timeout = .seconds(60)
+                return LineRunStore(settings)
+            }
+            // Join one station first: the run and its devices exist before the others join.
+            _ = try await stores[0].open(.start)
+            results.append(try await StoreBenchmark.run(name: "line database (\(runID))", stores: stores, devices: ids, inFlight: inFlight, work: work))
+        }
+        return results
     }
 
     struct Result {

@@ -28,6 +28,9 @@ struct OutputPaths {
         /// Read and written (`--sim-state`, `--bonds`): may exist; it is kept from run to run (the state a
         /// resumed run continues from, the bonds a later run encrypts with).
         case state
+        /// A line station's spool (`--spool`): appended to; it must not exist (or be empty) — one that
+        /// holds outcomes is written to the line first (`provision line flush`).
+        case spool
     }
 
     struct Output {
@@ -103,6 +106,9 @@ struct OutputPaths {
         switch o.kind {
         case .state:
             return nil
+        case .spool:
+            if st.st_size == 0 { return nil }
+            return "\(shown) already exists and may hold outcomes not yet on the line: write them with `provision line flush \(o.path) --line URL`, or choose another `--spool` path"
         case .journal:
             if resume || st.st_size == 0 { return nil }
             return "\(shown) already exists: resume it with `--resume \(o.path)`, or choose another `--journal` path (a journal is never replaced)"

@@ -68,6 +68,10 @@ final class ProgressDisplay: RunEventSink {
             case .stopRequested:
                 s.stopping = event.message
                 line = "stopping: \(ControlCharacters.escaped(event.message ?? ""))"
+            case .leaseLost:
+                line = "\(ControlCharacters.escaped(event.device ?? "?"))  \(ControlCharacters.escaped(event.message ?? "lease lost"))"
+            case .storeUnavailable, .storeAvailable:
+                line = "line: \(ControlCharacters.escaped(event.message ?? ""))"
             default:
                 break
             }

@@ -12,6 +12,7 @@ public enum ProvisionCLI {
         RunCommand(),
         ScanCommand(),
         ReportCommand(),
+        LineCommand(),
         GATTCommand(),
         ReadCommand(),
         WriteCommand(),

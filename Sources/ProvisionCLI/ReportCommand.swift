@@ -1,5 +1,7 @@
 import Engine
 import Foundation
+import LineStore
+import PostgresClient
 import Workflow
 
 /// `provision report REPORT [--where EXPR] [--group-by FIELD] [--compare OLDER] [--csv | --json]
@@ -20,9 +22,12 @@ public struct ReportCommand: Command {
         error kind, captured values, measurements) and the counts by outcome before and after.
         --csv: one row per device (or per change with --compare); --json: the selected devices as a
         report (or the grouping, or the comparison); --html PATH: a self-contained page that opens offline.
-        Exit status: 0 done, 2 an unreadable report or a bad option or expression.
+        --line URL (or PROVISION_LINE) instead of REPORT: the merged report of a line's run (--run ID,
+        default the most recently started), every device once, whichever station worked it; every option
+        works on it. Exit status: 0 done, 2 an unreadable report or a bad option or expression, 3 the line
+        cannot be reached.
         """
-    public let positionals = [PositionalSpec("REPORT", help: "a report written by `provision run`")]
+    public let positionals = [PositionalSpec("REPORT", help: "a report written by `provision run` (or --line)", isOptional: true)]
     public let options = [
         OptionSpec("where", short: "w", kind: .value("EXPR"), help: "only devices where EXPR holds ('firmware < 2.0.0')"),
         OptionSpec("group-by", short: "g", kind: .repeated("FIELD"), help: "count devices per value of FIELD (numbers: min/p50/max, histogram)"),
@@ -32,18 +37,24 @@ public struct ReportCommand: Command {
         OptionSpec("html", kind: .value("PATH"), role: .output, help: "also write a self-contained HTML report"),
         OptionSpec("fields", kind: .flag, help: "list the fields --where and --group-by can use, with their types"),
         OptionSpec("force", kind: .flag, help: "replace an existing --html file"),
+        LineOption.spec,
+        LineOption.runSpec,
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
-        guard let path = arguments.positionals.first else { return ExitCode.invalidInput }
         let groupBy = arguments.values("group-by")
         if arguments.flag("csv") && arguments.flag("json") { return usageError(out, "give one of `--csv` and `--json`") }
         if !groupBy.isEmpty, arguments.flag("csv") { return usageError(out, "`--group-by` prints text or JSON (`--json`), not CSV") }
         if !groupBy.isEmpty, arguments.value("compare") != nil { return usageError(out, "give `--group-by` or `--compare`, not both") }
 
         // Load: the report, and the older one to compare with.
-        let sources: [any ReportSource] = [ReportFile(path: path, currentDirectory: context.currentDirectory)]
+        let source: any ReportSource
+        switch Self.source(arguments, context) {
+        case .success(let s): source = s
+        case .failure(let problem): return usageError(out, problem.message)
+        }
+        let sources: [any ReportSource] = [source]
             + (arguments.value("compare").map { [ReportFile(path: $0, currentDirectory: context.currentDirectory)] } ?? [])
         var loaded: [LoadedReport] = []
         for source in sources {
@@ -53,7 +64,7 @@ public struct ReportCommand: Command {
                 if let note = l.note { out.err(escaping: note) }
             case .failure(let problem):
                 out.err(escaping: "error: \(source.label): \(problem.message)")
-                return ExitCode.invalidInput
+                return problem.code
             }
         }
         let newer = loaded[0]
@@ -221,4 +232,24 @@ public struct ReportCommand: Command {
         out.err("usage: \(usage)")
         return ExitCode.invalidInput
     }
+
+    /// The report's source: `REPORT`, or the merged report of a line's run (`--line URL [--run ID]`),
+    /// never both.
+    static func source(_ arguments: ParsedArguments, _ context: CommandContext) -> Result<any ReportSource, ReportLoadProblem> {
+        let line = LineOption.connectionString(arguments, context)
+        let path = arguments.positionals.first
+        if arguments.value("line") != nil, path != nil {
+            return .failure(ReportLoadProblem(message: "give REPORT or `--line URL`, not both"))
+        }
+        if let path {
+            if arguments.value("run") != nil { return .failure(ReportLoadProblem(message: "`--run` names a run of a line: give `--line URL` instead of REPORT")) }
+            return .success(ReportFile(path: path, currentDirectory: context.currentDirectory))
+        }
+        switch line {
+        case nil: return .failure(ReportLoadProblem(message: "missing REPORT (a report file, or `--line URL` for a line's merged report)"))
+        case .failure(let e)?: return .failure(ReportLoadProblem(message: e.message))
+        case .success(let cs)?: return .success(LineReportSource(connectionString: cs, run: arguments.value("run")))
+        }
+    }
+
 }

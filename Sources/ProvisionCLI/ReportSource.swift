@@ -34,6 +34,8 @@ struct LoadedReport: Sendable {
 /// Why a report could not be loaded, in words (not Foundation's).
 struct ReportLoadProblem: Error, Sendable {
     var message: String
+    /// The exit status it means (a line that cannot be reached is an environment failure).
+    var code: Int32 = ExitCode.invalidInput
 }
 
 /// A report file written by `provision run` (schema `provision.report/2`, or the older `/1`).

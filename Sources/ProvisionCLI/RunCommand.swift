@@ -4,6 +4,9 @@ import BLESimulator
 import Dispatch
 import Engine
 import Foundation
+import LineDatabase
+import LineStore
+import PostgresClient
 import HCI
 import Trace
 import Workflow
@@ -24,6 +27,10 @@ public struct RunCommand: Command {
         --resume JOURNAL without running succeeded devices again.
         Adapters: `sim` (the simulated fleet of the inventory's device models), `hci:tcp:HOST:PORT`,
         `hci:serial:/dev/ttyACM0[@BAUD]`, `hci:user:N`. A run never falls back to the simulator.
+        On a line (--line URL or PROVISION_LINE: a PostgreSQL database shared by several stations, see
+        docs/line.md) the station claims each device before it connects to it, so two stations never
+        work one device; the line database is the record instead of a journal, and outcomes the line
+        cannot take wait in a spool beside the report until it can.
         Exit status: 0 all succeeded, 1 some failed, 2 invalid input, 3 adapter or environment failure,
         130 interrupted.
         """
@@ -55,6 +62,14 @@ public struct RunCommand: Command {
         OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
         OptionSpec("no-fsync", kind: .flag, help: "write the journal without fsync (survives a crash of provision, not of the machine)"),
+        LineOption.spec,
+        OptionSpec("run", kind: .value("ID"), help: "with --line: the run to create or join (default: WORKFLOW-NAME/INVENTORY-NAME)"),
+        OptionSpec("station", kind: .value("NAME"), help: "with --line: this station's name (default: the host name)"),
+        OptionSpec("lease", kind: .value("DURATION"), help: "with --line: how long a claim lasts unless renewed (default 30s)"),
+        OptionSpec("claim", kind: .value("heard|all"), help: "with --line: claim devices this station hears (default), or any, in inventory order"),
+        OptionSpec("idle", kind: .value("DURATION"), help: "with --line: stop after claiming nothing for this long (default 1m; 0s: until the run is done)"),
+        OptionSpec("spool", kind: .value("PATH"), role: .output, help: "with --line: the station's outcomes on its own disk until they are on the line (default beside the report, .spool)"),
+        OptionSpec("sim-hears", kind: .value("SEL"), role: .input, help: "simulator: only these devices are in this station's range (ids, globs, @file)"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
@@ -101,6 +116,21 @@ public struct RunCommand: Command {
         if arguments.flag("retry-failed") && arguments.value("resume") == nil {
             return usageError(out, "`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
         }
+        // The line: its options mean nothing without it, and a line station has no journal to resume.
+        var lineSettings: LineSettings?
+        switch LineOption.connectionString(arguments, context) {
+        case nil:
+            for name in ["run", "station", "lease", "claim", "idle", "spool"] where arguments.value(name) != nil {
+                return usageError(out, "`--\(name)` works on a line: give `--line URL` (or set PROVISION_LINE)")
+            }
+        case .failure(let e)?:
+            return usageError(out, e.message)
+        case .success(let cs)?:
+            switch LineSettings.parse(arguments, connectionString: cs) {
+            case .failure(let e): return usageError(out, e.message)
+            case .success(let l): lineSettings = l
+            }
+        }
         let specs = arguments.values("adapter")
         if specs.isEmpty {
             out.err("error: no adapter: give `--adapter sim` to run on the simulated fleet, or a radio such as `--adapter hci:tcp:127.0.0.1:9000`")
@@ -138,12 +168,16 @@ public struct RunCommand: Command {
         let journalPath = resumePath ?? arguments.value("journal")
             ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
         let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
+        // A line station writes no journal (the line is its record); outcomes the line cannot take wait in the spool.
+        let spoolPath = arguments.value("spool") ?? Self.replacingExtension(reportPath, with: "spool")
         var plan = OutputPaths(outputs: [
-            OutputPaths.Output(option: resumePath != nil ? "resume" : "journal", path: journalPath, kind: .journal,
-                               isDefault: resumePath == nil && arguments.value("journal") == nil),
+            lineSettings != nil
+                ? OutputPaths.Output(option: "spool", path: spoolPath, kind: .spool, isDefault: arguments.value("spool") == nil)
+                : OutputPaths.Output(option: resumePath != nil ? "resume" : "journal", path: journalPath, kind: .journal,
+                                     isDefault: resumePath == nil && arguments.value("journal") == nil),
             OutputPaths.Output(option: "report", path: reportPath, kind: .document, isDefault: arguments.value("report") == nil),
         ], inputs: result.inputFiles, currentDirectory: context.currentDirectory)
-        for option in options where option.role == .output && !["report", "journal", "resume", "trace"].contains(option.name) {
+        for option in options where option.role == .output && !["report", "journal", "resume", "trace", "spool"].contains(option.name) {
             guard let path = arguments.value(option.name), !(option.name == "events" && path == "-") else { continue }
             plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
         }
@@ -170,10 +204,15 @@ public struct RunCommand: Command {
         /// Paths as the engine and the adapters use them: relative ones start from the command's directory.
         func file(_ path: String?) -> String? { path.map { $0 == "-" ? $0 : plan.absolute($0) } }
 
+        let runID = lineSettings.map { $0.runID ?? LineOption.defaultRunID(workflow: workflow.name, inventoryPath: inventoryPath) }
         if arguments.flag("dry-run") {
             out.out(ValidateCommand.summary(result))
             out.out("plan: \(devices.count) device(s), concurrency \(concurrency), adapters \(specs.joined(separator: ", "))\(slots.map { ", \($0) slot(s) per adapter" } ?? "")")
-            out.out("      journal \(journalPath), report \(reportPath)\(resumePath != nil ? " (resuming)" : "")")
+            if let lineSettings, let runID {
+                out.out(escaping: "      line \(lineSettings.connectionString), run \(runID), claiming \(lineSettings.policy.heardOnly ? "devices this station hears" : "any device"); spool \(spoolPath), report \(reportPath)")
+            } else {
+                out.out("      journal \(journalPath), report \(reportPath)\(resumePath != nil ? " (resuming)" : "")")
+            }
             for d in devices.prefix(20) {
                 out.out(escaping: "      \(d.id)  \(d.address?.description ?? "-")  \(d.name ?? "-")")
             }
@@ -198,6 +237,36 @@ public struct RunCommand: Command {
             }
         }
 
+        // What the simulated radio hears (all of the inventory without --sim-hears).
+        var hears: [InventoryDevice]?
+        if let sel = arguments.value("sim-hears") {
+            let picked = DeviceSelection.select(sel, from: inventory.devices, currentDirectory: context.currentDirectory)
+            for d in picked.diagnostics {
+                out.err(escaping: "error: --sim-hears: \(d.message)" + (d.hint.map { " (\($0))" } ?? ""))
+            }
+            if !picked.diagnostics.isEmpty { return ExitCode.invalidInput }
+            hears = picked.devices
+        }
+
+        // The line first: a station that cannot join it touches no radio.
+        var lineStore: LineRunStore?
+        if let lineSettings, let runID {
+            let store = LineRunStore(lineSettings.storeSettings(
+                run: LineRun(id: runID, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
+                             inventory: LineFile(path: inventory.path, sha256: inventory.sha256),
+                             options: [:], toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
+                adapters: specs, devices: inventory.devices.map(\.id), spoolPath: plan.absolute(spoolPath)))
+            do {
+                _ = try await store.open(.start)
+            } catch {
+                let (message, code) = LineOption.describe(error)
+                out.err(escaping: "error: cannot join the line: \(message); nothing was touched")
+                return code
+            }
+            lineStore = store
+        }
+        func leaveLine() async { await lineStore?.close() }
+
         // Adapters, each with its trace when asked.
         let traces = TraceOutputs(warn: { out.err(escaping: $0) })
         var centrals: [any Central] = []
@@ -207,7 +276,7 @@ public struct RunCommand: Command {
                 let tap = try tracePath.map { p throws(TraceError) in spec == "sim" ? nil : try traces.btsnoopTap(path: p) } ?? nil
                 var central = try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed, latencyScale: latency,
                                                             statePath: file(arguments.value("sim-state")), slots: slots, bonds: bonds,
-                                                            verbose: arguments.flag("verbose"), packetTap: tap)
+                                                            verbose: arguments.flag("verbose"), packetTap: tap, hears: hears)
                 if let tracePath, let sim = central as? SimulatedCentral {
                     let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } },
                                            uniquingKeysWith: { a, _ in a })
@@ -222,10 +291,12 @@ public struct RunCommand: Command {
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
                 for c in centrals { await c.close() }
+                await leaveLine()
                 return ExitCode.invalidInput
             } catch {
                 out.err(escaping: "error: adapter `\(spec)`: \(error)")
                 for c in centrals { await c.close() }
+                await leaveLine()
                 return ExitCode.environment
             }
         }
@@ -250,7 +321,13 @@ public struct RunCommand: Command {
         if let s = slots { reported["slots"] = "\(s)" }
         if let b = arguments.value("bonds") { reported["bonds"] = b }
         if specs.contains("sim") { reported["sim_latency"] = "\(latency)" }
+        if let lineSettings, let runID {
+            reported["line_run"] = runID
+            reported["claim"] = lineSettings.policy.heardOnly ? "heard" : "all"
+            reported["lease"] = DurationText.format(lineSettings.lease)
+        }
         options.reportOptions = reported
+        options.store = lineStore
 
         let events = EventBus()
         if arguments.value("events") == "-" {
@@ -258,6 +335,8 @@ public struct RunCommand: Command {
         } else if let path = file(arguments.value("events")) {
             do { events.add(try JSONLinesEventSink(path: path)) } catch {
                 out.err("error: cannot write events to \(path): \(error)")
+                for c in centrals { await c.close() }
+                await leaveLine()
                 return ExitCode.environment
             }
         }
@@ -278,6 +357,7 @@ public struct RunCommand: Command {
         } catch {
             signals.cancel()
             for c in centrals { await c.close() }
+            await leaveLine()
             traces.close()
             out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
@@ -306,7 +386,11 @@ public struct RunCommand: Command {
 
         Self.printSummary(report, output: out)
         out.out("report: \(reportPath)")
-        out.out("journal: \(journalPath)")
+        if let lineStore {
+            out.out(escaping: lineStore.location)
+        } else {
+            out.out("journal: \(journalPath)")
+        }
         do {
             try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
             if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
@@ -320,6 +404,17 @@ public struct RunCommand: Command {
                 out.out("html: \(htmlPath)")
             } catch {
                 out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+            }
+        }
+        if let lineStore {
+            let left = lineStore.unwrittenOutcomes
+            let refused = lineStore.outcomesRefused
+            if refused > 0 {
+                out.err(escaping: "note: the line refused \(refused) outcome(s) of this station (other stations had claimed those devices since); they stay on record in \(spoolPath)")
+            }
+            if left > 0 {
+                out.err(escaping: "error: \(left) outcome(s) could not reach the line and wait in \(spoolPath); write them with `provision line flush \(spoolPath) --line URL` once it is reachable")
+                return ExitCode.environment
             }
         }
         if controller.stopRequests > 0 { return ExitCode.interrupted }
@@ -396,6 +491,7 @@ public struct RunCommand: Command {
     static func outputKind(_ option: String) -> OutputPaths.Kind {
         switch option {
         case "journal", "resume": return .journal
+        case "spool": return .spool
         case "events", "trace": return .stream
         case "sim-state", "bonds": return .state
         default: return .document

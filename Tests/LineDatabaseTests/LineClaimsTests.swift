@@ -356,3 +356,76 @@ struct LineRestartTests {
         }
     }
 }
+
+@Suite(.enabled(if: PostgresCluster.shouldRun, "needs PostgreSQL: run `make test`, or apt-get install postgresql"))
+struct LineLateOutcomeTests {
+    @Test func anOutcomeAfterTheLeaseWasSweptIsRecordedWhileNobodyClaimedTheDeviceSince() async throws {
+        let line = try await LineFixture.make(devices: 3)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let b = try await line.station("b")
+        let claims = try await a.claim(among: line.devices, limit: 3)
+        try await a.recordIntent(LineIntent(device: claims[1].device, attempt: claims[1].attempt, stepIndex: 7, step: "commit"))
+        // a is cut off longer than its lease: the sweep makes SN-00000 and SN-00002 pending, SN-00001 needs review.
+        try await line.expireLeases(of: a.station.id)
+        _ = try await LineClaims(connection: line.admin, run: line.run.id, station: b.station.id).sweepExpired()
+        #expect(try await line.device("SN-00000").state == .pending)
+        #expect(try await line.device("SN-00001").state == .needsReview)
+        // b claims SN-00002 before a is back.
+        #expect(try await b.claim(among: ["SN-00002"], limit: 1).map(\.attempt) == [2])
+        // a is back with the outcomes of the work it did: the pending one and the one under review take them
+        // (a did the work and nobody else touched them); the one b holds now refuses.
+        let late = try await LineClaims(connection: line.admin, run: line.run.id, station: a.station.id)
+            .write(outcomes: claims.map { LineFixture.outcome($0) })
+        #expect(late.outcomes["SN-00000"] == .recorded(.succeeded))
+        #expect(late.outcomes["SN-00001"] == .recorded(.succeeded))
+        guard case .leaseLost(let loss)? = late.outcomes["SN-00002"] else { Issue.record("SN-00002 not refused"); return }
+        #expect(loss.owner == b.station.id)
+        let d1 = try await line.device("SN-00001")
+        #expect(d1.state == .succeeded && d1.intent == nil && d1.review == nil)
+        #expect(try await line.outcomes("SN-00002").isEmpty)
+        #expect(try await line.device("SN-00002").owner == b.station.id)
+    }
+
+    @Test func aLateInterruptedOutcomeLeavesADeviceUnderReviewWithItsReason() async throws {
+        let line = try await LineFixture.make(devices: 1)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let claims = try await a.claim(among: line.devices, limit: 1)
+        try await a.recordIntent(LineIntent(device: "SN-00000", attempt: claims[0].attempt, stepIndex: 7, step: "commit"))
+        try await line.expireLeases(of: a.station.id)
+        _ = try await LineClaims(connection: line.admin, run: line.run.id, station: "someone").sweepExpired()
+        let late = try await LineClaims(connection: line.admin, run: line.run.id, station: a.station.id)
+            .write(outcomes: [LineFixture.outcome(claims[0], .interrupted)])
+        #expect(late.outcomes["SN-00000"] == .recorded(.needsReview))
+        let d = try await line.device("SN-00000")
+        #expect(d.review == "lease_expired_after_intent" && d.intent == "commit")
+        // Nobody but the station that claimed the attempt may write it.
+        let stranger = try await LineClaims(connection: line.admin, run: line.run.id, station: "stranger")
+            .write(outcomes: [LineFixture.outcome(claims[0])])
+        guard case .leaseLost? = stranger.outcomes["SN-00000"] else { Issue.record("a stranger's outcome was taken"); return }
+        #expect(try await line.device("SN-00000").state == .needsReview)
+    }
+
+    @Test func aStationThatReachesEveryDeviceClaimsInInventoryOrderAndSeesWhatIsLeft() async throws {
+        let line = try await LineFixture.make(devices: 12)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let b = try await line.station("b")
+        // The fixture added the devices in order SN-00000 … SN-00011.
+        let first = try await a.claim(among: nil, limit: 4)
+        #expect(first.map(\.device) == ["SN-00000", "SN-00001", "SN-00002", "SN-00003"])
+        let second = try await b.claim(among: nil, limit: 4)
+        #expect(second.map(\.device) == ["SN-00004", "SN-00005", "SN-00006", "SN-00007"])
+        var progress = try await a.progress()
+        #expect(progress.pending == 4 && progress.claimed == 8)
+        progress = try await a.progress(of: ["SN-00000", "SN-00010"])
+        #expect(progress.pending == 1 && progress.claimed == 1)
+        for c in first { try await a.recordOutcome(LineFixture.outcome(c)) }
+        // An expired lease counts as pending before anyone sweeps it.
+        try await line.expireLeases(of: b.station.id)
+        progress = try await a.progress()
+        #expect(progress.pending == 8 && progress.claimed == 0)
+        #expect(try await a.claim(among: nil, limit: 10).count == 8)
+    }
+}

@@ -29,6 +29,30 @@ struct LineSchemaTests {
                           "schema_migrations", "stations"])
     }
 
+    @Test func aRunKeepsItsCaptureTypesAndAReaderOfAnOlderSchemaStillReadsTheRun() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let db = try await cluster.connect(try await cluster.createDatabase())
+        defer { db.close() }
+        try await LineSchema.migrate(db, toolVersion: "t")
+        let runs = LineRuns(connection: db)
+        let run = LineRun(id: "r1", workflow: LineFile(name: "w", path: "w.yaml", sha256: String(repeating: "a", count: 64)),
+                          inventory: LineFile(path: "i.yaml", sha256: String(repeating: "b", count: 64)), toolVersion: "t",
+                          captureTypes: ["fw": "version", "battery": "uint"])
+        try await runs.join(run, createdBy: "a/1")
+        #expect(try await runs.run("r1")?.run.captureTypes == ["fw": "version", "battery": "uint"])
+        // A run created without them (by a station of schema 2 on a line since migrated) reads as nil.
+        var untyped = run
+        untyped.id = "r0"
+        untyped.captureTypes = nil
+        try await runs.join(untyped, createdBy: "a/1")
+        #expect(try await runs.run("r0")?.run.captureTypes == nil)
+        // A line still at schema 2 (its stations not yet upgraded): `report --line` and `line status` read, never migrate.
+        try await db.query("ALTER TABLE provision.runs DROP COLUMN capture_types")
+        let old = try #require(try await runs.run("r1"))
+        #expect(old.run.id == "r1" && old.run.captureTypes == nil)
+        #expect(try await runs.run(nil)?.run.id != nil, "the latest run too")
+    }
+
     @Test func stationsStartingAtOnceApplyEachMigrationExactlyOnce() async throws {
         let cluster = try await PostgresCluster.shared()
         let cs = try await cluster.createDatabase()

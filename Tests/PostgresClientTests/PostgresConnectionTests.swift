@@ -133,6 +133,26 @@ struct PostgresConnectionTests {
         #expect(keys == [1, 2])
     }
 
+    @Test func aPreparedStatementIsParsedOnceAConnectionAndAFailedPreparationFailsItsRequest() async throws {
+        let t = try await TestDatabase.make()
+        defer { t.close() }
+        let twice = PostgresStatement("SELECT $1::integer * 2 AS n", [.int(21)]).prepared()
+        for _ in 0..<3 {
+            let results = try await t.db.pipeline([twice, PostgresStatement("SELECT 1 AS one")], label: "prepared")
+            #expect(results.count == 2)
+            #expect(try results[0][0].decode("n", as: Int.self) == 42)
+        }
+        let names = try await t.db.query("SELECT name FROM pg_prepared_statements").map { try $0.decode("name", as: String.self) }
+        #expect(names == [twice.preparedName], "prepared once, run by name after")
+        // A preparation the server refuses is the error of its request; the connection goes on.
+        await #expect { try await t.db.pipeline([PostgresStatement("SELECT 1 AS one"), PostgresStatement("SELEC nonsense").prepared()],
+                                                label: "bad preparation") } throws: { error in
+            (error as? PostgresError)?.sqlState == "42601"
+        }
+        let again = try await t.db.pipeline([twice], label: "after a failed preparation")
+        #expect(try again[0][0].decode("n", as: Int.self) == 42)
+    }
+
     @Test func aTransactionCommitsWhenItsBodyReturnsAndRollsBackWhenItThrows() async throws {
         let t = try await TestDatabase.make()
         defer { t.close() }

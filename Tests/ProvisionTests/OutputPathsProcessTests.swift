@@ -64,7 +64,7 @@ import TestSupport
 
     @Test func everyOptionThatWritesAFileIsChecked() async throws {
         let outputs = RunCommand().options.filter { $0.role == .output }.map(\.name)
-        #expect(Set(outputs) == ["report", "journal", "resume", "events", "junit", "html", "trace", "sim-state", "sim-dump", "bonds"])
+        #expect(Set(outputs) == ["report", "journal", "resume", "events", "junit", "html", "trace", "sim-state", "sim-dump", "bonds", "spool"])
         // Every option that takes a path says whether the run reads or writes it.
         for o in RunCommand().options {
             if case .value(let meta) = o.kind, ["PATH", "FILE", "JOURNAL"].contains(meta) {
@@ -74,7 +74,9 @@ import TestSupport
         let (line, args) = try Self.line()
         defer { line.remove() }
         for name in outputs {
-            let r = try await Self.run(args + ["--\(name)", "inventory.yaml"], in: line.directory)
+            // The spool is a line station's (the paths are checked before the line is reached).
+            let onLine = name == "spool" ? ["--line", "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=1"] : []
+            let r = try await Self.run(args + onLine + ["--\(name)", "inventory.yaml"], in: line.directory)
             #expect(r.status == 2, "--\(name)")
             #expect(r.stderr.contains("`--\(name) inventory.yaml` is the inventory"), "--\(name): \(r.stderr)")
         }

@@ -227,6 +227,19 @@ public final class PostgresCluster: Sendable {
         guard r.status == 0 else { throw ClusterError("pg_ctl restart failed (\(r.status)): \(r.output)") }
     }
 
+    /// Stops the server (`fast`: sessions are ended) and leaves the cluster to be started again.
+    public func stopServer(mode: String = "fast") async throws {
+        let r = try await Self.run(bin + "/pg_ctl", ["-D", dataDirectory, "-m", mode, "-w", "-t", "60", "stop"], as: runAs, timeout: .seconds(120))
+        guard r.status == 0 else { throw ClusterError("pg_ctl stop failed (\(r.status)): \(r.output)") }
+    }
+
+    /// Starts the server again after `stopServer`, on the same port.
+    public func startServer() async throws {
+        let r = try await Self.run(bin + "/pg_ctl", ["-D", dataDirectory, "-l", directory + "/server.log", "-w", "-t", "60", "start"],
+                                   as: runAs, timeout: .seconds(120))
+        guard r.status == 0 else { throw ClusterError("pg_ctl start failed (\(r.status)): \(r.output)") }
+    }
+
     // MARK: Databases and connections
 
     /// A connection string for `database` over TCP with the superuser's password.

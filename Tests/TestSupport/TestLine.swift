@@ -6,7 +6,7 @@ import Engine
 
 /// A small production line in a temporary directory: the sensor-v2 model, blob files, an inventory and
 /// a workflow with short timeouts, run on the simulator in process.
-public struct TestLine {
+public struct TestLine: Sendable {
     public static let packageRoot: String = {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
