@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import YAML
 
 /// A device model read from a YAML file (`inventory/models/*.yaml`): GATT layout and values,
@@ -199,7 +200,7 @@ public struct DeviceModel: Sendable {
                 }
             default:
                 throw r.fail("unknown behaviour type `\(type)`", typeNode,
-                             hint: ModelReader.suggestion(for: type, among: types).map { "did you mean `\($0)`?" } ?? "behaviours: \(types.joined(separator: ", "))")
+                             hint: Suggestions.hint(for: type, in: types) ?? "behaviours: \(types.joined(separator: ", "))")
             }
         }
         if let command {
@@ -291,7 +292,7 @@ public struct DeviceModel: Sendable {
                     guard let bit = propertyNames[name] else {
                         let all = propertyNames.keys.sorted()
                         throw r.fail("unknown property `\(name)`", p,
-                                     hint: ModelReader.suggestion(for: name, among: all).map { "did you mean `\($0)`?" }
+                                     hint: Suggestions.hint(for: name, in: all)
                                         ?? "expected one of: \(all.joined(separator: ", "))")
                     }
                     props.insert(bit)

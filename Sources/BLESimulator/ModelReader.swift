@@ -114,10 +114,4 @@ struct ModelReader {
         }
         return nil
     }
-
-    /// The allowed word closest to `word` (`Suggestions.closest`). Kept only for `DeviceModel.swift`'s
-    /// two callers, which another branch is changing; call `Suggestions` directly elsewhere.
-    static func suggestion(for word: String, among candidates: [String]) -> String? {
-        Suggestions.closest(to: word, in: candidates)
-    }
 }

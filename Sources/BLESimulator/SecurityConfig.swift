@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import Support
 import YAML
 
 extension DeviceModel {
@@ -32,7 +33,7 @@ extension DeviceModel {
                     let name = try r.string(value, "security.io")
                     guard let io = ioNames[name] else {
                         throw r.fail("`security.io` is display, keyboard or none, not `\(name)`", value,
-                                     hint: ModelReader.suggestion(for: name, among: ioNames.keys.sorted()).map { "did you mean `\($0)`?" })
+                                     hint: Suggestions.hint(for: name, in: ioNames.keys.sorted()))
                     }
                     c.io = io
                 case "passkey": c.passkey = try r.string(value, "security.passkey")
@@ -66,7 +67,7 @@ extension DeviceModel {
             let name = try r.string(node, what)
             guard let level = SecurityLevel.allCases.first(where: { $0.name == name }) else {
                 throw r.fail("`\(what)` is none, encrypted or authenticated, not `\(name)`", node,
-                             hint: ModelReader.suggestion(for: name, among: SecurityLevel.allCases.map(\.name)).map { "did you mean `\($0)`?" })
+                             hint: Suggestions.hint(for: name, in: SecurityLevel.allCases.map(\.name)))
             }
             return level
         }

@@ -101,7 +101,7 @@ final class StateJournal: Sendable {
 
     /// One event as a JSON line (with its newline).
     static func line(id: String, _ event: DeviceEvent) -> String {
-        var line = "{\"id\":" + Self.quote(id) + ",\"event\":"
+        var line = "{\"id\":" + JSONString.quoted(id) + ",\"event\":"
         switch event {
         case .connectAttempt: line += "\"connect_attempt\""
         case .connected: line += "\"connected\""
@@ -109,14 +109,14 @@ final class StateJournal: Sendable {
             line += "\"control\",\"hex\":\"\(bytes.hexString)\",\"busy\":\(busy)"
             if link != .none { line += ",\"link\":\"\(link.name)\"" }
         case .blob(let bytes): line += "\"blob\",\"hex\":\"\(bytes.hexString)\""
-        case .fault(let name): line += "\"fault\",\"fault\":" + Self.quote(name)
+        case .fault(let name): line += "\"fault\",\"fault\":" + JSONString.quoted(name)
         case .paired(let p):
-            line += "\"paired\",\"central\":" + Self.quote(p.central) + ",\"method\":\"\(p.method.rawValue)\",\"level\":\"\(p.level.name)\""
+            line += "\"paired\",\"central\":" + JSONString.quoted(p.central) + ",\"method\":\"\(p.method.rawValue)\",\"level\":\"\(p.level.name)\""
                 + ",\"sc\":\(p.secureConnections),\"key_size\":\(p.keySize)"
             if let digest = p.keyDigest { line += ",\"key_sha256\":\"\(digest)\"" }
-        case .pairingFailed(let reason): line += "\"pairing_failed\",\"reason\":" + Self.quote(reason)
-        case .encrypted(let central): line += "\"encrypted\",\"central\":" + Self.quote(central)
-        case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + Self.quote(central)
+        case .pairingFailed(let reason): line += "\"pairing_failed\",\"reason\":" + JSONString.quoted(reason)
+        case .encrypted(let central): line += "\"encrypted\",\"central\":" + JSONString.quoted(central)
+        case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + JSONString.quoted(central)
         case .store(let path, let bytes):
             line += "\"store\",\"service\":\"\(path.service)\",\"characteristic\":\"\(path.characteristic)\",\"hex\":\"\(bytes.hexString)\""
         }
@@ -183,9 +183,6 @@ final class StateJournal: Sendable {
         default: return nil
         }
     }
-
-    /// `s` as a JSON string literal (`JSONString`, the one home for JSON escaping).
-    static func quote(_ s: String) -> String { JSONString.quoted(s) }
 }
 
 /// Reads the lines `StateJournal.append` writes (fixed key order, no escapes in values) without

@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import Synchronization
 import Workflow
 
@@ -51,19 +52,13 @@ actor DeviceAgent {
         self.declared = declared
     }
 
-    static func hash(_ s: String) -> UInt64 {
-        var h: UInt64 = 0xcbf29ce484222325
-        for b in s.utf8 { h = (h ^ UInt64(b)) &* 0x100000001b3 }
-        return h
-    }
-
     /// Runs the workflow as its supervisor decides; always returns a record (never throws).
     func run() async -> DeviceRecord {
         let clock = ContinuousClock()
         let start = clock.now
         let startedAt = WallClock.iso(WallClock.now())
         let steps = context.workflow.steps
-        var supervisor = StepSupervisor(steps: context.stepInfos, seed: context.seed ^ DeviceAgent.hash(device.id))
+        var supervisor = StepSupervisor(steps: context.stepInfos, seed: context.seed ^ StableHash.fnv1a(device.id))
         var queue = supervisor.handle(.begin(at: .zero))
         while !queue.isEmpty {
             let action = queue.removeFirst()

@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import Synchronization
 
 /// Encodes the engine's records (journal lines, the report, events) as JSON from their `Codable`
@@ -525,43 +526,10 @@ extension RecordEncoder {
 
 /// The bytes of JSON values and punctuation, as `JSONEncoder` writes them.
 enum JSONBytes {
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// A string literal: Support's `JSONString`, the one home of JSON escaping.
     static func string(_ s: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var s = s
-        s.withUTF8 { utf8 in
-            // Most strings need no escaping: copy them whole.
-            var plain = true
-            for b in utf8 where b < 0x20 || b == UInt8(ascii: "\"") || b == 0x5C {
-                plain = false
-                break
-            }
-            guard !plain else {
-                out.append(contentsOf: utf8)
-                return
-            }
-            for b in utf8 {
-                switch b {
-                case UInt8(ascii: "\""): out.append(0x5C); out.append(b)
-                case 0x5C: out.append(0x5C); out.append(0x5C)
-                case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-                case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
-                case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
-                case 0..<0x20:
-                    out.append(0x5C)
-                    out.append(UInt8(ascii: "u"))
-                    out.append(UInt8(ascii: "0"))
-                    out.append(UInt8(ascii: "0"))
-                    out.append(hex[Int(b >> 4)])
-                    out.append(hex[Int(b & 0xF)])
-                default: out.append(b)
-                }
-            }
-        }
-        out.append(UInt8(ascii: "\""))
+        JSONString.append(s, to: &out)
     }
 
     static func int<I: BinaryInteger>(_ v: I, into out: inout [UInt8]) {
