@@ -41,8 +41,10 @@ let package = Package(
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
+        // Benchmarks (`provision bench`): the engine's layers measured apart, kept out of the library targets.
+        .target(name: "Benchmarks", dependencies: ["BLE", "BLESecurity", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient"]),
         // The command line: argument parsing, commands, progress display, exit codes.
-        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient"]),
+        .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient", "Benchmarks"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
         // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
@@ -52,15 +54,15 @@ let package = Package(
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
-        .testTarget(name: "BLETests", dependencies: ["BLE", "Support"]),
-        .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
-        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity"]),
+        .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
+        .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE", "Benchmarks"]),
+        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity", "Benchmarks"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
-        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator"]),
+        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator", "Benchmarks"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
-        .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport"]),
+        .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "Benchmarks"]),
         .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]

@@ -5,7 +5,7 @@ import Synchronization
 /// Serves one link of one virtual device: runs the device's `ATTServer` over the link's device end,
 /// applies the model's behaviour and faults, and returns a credit after each PDU. Lives as long as the
 /// link.
-struct DeviceConnection: Sendable {
+package struct DeviceConnection: Sendable {
     let device: VirtualDevice
     let link: InMemoryLink
     var rng: SimulatorRandom
@@ -25,7 +25,7 @@ struct DeviceConnection: Sendable {
     /// value, fresh CCCDs, the notify-without-declaring and 128-bit declaration quirks applied, and the
     /// Database Hash (if the model declares 2B2A) computed over the result — from the layout its model
     /// and faults share (`DatabaseLayout`).
-    static func database(for device: VirtualDevice) -> GATTDatabase {
+    package static func database(for device: VirtualDevice) -> GATTDatabase {
         device.layout.database(for: device)
     }
 

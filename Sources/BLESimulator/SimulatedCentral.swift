@@ -24,7 +24,7 @@ public final class SimulatedCentral: Central {
     public let stationAddress: BluetoothAddress
 
     /// Devices in order of first advertisement (then id).
-    let devices: [VirtualDevice]
+    package let devices: [VirtualDevice]
     private let byAddress: [UInt64: VirtualDevice]
     private let byName: [String: [VirtualDevice]]
     private let byID: [String: VirtualDevice]

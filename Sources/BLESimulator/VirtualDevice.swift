@@ -4,9 +4,9 @@ import Synchronization
 /// One virtual peripheral: its identity, model and faults (immutable), and its state (created on first
 /// use, so an untouched device of a 10,000-device fleet costs only its identity). The GATT server
 /// exists only while a connection is being served.
-final class VirtualDevice: Sendable {
+package final class VirtualDevice: Sendable {
     let id: String
-    let address: BluetoothAddress
+    package let address: BluetoothAddress
     let advertisedName: String
     let model: DeviceModel
     let faults: FaultSettings

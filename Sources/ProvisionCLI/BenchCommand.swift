@@ -1,6 +1,7 @@
 import BLE
 import BLESecurity
 import BLESimulator
+import Benchmarks
 import Engine
 import Foundation
 import LineDatabase

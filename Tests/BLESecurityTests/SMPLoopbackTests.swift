@@ -1,3 +1,4 @@
+import Benchmarks
 import BLE
 @testable import BLESecurity
 import Testing

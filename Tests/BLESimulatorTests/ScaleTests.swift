@@ -1,3 +1,4 @@
+import Benchmarks
 import BLE
 import Testing
 @testable import BLESimulator

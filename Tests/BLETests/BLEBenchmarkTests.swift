@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Benchmarks
 import Glibc
 #endif
 import Testing

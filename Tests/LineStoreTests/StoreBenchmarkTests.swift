@@ -1,3 +1,4 @@
+import Benchmarks
 import Engine
 import Foundation
 import LineStore

@@ -90,7 +90,7 @@ func unexpected(_ pdu: SMPPDU, waitingFor stage: PairingStage) -> SMPFailure {
 }
 
 /// The failure for a missing piece of pairing state (a bug here, never a peer's doing).
-func internalFailure(_ what: String) -> SMPFailure {
+package func internalFailure(_ what: String) -> SMPFailure {
     SMPFailure(.unspecified, origin: .local, reason: .unspecifiedReason, detail: "internal: \(what)")
 }
 

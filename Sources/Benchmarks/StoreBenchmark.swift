@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import LineDatabase
+import LineStore
 import PostgresClient
 
 /// What a run store costs a device, measured the same way for every store: stations drive their stores

@@ -1,3 +1,5 @@
+import BLE
+
 #if canImport(Glibc)
 import Glibc
 #endif

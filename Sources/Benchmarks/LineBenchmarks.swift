@@ -1,4 +1,5 @@
 import Foundation
+import LineDatabase
 import PostgresClient
 
 /// What the line database costs: stations claiming and finishing devices against one database, each

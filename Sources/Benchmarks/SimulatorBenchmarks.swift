@@ -1,4 +1,5 @@
 import BLE
+import BLESimulator
 import Foundation
 
 /// Throughput and memory of the simulator itself (raw ATT PDUs, zero latency): the numbers in

@@ -1,4 +1,6 @@
 import BLE
+import BLESecurity
+
 #if canImport(Glibc)
 import Glibc
 #endif

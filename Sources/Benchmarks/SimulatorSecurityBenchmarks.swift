@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import BLESimulator
 import Foundation
 
 /// Pairing's cost on a paced simulated link, for `provision bench security`: each device of a one-model
