@@ -11,7 +11,9 @@ get the same radio):
   spaces and the peer's empty acknowledgement; at the connection's data length and PHY). A PDU handed
   over while earlier ones on the same link and direction are still on the air follows them in the same
   connection event (More Data). Order is kept per link and direction. `latency` 0 is Bumble's instant
-  link.
+  link. With a per-link `rate` (bits per second, each direction of each link on its own), a PDU holds
+  the air for at least its bytes at that rate: a link slower than its PHY (short connection events, a
+  busy controller) has a bandwidth of its own.
 - A CONNECT_IND reaches the advertiser it names at once (it is sent T_IFS after the ADV_IND it answers),
   so of two initiators that answer the same advertising event only the first gets the device.
 - Advertising PDUs go only to controllers that listen (scanning or initiating): devices never scan,
@@ -121,15 +123,22 @@ def max_time(octets):
 
 
 class LinkTiming:
-    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high)."""
+    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high); and
+    `rate`, the bits per second one direction of one link carries at most (None: its PHY's)."""
 
-    def __init__(self, latency=(0.0, 0.0), seed=1):
+    def __init__(self, latency=(0.0, 0.0), seed=1, rate=None):
         self.low, self.high = latency
+        self.rate = rate
         self.rng = random.Random(f"{seed}/link")
+
+    def airtime(self, length, octets, phy):
+        """Seconds `length` bytes hold one direction of a link: at the PHY, and no less than at `rate`."""
+        time = airtime(length, octets, phy)
+        return max(time, length * 8 / self.rate) if self.rate else time
 
     @property
     def paced(self):
-        return self.high > 0
+        return self.high > 0 or bool(self.rate)
 
     def sample(self):
         return self.low if self.low == self.high else self.rng.uniform(self.low, self.high)
@@ -170,7 +179,7 @@ class PacedLink(LocalLink):
         # A PDU handed over while earlier ones are still on the air goes right behind them in the same
         # connection event (More Data); otherwise it waits for the next event.
         start = busy_until if busy_until > now else now + self.timing.sample()
-        end = start + airtime(length, octets, phy)
+        end = start + self.timing.airtime(length, octets, phy)
         self._air_free_at[key] = end
         loop.call_at(end, deliver)
         self.last_arrival = end
@@ -182,6 +191,10 @@ class PacedLink(LocalLink):
         key = (sender_address, receiver_address)
         self._ahead[key] = self._ahead.get(key, 0) + length
         return self.schedule(sender_address, receiver_address, length, octets, phy, done)
+
+    def air_free_at(self, sender_address, receiver_address):
+        """Loop time at which what was handed over from sender to receiver so far has arrived."""
+        return self._air_free_at.get((sender_address, receiver_address), 0.0)
 
     def forget_fragments(self, sender_address, receiver_address):
         """The link went down with a PDU half handed over: its fragments are lost with it."""
