@@ -269,8 +269,9 @@ class Bootloader:
                 self.pending = None
                 self.primary_confirmed = permanent
                 events.append("swap")
-                if crashes_on_test and not permanent:
-                    events.append("crash")
+                if not crashes_on_test or permanent:
+                    return events
+                events.append("crash")  # the watchdog resets it before it confirms: MCUboot boots again
         if not self.primary_confirmed and self.secondary_info is not None:
             old = self.primary
             self.primary = Image(self.secondary, self.secondary_info)
@@ -412,7 +413,9 @@ class SMPDevice:
         if "silent" in self.faults:
             return
         interval_ms = self.adv_interval * 1000
-        await self.device.start_advertising(advertising_data=self.advertising_data(), auto_restart=True,
+        # Advertising comes back after a disconnection by our own hand (_on_disconnection), not Bumble's
+        # auto restart: a rebooting device must stay silent.
+        await self.device.start_advertising(advertising_data=self.advertising_data(), auto_restart=False,
                                             advertising_interval_min=interval_ms, advertising_interval_max=interval_ms)
 
     def _on_connection(self, connection):
@@ -438,6 +441,8 @@ class SMPDevice:
         self.counters["disconnections"] += 1
         self.history.append({"event": "disconnected", "reason": int(reason)})
         self.save()
+        if not self.booting:
+            asyncio.get_running_loop().create_task(self._advertise())
 
     # -- Transport: writes in, notifications out --
 
@@ -632,7 +637,6 @@ class SMPDevice:
         self.pool.in_use = 0
         while not self.queue.empty():
             self.queue.get_nowait()
-        await self.device.stop_advertising()
         if connection is self.connection:
             await self._disconnect(connection, hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR)
         self.save()
