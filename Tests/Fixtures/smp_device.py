@@ -303,6 +303,7 @@ class Upload:
     image: int
     offset: int = 0
     data: bytearray = dataclasses.field(default_factory=bytearray)
+    started_at: float = 0.0  # loop time of the first chunk's arrival
 
 
 def _config(spec, key, default, parse=None):
@@ -741,7 +742,10 @@ class SMPDevice:
         if up.offset == up.length:
             self.boot.set_secondary(up.data)
             self.counters["uploads_completed"] += 1
-            self.history.append({"event": "upload_completed", "len": up.length})
+            # Device-side duration, from the first chunk's arrival to the last one written (resumes
+            # included): what a bench divides the length by, whoever the central was.
+            seconds = asyncio.get_running_loop().time() - up.started_at
+            self.history.append({"event": "upload_completed", "len": up.length, "seconds": round(seconds, 4)})
             if up.sha:
                 answer["match"] = hashlib.sha256(up.data).digest() == up.sha
             self.save()
@@ -772,7 +776,8 @@ class SMPDevice:
             raise SMPError(IMG_CURRENT_VERSION_IS_NEWER, GROUP_IMAGE)
         await asyncio.sleep(self.erase_time)
         self.boot.erase_secondary()
-        self.upload = Upload(length=length, sha=sha or b"", image=image)
+        self.upload = Upload(length=length, sha=sha or b"", image=image,
+                             started_at=asyncio.get_running_loop().time() - self.erase_time)
         self.counters["uploads_started"] += 1
         self.history.append({"event": "upload_started", "len": length, "version": str(version)})
         self.save()
