@@ -81,6 +81,14 @@ async def reset_and_reconnect(line, client, index=1):
     return await line.client(index)
 
 
+async def boot_test_image(line, new, index=1):
+    """Uploads `new`, marks it for test and resets; returns a client on the rebooted device."""
+    client = await line.client(index)
+    await client.upload(new)
+    await client.image_test(hash_of(new))
+    return await reset_and_reconnect(line, client, index)
+
+
 def upload_chunks(data, count, size, first_seq):
     """`count` image upload requests of `size` data bytes each, from offset 0, as packets."""
     packets = []
@@ -256,10 +264,7 @@ class RadioTests(unittest.TestCase):
 
         async def scenario():
             line = await Line([{}]).start()
-            client = await line.client()
-            await client.upload(new)
-            await client.image_test(hash_of(new))
-            client = await reset_and_reconnect(line, client)
+            client = await boot_test_image(line, new)
             self.assertEqual((await client.image_state())[0]["version"], "2.0.0")
             client = await reset_and_reconnect(line, client)
             states = await client.image_state()
@@ -315,10 +320,7 @@ class RadioTests(unittest.TestCase):
 
         async def scenario():
             line = await Line([{"faults": ["failed_swap"]}]).start()
-            client = await line.client()
-            await client.upload(new)
-            await client.image_test(hash_of(new))
-            client = await reset_and_reconnect(line, client)
+            client = await boot_test_image(line, new)
             states = await client.image_state()
             self.assertEqual([s["version"] for s in states], ["1.0.0"])
             self.assertEqual(line.device().counters["swap_failures"], 1)
@@ -330,10 +332,7 @@ class RadioTests(unittest.TestCase):
 
         async def scenario():
             line = await Line([{"faults": ["revert"]}]).start()
-            client = await line.client()
-            await client.upload(new)
-            await client.image_test(hash_of(new))
-            client = await reset_and_reconnect(line, client)
+            client = await boot_test_image(line, new)
             states = await client.image_state()
             self.assertEqual((states[0]["version"], states[0].get("confirmed")), ("1.0.0", True))
             self.assertEqual(states[1]["version"], "2.0.0")
@@ -364,8 +363,8 @@ class RadioTests(unittest.TestCase):
 
     def test_buffers_are_shared_by_requests_and_responses(self):
         async def scenario():
-            # Flash this slow holds each upload chunk 0.5 s in the worker: a burst sent meanwhile waits in
-            # the buffers, whatever the machine's load does to the central's timing.
+            # Flash this slow holds each upload chunk 0.5 s in the worker: a burst sent meanwhile is still
+            # in the buffers when its last request arrives, whatever the machine's load does to timing.
             line = await Line([{}], latency=(0.001, 0.001), flash_rate=200).start()
             client = await line.client()
             device = line.device()
@@ -373,12 +372,13 @@ class RadioTests(unittest.TestCase):
             # Three in flight on four buffers: all served.
             self.assertEqual(await burst(client, device, chunks[:3]), {10, 11, 12})
             self.assertEqual(sum(device.drops.values()), 0)
-            # Four in flight: the fourth request finds every buffer taken (three requests and the answer
-            # being made), and is lost.
-            self.assertEqual(await burst(client, device, chunks[3:]), {13, 14, 15})
-            self.assertEqual(device.drops["no_buffer"], 1)
+            # Four in flight: one is lost. Which one depends on timing, as on a device: the fourth when the
+            # worker took its answer's buffer first (no_buffer), the first when all four arrived before
+            # the worker ran (no_response_buffer).
+            self.assertEqual(len(await burst(client, device, chunks[3:])), 3)
+            self.assertEqual(sum(device.drops.values()), 1)
+            self.assertEqual(device.drops["no_buffer"] + device.drops["no_response_buffer"], 1)
             self.assertEqual(device.pool.peak, 4)
-            self.assertEqual(device.upload.offset, 600)
 
         run(scenario())
 
@@ -389,8 +389,8 @@ class RadioTests(unittest.TestCase):
             self.assertEqual((await client.parameters())["buf_count"], 4)
             device = line.device()
             # Three in flight fit the four buffers it reports; its two hold one request and its answer.
-            self.assertEqual(await burst(client, device, upload_chunks(image("2.0.0"), 3, 100, 30)), {30})
-            self.assertEqual(device.drops["no_buffer"], 2)
+            self.assertEqual(len(await burst(client, device, upload_chunks(image("2.0.0"), 3, 100, 30))), 1)
+            self.assertEqual(device.drops["no_buffer"] + device.drops["no_response_buffer"], 2)
 
         run(scenario())
 
@@ -414,9 +414,9 @@ class RadioTests(unittest.TestCase):
         big = cbor2.dumps({"d": "x" * 1200})
 
         async def scenario():
-            # A paced link: each write reaches the device after the one before it was taken up (on an instant
-            # link the five writes of one request would arrive together and fill every buffer).
-            line = await Line([{}, {"reassembly": False}, {"buf_size": 1000}], latency=(0.001, 0.001)).start()
+            # Without reassembly the five writes of one request are five requests: with eight buffers they
+            # and the first one's answer fit, however they are timed.
+            line = await Line([{}, {"reassembly": False, "buf_count": 8}, {"buf_size": 1000}]).start()
             # With reassembly a request may span writes.
             client = await line.client(1, mtu=247)
             header, body = await raw(client, Header(2, 1, 0, len(big), 0, 1, 0), big)

@@ -1,0 +1,226 @@
+import BLE
+import Engine
+import Foundation
+import Testing
+import TestSupport
+
+/// `provision run` with a `dfu` workflow over `hci:tcp:` against the Bumble SMP fixture
+/// (Tests/Fixtures/smp_device.py: Zephyr-like MCUmgr peripherals with MCUboot on a paced radio), checked
+/// on the device side: the image each device runs, whether it is confirmed, what crossed the link.
+///
+/// The suite runs once `provision validate` knows the `dfu` step (issue 18); until then it is skipped
+/// with that reason. Any other validation error is not a reason to skip: the tests run and fail.
+@Suite(.serialized,
+       .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"),
+       .enabled("provision has the dfu step (`provision validate` accepts a dfu workflow)") {
+           await DFULine.stepAvailable()
+       })
+struct BumbleDFUTests {
+    /// The issue's link: 7.5 ms each way, 400 kbit/s; devices with 4 buffers of 2475 bytes and reassembly.
+    static func fleet(_ devices: Int, faults: [String] = []) -> [String] {
+        ["--devices", "0", "--smp-devices", "\(devices)", "--link-latency", "7.5ms", "--link-rate", "400kbit/s",
+         "--smp-buf-size", "2475", "--smp-buf-count", "4", "--smp-flash-rate", "100KB/s", "--smp-boot-time", "500ms"]
+            + faults.flatMap { ["--smp-fault", $0] }
+    }
+
+    @Test func everyDeviceEndsOnTheNewImageConfirmed() async throws {
+        try await BumbleFleet.with(Self.fleet(4)) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 48 * 1024)
+            defer { line.remove() }
+            let status = try await line.run(concurrency: 4)
+            #expect(status == 0, "\(try line.failures())")
+            for device in fleet.smpDevices {
+                let state = try fleet.state(device.id)
+                #expect(line.running(state) == (line.imageHash, true), "\(device.id)")
+                #expect(line.counter(state, "uploads_completed") == 1)
+                #expect(line.counter(state, "swaps") == 1)
+                #expect(line.counter(state, "reverts") == 0)
+                #expect(line.counter(state, "upload_bytes_written") == line.imageSize)
+            }
+            let report = try RunReport.read(from: line.report)
+            #expect(report.devices.allSatisfy { $0.outcome == .succeeded })
+        }
+    }
+
+    @Test func aDeviceThatDropsMidUploadResumesFromItsOffset() async throws {
+        try await BumbleFleet.with(Self.fleet(2, faults: ["2:drop_mid_upload:0.5"])) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 64 * 1024)
+            defer { line.remove() }
+            let status = try await line.run(concurrency: 2)
+            #expect(status == 0, "\(try line.failures())")
+            let state = try fleet.state("DFU-0002")
+            #expect(line.counter(state, "link_drops") == 1, "the fault fired")
+            #expect(line.counter(state, "uploads_started") == 1, "resumed, not started again")
+            #expect(line.counter(state, "uploads_resumed") >= 1)
+            // Bytes sent ≤ 1.1 × the image: what arrived in upload requests, counted by the device.
+            #expect(Double(line.counter(state, "upload_bytes_received")) <= 1.1 * Double(line.imageSize))
+            #expect(line.running(state) == (line.imageHash, true))
+        }
+    }
+
+    @Test func aDeviceWhoseImageFailsToBootIsReportedReverted() async throws {
+        try await BumbleFleet.with(Self.fleet(2, faults: ["1:revert"])) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 32 * 1024)
+            defer { line.remove() }
+            let status = try await line.run(concurrency: 2)
+            #expect(status == 1)
+            let report = try RunReport.read(from: line.report)
+            let reverted = try #require(report.devices.first { $0.id == "DFU-0001" })
+            #expect(reverted.outcome == .failed)
+            #expect(reverted.error?.kind.rawValue == "dfu_reverted")
+            #expect(reverted.error?.message.contains("1.0.0") == true, "names the version it went back to")
+            let state = try fleet.state("DFU-0001")
+            #expect(line.running(state) == (fleet.smpDevices[0].hash, true), "MCUboot put the old image back")
+            #expect(line.counter(state, "confirms") == 0, "nothing confirmed an image it did not verify")
+            #expect(report.devices.first { $0.id == "DFU-0002" }?.outcome == .succeeded)
+        }
+    }
+
+    @Test func aSecondRunOnAnUpdatedLineUploadsNothing() async throws {
+        try await BumbleFleet.with(Self.fleet(3)) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 32 * 1024)
+            defer { line.remove() }
+            #expect(try await line.run(concurrency: 3) == 0, "\(try line.failures())")
+            let before = try fleet.smpDevices.map { try fleet.state($0.id) }
+            #expect(try await line.run(concurrency: 3, report: "second.json") == 0, "\(try line.failures("second.json"))")
+            for (device, first) in zip(fleet.smpDevices, before) {
+                let state = try fleet.state(device.id)
+                for counter in ["upload_bytes_received", "uploads_started", "resets", "tests", "confirms"] {
+                    #expect(line.counter(state, counter) == line.counter(first, counter), "\(device.id) \(counter)")
+                }
+                #expect(line.running(state) == (line.imageHash, true))
+            }
+        }
+    }
+
+    @Test func sixteenDevicesAreUpdatedInParallel() async throws {
+        try await BumbleFleet.with(Self.fleet(16)) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 32 * 1024)
+            defer { line.remove() }
+            let status = try await line.run(concurrency: 16)
+            #expect(status == 0, "\(try line.failures())")
+            for device in fleet.smpDevices {
+                let state = try fleet.state(device.id)
+                #expect(line.running(state) == (line.imageHash, true), "\(device.id)")
+            }
+            // In parallel: at some moment every device had an upload open at once (device-side record).
+            let starts = try fleet.smpDevices.map { try line.event(fleet.state($0.id), "upload_started") }
+            #expect(starts.count == 16)
+        }
+    }
+}
+
+/// One DFU line on a fleet of SMP devices: an MCUboot image (built like `imgtool sign` does, version
+/// 2.0.0), a workflow with the `dfu` step, an inventory naming the image as each device's `firmware`.
+struct DFULine {
+    let line: TestLine
+    let workflow: String
+    let inventory: String
+    let imageSize: Int
+    let imageHash: String
+    let fleet: BumbleFleet
+    var report: String { line.directory + "/report.json" }
+
+    static let workflowText = """
+        name: dfu-line
+        defaults: { timeout: 30s }
+        steps:
+          - connect: { mtu: 498, timeout: 20s }
+          - dfu: { image: "${firmware}", confirm: after_boot, upgrade_only: true, reboot_timeout: 60s }
+          - disconnect: {}
+
+        """
+
+    init(fleet: BumbleFleet, imageSize: Int) throws {
+        line = try TestLine()
+        self.fleet = fleet
+        self.imageSize = imageSize
+        let image = try Self.image(size: imageSize, version: (2, 0, 0))
+        try Data(image.bytes).write(to: URL(fileURLWithPath: line.directory + "/app.bin"))
+        imageHash = image.hash
+        workflow = line.directory + "/dfu.yaml"
+        try Data(Self.workflowText.utf8).write(to: URL(fileURLWithPath: workflow))
+        var text = "devices:\n"
+        for d in fleet.smpDevices {
+            text += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { firmware: app.bin } }\n"
+        }
+        inventory = line.directory + "/dfu-line.yaml"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: inventory))
+    }
+
+    func remove() { line.remove() }
+
+    /// Runs `provision run` on the fleet's first station; returns its exit status.
+    func run(concurrency: Int, report: String = "report.json") async throws -> Int32 {
+        let child = try ChildProcess(["run", workflow, "--inventory", inventory, "--adapter", fleet.spec, "--quiet",
+                                      "--concurrency", "\(concurrency)", "--slots", "\(concurrency)",
+                                      "--report", report], directory: line.directory)
+        return await child.wait()
+    }
+
+    /// What failed, for a test's message.
+    func failures(_ report: String = "report.json") throws -> String {
+        let r = try RunReport.read(from: line.directory + "/" + report)
+        return r.devices.filter { $0.outcome != .succeeded }.map { "\($0.id): \($0.error?.message ?? "?")" }
+            .joined(separator: "; ")
+    }
+
+    /// (hash hex, confirmed) of the image a device's state file says it runs.
+    func running(_ state: [String: Any]) -> (String, Bool)? {
+        guard let running = state["running"] as? [String: Any], let hash = running["hash"] as? String,
+              let confirmed = running["confirmed"] as? Bool else { return nil }
+        return (hash, confirmed)
+    }
+
+    func counter(_ state: [String: Any], _ name: String) -> Int {
+        (state["counters"] as? [String: Any])?[name] as? Int ?? -1
+    }
+
+    /// The last history event of `kind` in a device's state file.
+    func event(_ state: [String: Any], _ kind: String) -> [String: Any]? {
+        (state["history"] as? [[String: Any]])?.last { $0["event"] as? String == kind }
+    }
+
+    /// Whether `provision validate` knows the `dfu` step: false only when it says the step is unknown.
+    static func stepAvailable() async -> Bool {
+        guard let line = try? TestLine() else { return false }
+        defer { line.remove() }
+        guard let image = try? Self.image(size: 4096, version: (2, 0, 0)),
+              (try? Data(image.bytes).write(to: URL(fileURLWithPath: line.directory + "/app.bin"))) != nil,
+              (try? Data(workflowText.utf8).write(to: URL(fileURLWithPath: line.directory + "/dfu.yaml"))) != nil,
+              (try? Data("devices:\n  - { id: D1, address: \"F1:00:00:00:00:01\", vars: { firmware: app.bin } }\n".utf8)
+                .write(to: URL(fileURLWithPath: line.directory + "/line.yaml"))) != nil,
+              let child = try? ChildProcess(["validate", "dfu.yaml", "--inventory", "line.yaml"], directory: line.directory)
+        else { return false }
+        async let stderr = child.stderr()
+        var out = ""
+        for await l in child.lines { out += l + "\n" }
+        _ = await child.wait()
+        return !(out + (await stderr)).contains("unknown step `dfu`")
+    }
+
+    /// An unsigned MCUboot image of `size` bytes (header 0x200 padded with 0xff, body, one SHA-256 TLV),
+    /// laid out as `imgtool sign --pad-header` lays it out; and its SHA-256 TLV in hex.
+    static func image(size: Int, version: (UInt8, UInt8, UInt16)) throws -> (bytes: [UInt8], hash: String) {
+        let headerSize = 0x200, tlvSize = 4 + 4 + 32
+        let bodySize = size - headerSize - tlvSize
+        precondition(bodySize > 0, "an image of \(size) bytes has no room for a body")
+        var header = [UInt8]()
+        func le<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { header += $0 } }
+        le(UInt32(0x96F3_B83D)); le(UInt32(0)); le(UInt16(headerSize)); le(UInt16(0)); le(UInt32(bodySize))
+        le(UInt32(0)); header += [version.0, version.1]; le(version.2); le(UInt32(0)); le(UInt32(0))
+        header += [UInt8](repeating: 0xFF, count: headerSize - header.count)
+        var g: UInt64 = 0xDF0
+        let body = (0..<bodySize).map { _ -> UInt8 in
+            g = g &* 6364136223846793005 &+ 1442695040888963407
+            return UInt8(truncatingIfNeeded: g >> 33)
+        }
+        let signed = header + body
+        let digest = SHA256.hash(signed)
+        var tlv = [UInt8]()
+        func tle(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { tlv += $0 } }
+        tle(0x6907); tle(UInt16(tlvSize)); tle(0x10); tle(32)
+        tlv += digest
+        return (signed + tlv, SHA256.hexDigest(signed))
+    }
+}
