@@ -18,7 +18,9 @@ THE PHYSICAL BOUND of a cell, in image bytes per second per device, is the least
 - the controller: the station's LE ACL buffers are 27 bytes, and the fixture's controller sends each as
   an LL PDU of its own (as a controller without DLE-sized buffers does), so one PDU's airtime per 27
   bytes at the PHY of the link (1M for the peer, which asks for no other; 2M for provision, which does);
-- the flash: `--smp-flash-rate`.
+- the device: its one worker writes a request's data at `--smp-flash-rate`, then waits for the answer
+  to cross the link (a link latency and the answer's airtime) before it takes the next request, as
+  Zephyr's SMP work queue does; with buffer-sized requests that is below the flash rate alone.
 N devices: N times that (each link of the fixture has its own air; a real controller shares one radio
 among its links, which the output also states). Each measured figure is printed as a fraction of it.
 For the one-request-at-a-time peer the output also prints what its request/response cycle allows
@@ -79,7 +81,8 @@ def bounds(args):
     data = args.buf_size - REQUEST_OVERHEAD
     share = data / wire_bytes(args.buf_size, args.mtu)
     acl = StationController.le_acl_data_packet_length
-    out = {"link": rate * share, "flash": args.flash_rate}
+    answer_air = max(pdu_airtime(ANSWER_BYTES, PHY_1M), ANSWER_BYTES * 8 / args.link_rate_bps)
+    out = {"link": rate * share, "device": data / (data / args.flash_rate + args.latency_s + answer_air)}
     for name, phy in (("1M", PHY_1M), ("2M", PHY_2M)):
         # Each 27-byte ACL packet is one LL PDU; the link's rate also holds it at least bytes*8/rate.
         per_packet = max(pdu_airtime(acl, phy), acl * 8 / args.link_rate_bps)
@@ -88,7 +91,7 @@ def bounds(args):
 
 
 def bound_for(b, phy):
-    limits = {"link": b["link"], "controller": b[f"controller_{phy}"], "flash": b["flash"]}
+    limits = {"link": b["link"], "controller": b[f"controller_{phy}"], "device": b["device"]}
     setter = min(limits, key=limits.get)
     return limits[setter], setter
 
@@ -221,10 +224,14 @@ def main():
           f"{args.buf_count} buffers of {args.buf_size} with reassembly, MTU {args.mtu}")
     print(f"# bound per device (image bytes/s): link {b['link'] / 1000:.1f} KB/s, controller (27-byte LE ACL PDUs) "
           f"{b['controller_1M'] / 1000:.1f} KB/s at 1M / {b['controller_2M'] / 1000:.1f} KB/s at 2M, "
-          f"flash {b['flash'] / 1000:.1f} KB/s")
+          f"device (flash {args.flash} + the answer's crossing, per buffer-sized request) {b['device'] / 1000:.1f} KB/s")
     for phy in ("1M", "2M"):
         value, setter = bound_for(b, phy)
         print(f"#   on {phy}: {value / 1000:.1f} KB/s, set by the {setter}")
+    acl = StationController.le_acl_data_packet_length
+    print(f"# N devices: N times that here (each fixture link has its own air). One real radio shared by all "
+          f"links would carry at most {acl / pdu_airtime(acl, PHY_2M) / 1000:.0f} KB/s of {acl}-byte PDUs on 2M "
+          f"({251 / pdu_airtime(251, PHY_2M) / 1000:.0f} KB/s with 251-byte ones)")
     for chunk in chunks:
         request = args.mtu - 3 if chunk == "mtu" else args.buf_size
         print(f"# one request at a time ({chunk}: {request}-byte requests, 1M): its cycle allows "
@@ -267,22 +274,24 @@ def main():
         results.append(cell)
         print(json.dumps(cell), flush=True)
 
-    print("\n| devices | side | updated | upload KB/s per device (median) | of bound | sum KB/s | bound per device | set by | wall s | fleet CPU s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| devices | side | updated | upload KB/s per device (median) | of bound | sum KB/s | of N × bound | "
+          "bound per device | set by | wall s | fleet CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for cell in results:
         n = cell["devices"]
         for side, r in cell.items():
             if side in ("devices", "work"):
                 continue
             if "skipped" in r:
-                print(f"| {n} | {side} | skipped: {r['skipped']} | | | | | | | |")
+                print(f"| {n} | {side} | skipped: {r['skipped']} | | | | | | | | |")
                 continue
             phy = "2M" if side == "provision" else "1M"
             bound, setter = bound_for(b, phy)
             rates = r.get("upload_Bps_per_device", [])
             median = rates[len(rates) // 2] if rates else 0
             print(f"| {n} | {side} | {r.get('ok', 0)}/{n} | {median / 1000:.1f} | {median / bound:.2f} | "
-                  f"{sum(rates) / 1000:.1f} | {bound / 1000:.1f} ({phy}) | {setter} | {r.get('wall_s')} | "
+                  f"{sum(rates) / 1000:.1f} | {sum(rates) / (n * bound):.2f} | {bound / 1000:.1f} ({phy}) | {setter} | "
+                  f"{r.get('wall_s')} | "
                   f"{r.get('fleet_cpu_s')} |")
     return 0
 
