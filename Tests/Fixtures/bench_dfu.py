@@ -23,6 +23,9 @@ THE PHYSICAL BOUND of a cell, in image bytes per second per device, is the least
   Zephyr's SMP work queue does; with buffer-sized requests that is below the flash rate alone.
 N devices: N times that (each link of the fixture has its own air; a real controller shares one radio
 among its links, which the output also states). Each measured figure is printed as a fraction of it.
+The fixture is one Python process emulating every radio and peripheral: per cell the output also prints
+its CPU time per KB uploaded and what one whole core would carry at that cost, in all devices together
+(the fixture's own ceiling; on a loaded machine it gets less than a core).
 For the one-request-at-a-time peer the output also prints what its request/response cycle allows
 (two link latencies, the request's airtime, the flash write and the answer per chunk): the ceiling of
 that way of working, not of the radio.
@@ -203,6 +206,7 @@ def main():
     parser.add_argument("--buf-count", type=int, default=4)
     parser.add_argument("--mtu", type=int, default=498)
     parser.add_argument("--boot-time", default="1s")
+    parser.add_argument("--image-kib", type=int, default=IMAGE_SIZE // 1024, help="image size (default 256 KiB)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one side of one cell may take")
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/provision"))
@@ -220,7 +224,7 @@ def main():
     b = bounds(args)
     print(f"# DFU bench {datetime.datetime.now().isoformat(timespec='seconds')} on {platform.node()} "
           f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f})")
-    print(f"# {args.latency} each way, {args.link_rate} per link, {IMAGE_SIZE // 1024} KiB image, flash {args.flash}, "
+    print(f"# {args.latency} each way, {args.link_rate} per link, {args.image_kib} KiB image, flash {args.flash}, "
           f"{args.buf_count} buffers of {args.buf_size} with reassembly, MTU {args.mtu}")
     print(f"# bound per device (image bytes/s): link {b['link'] / 1000:.1f} KB/s, controller (27-byte LE ACL PDUs) "
           f"{b['controller_1M'] / 1000:.1f} KB/s at 1M / {b['controller_2M'] / 1000:.1f} KB/s at 2M, "
@@ -241,7 +245,7 @@ def main():
     for devices in [int(x) for x in args.devices.split(",") if x.strip()]:
         work = tempfile.mkdtemp(prefix="bench-dfu-")
         image = os.path.join(work, "app-2.0.0.bin")
-        make_image(image, "2.0.0")
+        make_image(image, "2.0.0", size=args.image_kib * 1024)
         fleet = Fleet(args.python, work, 0, "100ms", args.latency, args.seed, fleet_args(args, devices))
         cell = {"devices": devices}
         try:
@@ -258,7 +262,7 @@ def main():
             if "baseline" in sides:
                 for n, chunk in enumerate(chunks):
                     twin = os.path.join(work, f"app-2.0.{n + 1}.bin")
-                    make_image(twin, f"2.0.{n + 1}")
+                    make_image(twin, f"2.0.{n + 1}", size=args.image_kib * 1024)
                     before = fleet.cpu()
                     result = run_peer(args, fleet, work, devices, twin, chunk)
                     result["fleet_cpu_s"] = round(fleet.cpu() - before, 2)
@@ -273,6 +277,11 @@ def main():
                 cell["work"] = work
         results.append(cell)
         print(json.dumps(cell), flush=True)
+        for side, r in cell.items():
+            if isinstance(r, dict) and r.get("fleet_cpu_s") and r.get("upload_Bps_per_device"):
+                kb = len(r["upload_Bps_per_device"]) * args.image_kib * 1.024
+                print(f"# {devices} devices, {side}: fixture CPU {r['fleet_cpu_s'] / kb * 1000:.2f} ms per KB uploaded; "
+                      f"a whole core would carry {kb / r['fleet_cpu_s']:.0f} KB/s in all", flush=True)
 
     print("\n| devices | side | updated | upload KB/s per device (median) | of bound | sum KB/s | of N × bound | "
           "bound per device | set by | wall s | fleet CPU s |")
