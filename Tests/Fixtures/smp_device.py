@@ -382,7 +382,8 @@ class SMPDevice:
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
         self.device.gatt_server.max_mtu = self.mtu
         self.characteristic = Characteristic(
-            UUID(SMP_CHARACTERISTIC), Characteristic.Properties.WRITE_WITHOUT_RESPONSE | Characteristic.Properties.NOTIFY,
+            UUID(SMP_CHARACTERISTIC),
+            Characteristic.Properties.WRITE_WITHOUT_RESPONSE | Characteristic.Properties.NOTIFY,
             Characteristic.WRITEABLE, CharacteristicValue(write=self._on_write))
         self.device.add_services([Service(UUID(SMP_SERVICE), [self.characteristic])])
 
@@ -954,7 +955,8 @@ class SMPDevice:
 def add_arguments(parser):
     """The --smp-* options of bumble_fleet.py."""
     group = parser.add_argument_group("SMP devices (smp_device.py: Zephyr-like MCUmgr peripherals with MCUboot)")
-    group.add_argument("--smp-devices", type=int, default=0, help="number of default SMP devices DFU-0001... (F1:00:00:00:00:01...)")
+    group.add_argument("--smp-devices", type=int, default=0,
+                       help="number of default SMP devices DFU-0001... (F1:00:00:00:00:01...)")
     group.add_argument("--smp-config", help="JSON file with {\"smp_devices\": [...]} (see smp_device.py)")
     group.add_argument("--smp-version", default="1.0.0", help="version of every device's factory image")
     group.add_argument("--smp-buf-size", type=int, default=2475, help="MCUmgr buffer size (default 2475)")
@@ -966,11 +968,13 @@ def add_arguments(parser):
     group.add_argument("--smp-v1", dest="smp_v2", action="store_false", help="answer every request in SMP version 1")
     group.add_argument("--smp-mtu", type=int, default=498, help="largest ATT MTU the devices accept (default 498)")
     group.add_argument("--smp-flash-rate", default="100KB/s", help="flash write speed (default 100KB/s)")
-    group.add_argument("--smp-erase-time", type=bumble_fleet.argument(bumble_fleet.parse_duration), default=0.0, help="slot erase time (default 0)")
-    group.add_argument("--smp-boot-time", type=bumble_fleet.argument(bumble_fleet.parse_duration), default=1.0, help="boot time (default 1s)")
-    group.add_argument("--smp-reset-delay", type=bumble_fleet.argument(bumble_fleet.parse_duration), default=0.250,
+    duration = bumble_fleet.argument(bumble_fleet.parse_duration)
+    group.add_argument("--smp-erase-time", type=duration, default=0.0, help="slot erase time (default 0)")
+    group.add_argument("--smp-boot-time", type=duration, default=1.0, help="boot time (default 1s)")
+    group.add_argument("--smp-reset-delay", type=duration, default=0.250,
                        help="from a reset's answer to the reboot (default 250ms)")
-    group.add_argument("--smp-downgrade-prevention", action="store_true", help="refuse any upload not newer than the running image")
+    group.add_argument("--smp-downgrade-prevention", action="store_true",
+                       help="refuse any upload not newer than the running image")
     group.add_argument("--smp-fault", action="append", default=[], metavar="INDEX:FAULT[:ARG]",
                        help="a fault of device INDEX (1-based), e.g. 2:drop_mid_upload:0.4, 3:revert")
 
@@ -986,8 +990,8 @@ def specs_from_args(args):
         with open(args.smp_config) as f:
             specs = json.load(f).get("smp_devices", [])
     else:
-        specs = [{"id": f"DFU-{i:04d}", "name": f"DFU-{i:04d}", "address": f"F1:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}"}
-                 for i in range(1, args.smp_devices + 1)]
+        specs = [{"id": f"DFU-{i:04d}", "name": f"DFU-{i:04d}",
+                  "address": f"F1:00:00:00:{i >> 8:02X}:{i & 0xFF:02X}"} for i in range(1, args.smp_devices + 1)]
     for text in args.smp_fault:
         index, _, fault = text.partition(":")
         if not index.isdigit() or not 1 <= int(index) <= len(specs) or not fault:
@@ -999,4 +1003,5 @@ def specs_from_args(args):
 def create(args, link, state_dir, seed, adv_interval):
     """The SMP devices the options ask for (ValueError with the reason when they are wrong)."""
     specs, defaults = specs_from_args(args)
-    return [SMPDevice(spec, link, state_dir, seed=seed, adv_interval=adv_interval, defaults=defaults) for spec in specs]
+    return [SMPDevice(spec, link, state_dir, seed=seed, adv_interval=adv_interval, defaults=defaults)
+            for spec in specs]

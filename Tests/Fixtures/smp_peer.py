@@ -35,6 +35,8 @@ from smp import header as smpheader
 from smp import image_management as img
 from smp import os_management as osm
 
+import mcuboot_image
+
 SMP_SERVICE = UUID("8D53DC1D-1DB7-4CD3-868B-8A527460AA84")
 SMP_CHARACTERISTIC = UUID("DA2E7828-FBCE-4E01-AE9E-261174997C48")
 HEADER_SIZE = smpheader.Header.SIZE
@@ -224,8 +226,6 @@ class SMPClient:
 
 def image_hash(image):
     """The SHA-256 TLV an image carries (its hash in MCUmgr's image state)."""
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    import mcuboot_image
     return mcuboot_image.parse(image).hash
 
 
@@ -297,8 +297,10 @@ async def main():
     print(json.dumps({
         "measurement": "smp-peer-dfu", "chunk": args.chunk, "devices": len(addresses), "updated": len(uploads),
         "image_bytes": len(image), "seconds": round(elapsed, 2),
-        "upload_kBps_per_device": {"min": rates[0], "median": rates[len(rates) // 2], "max": rates[-1]} if rates else None,
-        "aggregate_upload_kBps": round(sum(len(image) / r["upload_seconds"] for r in uploads) / 1000, 2) if uploads else None,
+        "upload_kBps_per_device":
+            {"min": rates[0], "median": rates[len(rates) // 2], "max": rates[-1]} if rates else None,
+        "aggregate_upload_kBps":
+            round(sum(len(image) / r["upload_seconds"] for r in uploads) / 1000, 2) if uploads else None,
         "results": sorted(results, key=lambda r: r["address"]), "failures": failures,
     }), flush=True)
     return 0 if not failures else 1
