@@ -374,6 +374,12 @@ class SMPDevice:
         self.assembling = None  # bytearray of the request being reassembled
         self.queue = asyncio.Queue()
         self.worker = None
+        # For the fixture's own tests: a cleared gate holds the worker before it takes an answer's
+        # buffer (so a burst's arrival is not a race with it); `writes` counts writes, `wrote` tells.
+        self.worker_gate = asyncio.Event()
+        self.worker_gate.set()
+        self.writes = 0
+        self.wrote = asyncio.Event()
         self.generation = 0  # bumped at each reboot: work of an earlier life is dropped
         self._save_pending = None
 
@@ -450,6 +456,8 @@ class SMPDevice:
 
     def _on_write(self, connection, value):
         value = bytes(value)
+        self.writes += 1
+        self.wrote.set()
         if self.booting or connection is not self.connection:
             return
         if not self.reassembly:
@@ -486,6 +494,7 @@ class SMPDevice:
         """The MCUmgr work queue: one request at a time, in arrival order."""
         while True:
             connection, packet, born = await self.queue.get()
+            await self.worker_gate.wait()
             if born != generation:
                 continue
             # The response buffer comes from the same pool, before the request is looked at.
