@@ -363,7 +363,7 @@ class SMPDevice:
             "connections", "disconnections", "requests", "responses", "responses_lost", "uploads_started",
             "uploads_resumed", "uploads_completed", "upload_bytes_received", "upload_bytes_written",
             "erases", "resets", "boots", "swaps", "swap_failures", "reverts", "crashes", "tests", "confirms",
-            "settings_saves", "echoes", "link_drops", "file_bytes_received")}
+            "settings_saves", "echoes", "link_drops", "file_bytes_received", "smp_bytes_received", "bytes_dropped")}
         self.drops = {k: 0 for k in ("no_buffer", "no_response_buffer", "too_long", "malformed")}
         self.history = []
         self.dropped_mid_upload = False
@@ -460,35 +460,40 @@ class SMPDevice:
         self.wrote.set()
         if self.booting or connection is not self.connection:
             return
+        self.counters["smp_bytes_received"] += len(value)
         if not self.reassembly:
             if len(value) > self.buf_size:
-                self.drops["too_long"] += 1
+                self._drop("too_long", len(value))
             elif not self.pool.take():
-                self.drops["no_buffer"] += 1
+                self._drop("no_buffer", len(value))
             else:
                 self.queue.put_nowait((connection, value, self.generation))
             return
         if self.assembling is None:
             if len(value) < HEADER_SIZE:
-                self.drops["malformed"] += 1
+                self._drop("malformed", len(value))
                 return
             if HEADER_SIZE + Header.parse(value).length > self.buf_size:
-                self.drops["too_long"] += 1
+                self._drop("too_long", len(value))
                 return
             if not self.pool.take():
-                self.drops["no_buffer"] += 1
+                self._drop("no_buffer", len(value))
                 return
             self.assembling = bytearray()
         self.assembling += value
         expected = HEADER_SIZE + Header.parse(self.assembling).length
         if len(self.assembling) > expected:
             # More than the header said: Zephyr drops the packet.
-            self.drops["malformed"] += 1
+            self._drop("malformed", len(self.assembling))
             self.assembling = None
             self.pool.give()
         elif len(self.assembling) == expected:
             packet, self.assembling = bytes(self.assembling), None
             self.queue.put_nowait((connection, packet, self.generation))
+
+    def _drop(self, cause, size):
+        self.drops[cause] += 1
+        self.counters["bytes_dropped"] += size
 
     async def _serve(self, generation):
         """The MCUmgr work queue: one request at a time, in arrival order."""
@@ -499,7 +504,7 @@ class SMPDevice:
                 continue
             # The response buffer comes from the same pool, before the request is looked at.
             if not self.pool.take():
-                self.drops["no_response_buffer"] += 1
+                self._drop("no_response_buffer", len(packet))
                 self.pool.give()
                 self.save_soon()
                 continue
@@ -551,7 +556,7 @@ class SMPDevice:
         body = packet[HEADER_SIZE:HEADER_SIZE + header.length]
         version = header.version if self.smp_v2 else VERSION_1
         if header.op not in (OP_READ, OP_WRITE):
-            self.drops["malformed"] += 1
+            self._drop("malformed", len(packet))
             return None
         if self.smp_v2 and header.version > VERSION_2:
             return self._response(header, VERSION_2, {"rc": UNSUPPORTED_TOO_NEW})
