@@ -79,7 +79,7 @@ STATE: STATE_DIR/<id>.json, written atomically: the running image (version, hash
 the upload in RAM, counters (uploads started and completed, upload bytes received and written, resets,
 boots, swaps, reverts, swap failures, tests, confirms), drops by cause, the buffer pool's peak, the
 settings (RAM and saved) and files (length and SHA-256). It is written before each response leaves,
-except during an upload, whose progress is written at most every 100 ms and whenever it starts, ends or
+except during an upload, whose progress is written at most every 500 ms and whenever it starts, ends or
 the link drops.
 
 Config file: {"smp_devices": [{"id": "DFU-0001", "name": "DFU-0001", "address": "F1:00:00:00:00:01",
@@ -109,7 +109,7 @@ from bumble.gatt import Characteristic, CharacteristicValue, Service
 
 import bumble_fleet  # a module import: bumble_fleet imports this module too
 import mcuboot_image
-from fleet_radio import PacedController, PacedLink
+from fleet_radio import PacedController, PacedLink, QuietHost
 
 logger = logging.getLogger("bumble_fleet.smp")
 
@@ -151,7 +151,7 @@ FS_FILE_NOT_FOUND, FS_OFFSET_NOT_VALID = 3, 11
 FAULTS = {"drop_mid_upload", "failed_swap", "revert", "lose_responses", "buffer_overflow", "not_bootable",
           "silent"}
 LINK_LOST = hci.HCI_ErrorCode.CONNECTION_TIMEOUT_ERROR
-PROGRESS_SAVE_INTERVAL = 0.100
+PROGRESS_SAVE_INTERVAL = 0.500
 FILE_CHUNK = 512
 
 
@@ -385,7 +385,8 @@ class SMPDevice:
 
         self.controller = PacedController(f"ctl-{self.id}", link=link, seed=seed)
         self.controller.le_legacy_advertiser.first_delay = self.controller.rng.uniform(0, self.adv_interval)
-        self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
+        self.device = Device(name=self.name, address=hci.Address(self.address),
+                             host=QuietHost(controller_source=self.controller, controller_sink=self.controller))
         self.device.gatt_server.max_mtu = self.mtu
         self.characteristic = Characteristic(
             UUID(SMP_CHARACTERISTIC),
