@@ -761,7 +761,8 @@ class SMPDevice:
             # Device-side duration, from the first chunk's arrival to the last one written (resumes
             # included): what a bench divides the length by, whoever the central was.
             seconds = asyncio.get_running_loop().time() - up.started_at
-            self.history.append({"event": "upload_completed", "len": up.length, "seconds": round(seconds, 4)})
+            self.history.append({"event": "upload_completed", "len": up.length, "seconds": round(seconds, 4),
+                                 "at": round(asyncio.get_running_loop().time(), 4)})
             if up.sha:
                 answer["match"] = hashlib.sha256(up.data).digest() == up.sha
             self.save()
@@ -795,7 +796,8 @@ class SMPDevice:
         self.upload = Upload(length=length, sha=sha or b"", image=image,
                              started_at=asyncio.get_running_loop().time() - self.erase_time)
         self.counters["uploads_started"] += 1
-        self.history.append({"event": "upload_started", "len": length, "version": str(version)})
+        self.history.append({"event": "upload_started", "len": length, "version": str(version),
+                             "at": round(self.upload.started_at, 4)})
         self.save()
 
     # Settings group
