@@ -88,7 +88,7 @@ struct BumbleDFUTests {
             let before = try fleet.smpDevices.map { try fleet.state($0.id) }
             // A run of its own (its own journal beside second.json): every device is connected and looked at.
             #expect(try await line.run(concurrency: 3, report: "second.json") == 0, "\(line.failures("second.json"))")
-            let second = try RunReport.read(from: line.directory + "/second.json")
+            let second = try RunReport.read(from: line.line.directory + "/second.json")
             #expect(second.devices.count == 3 && second.devices.allSatisfy { $0.carriedOver != true && $0.outcome == .succeeded })
             for (device, first) in zip(fleet.smpDevices, before) {
                 let state = try fleet.state(device.id)
