@@ -146,7 +146,7 @@ struct DFULine {
 
         """
 
-    init(fleet: BumbleFleet, imageSize: Int) throws {
+    init(fleet: BumbleFleet, imageSize: Int, workflow text: String = workflowText) throws {
         line = try TestLine()
         self.fleet = fleet
         self.imageSize = imageSize
@@ -154,13 +154,16 @@ struct DFULine {
         try Data(image.bytes).write(to: URL(fileURLWithPath: line.directory + "/app.bin"))
         imageHash = image.hash
         workflow = line.directory + "/dfu.yaml"
-        try Data(Self.workflowText.utf8).write(to: URL(fileURLWithPath: workflow))
-        var text = "devices:\n"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: workflow))
+        // A certificate-sized file for `file_upload` (3 KB: more than one request on most devices).
+        try Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+            .write(to: URL(fileURLWithPath: line.directory + "/cert.der"))
+        var inventory = "devices:\n"
         for d in fleet.smpDevices {
-            text += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { firmware: app.bin } }\n"
+            inventory += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { firmware: app.bin, cert: cert.der } }\n"
         }
-        inventory = line.directory + "/dfu-line.yaml"
-        try Data(text.utf8).write(to: URL(fileURLWithPath: inventory))
+        self.inventory = line.directory + "/dfu-line.yaml"
+        try Data(inventory.utf8).write(to: URL(fileURLWithPath: self.inventory))
     }
 
     func remove() { line.remove() }
@@ -205,19 +208,27 @@ struct DFULine {
     /// Whether `provision validate` knows the `dfu` step: false only when it says the step is unknown
     /// (a failure to ask is no reason to skip: the tests then run, and say what is wrong).
     static func stepAvailable() async -> Bool {
+        await knows("dfu", workflow: workflowText)
+    }
+
+    /// Whether `provision validate` knows `step`, asked with `workflow` (whose inventory gives every
+    /// device `firmware: app.bin` and `cert: cert.der`).
+    static func knows(_ step: String, workflow: String) async -> Bool {
         do {
             let line = try TestLine()
             defer { line.remove() }
             try Data(try Self.image(size: 4096, version: (2, 0, 0)).bytes).write(to: URL(fileURLWithPath: line.directory + "/app.bin"))
-            try Data(workflowText.utf8).write(to: URL(fileURLWithPath: line.directory + "/dfu.yaml"))
-            try Data("devices:\n  - { id: D1, address: \"F1:00:00:00:00:01\", vars: { firmware: app.bin } }\n".utf8)
+            try Data([0x30, 0x82, 0x01, 0x0A]).write(to: URL(fileURLWithPath: line.directory + "/cert.der"))
+            try Data(workflow.utf8).write(to: URL(fileURLWithPath: line.directory + "/w.yaml"))
+            try Data(("devices:\n  - { id: D1, address: \"F1:00:00:00:00:01\", "
+                      + "vars: { firmware: app.bin, cert: cert.der } }\n").utf8)
                 .write(to: URL(fileURLWithPath: line.directory + "/line.yaml"))
-            let child = try ChildProcess(["validate", "dfu.yaml", "--inventory", "line.yaml"], directory: line.directory)
+            let child = try ChildProcess(["validate", "w.yaml", "--inventory", "line.yaml"], directory: line.directory)
             async let stderr = child.stderr()
             var out = ""
             for await l in child.lines { out += l + "\n" }
             _ = await child.wait()
-            return !(out + (await stderr)).contains("unknown step `dfu`")
+            return !(out + (await stderr)).contains("unknown step `\(step)`")
         } catch {
             return true
         }
@@ -246,6 +257,63 @@ struct DFULine {
         tle(0x6907); tle(UInt16(tlvSize)); tle(0x10); tle(32)
         tlv += digest
         return (signed + tlv, SHA256.hexDigest(signed))
+    }
+}
+
+/// The MCUmgr steps beside `dfu` (issue 18): settings written and saved, a file uploaded and verified,
+/// checked on the device side. Each test runs once `provision validate` knows its step.
+@Suite(.serialized, .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"))
+struct BumbleMCUmgrStepTests {
+    static let settingsWorkflow = """
+        name: settings-line
+        defaults: { timeout: 20s }
+        steps:
+          - connect: { mtu: 498, timeout: 20s }
+          - settings: { write: { "app/interval": { uint32le: 60 } }, save: true }
+          - disconnect: {}
+
+        """
+    static let fileWorkflow = """
+        name: cert-line
+        defaults: { timeout: 20s }
+        steps:
+          - connect: { mtu: 498, timeout: 20s }
+          - file_upload: { file: "${cert}", to: "/lfs/cert.der" }
+          - disconnect: {}
+
+        """
+
+    @Test(.enabled("skipped until provision has the settings step: `provision validate` says `unknown step settings`") {
+        await DFULine.knows("settings", workflow: BumbleMCUmgrStepTests.settingsWorkflow)
+    })
+    func settingsAreWrittenAndSavedOnTheDevice() async throws {
+        try await BumbleFleet.with(BumbleDFUTests.fleet(2)) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 4096, workflow: Self.settingsWorkflow)
+            defer { line.remove() }
+            #expect(try await line.run(concurrency: 2) == 0, "\(line.failures())")
+            for device in fleet.smpDevices {
+                let state = try fleet.state(device.id)
+                // Saved, not only written: what survives the device's next reset.
+                #expect((state["saved_settings"] as? [String: String])?["app/interval"] == "3c000000", "\(device.id)")
+            }
+        }
+    }
+
+    @Test(.enabled("skipped until provision has the file_upload step: `provision validate` says `unknown step file_upload`") {
+        await DFULine.knows("file_upload", workflow: BumbleMCUmgrStepTests.fileWorkflow)
+    })
+    func aFileIsUploadedWholeWhereTheWorkflowSays() async throws {
+        try await BumbleFleet.with(BumbleDFUTests.fleet(2)) { fleet in
+            let line = try DFULine(fleet: fleet, imageSize: 4096, workflow: Self.fileWorkflow)
+            defer { line.remove() }
+            #expect(try await line.run(concurrency: 2) == 0, "\(line.failures())")
+            let cert = try Data(contentsOf: URL(fileURLWithPath: line.line.directory + "/cert.der"))
+            for device in fleet.smpDevices {
+                let files = try fleet.state(device.id)["files"] as? [String: [String: Any]]
+                #expect(files?["/lfs/cert.der"]?["len"] as? Int == cert.count, "\(device.id)")
+                #expect(files?["/lfs/cert.der"]?["sha256"] as? String == SHA256.hexDigest([UInt8](cert)))
+            }
+        }
     }
 }
 
