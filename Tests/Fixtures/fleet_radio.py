@@ -358,7 +358,7 @@ class PacedController(Controller):
 
     # -- HCI in and out, without formatting each packet for a debug line nobody logs --
     # Bumble's controller builds that line (colours and the packet's text) for every packet whatever the
-    # log level: a quarter of the fleet's CPU in a bulk transfer. The same work, minus that.
+    # log level (about 15 % of the CPU of an upload, docs/benchmarks.md). The same work, minus that.
 
     def on_hci_packet(self, packet):
         if _controller_logger.isEnabledFor(logging.DEBUG):
