@@ -113,8 +113,9 @@ public struct ConnectionInitiator: Sendable {
 
     public enum Event: Sendable, Equatable {
         /// A caller wants a link to `peer`. `inferredType` means the address type is a guess (the
-        /// address was never heard), so turns alternate it.
-        case request(RequestID, peer: BluetoothAddress, inferredType: Bool)
+        /// address was never heard), so turns alternate it. `parameters`: the link's own connection
+        /// parameters (its workflow's), used when it heads an initiation; nil: the configuration's.
+        case request(RequestID, peer: BluetoothAddress, inferredType: Bool, parameters: Parameters? = nil)
         /// The caller gave up (deadline or cancellation).
         case withdraw(RequestID)
         /// An advertisement from `address` was heard (its type is now known).
@@ -162,6 +163,7 @@ public struct ConnectionInitiator: Sendable {
         var id: RequestID
         var peer: BluetoothAddress
         var inferredType: Bool
+        var parameters: Parameters?
     }
 
     private struct Initiation: Sendable, Equatable {
@@ -233,11 +235,11 @@ public struct ConnectionInitiator: Sendable {
 
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
-        case .request(let id, let peer, let inferred):
+        case .request(let id, let peer, let inferred, let parameters):
             guard links + pending.count < configuration.slots else {
                 return [.failed(id, .noSlot(configuration.slots))]
             }
-            pending.append(Request(id: id, peer: peer, inferredType: inferred))
+            pending.append(Request(id: id, peer: peer, inferredType: inferred, parameters: parameters))
             return reconcile()
         case .withdraw(let id):
             guard let i = pending.firstIndex(where: { $0.id == id }) else { return [] }
@@ -344,7 +346,8 @@ public struct ConnectionInitiator: Sendable {
             phase = .updatingList(command)
             return [.send(command)]
         }
-        let p = configuration.parameters
+        // The head's own connection parameters (the others get theirs after connecting, when they differ).
+        let p = pending.first?.parameters ?? configuration.parameters
         let create = LECreateConnectionCommand(
             peer: next.head, filterPolicy: next.policy, ownAddressType: p.ownAddressType, scanInterval: p.scanInterval,
             scanWindow: p.scanWindow, intervalMin: p.intervalMin, intervalMax: p.intervalMax, maxLatency: p.latency,
