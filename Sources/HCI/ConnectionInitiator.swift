@@ -116,6 +116,9 @@ public struct ConnectionInitiator: Sendable {
         /// address was never heard), so turns alternate it. `parameters`: the link's own connection
         /// parameters (its workflow's), used when it heads an initiation; nil: the configuration's.
         case request(RequestID, peer: BluetoothAddress, inferredType: Bool, parameters: Parameters? = nil)
+        /// Several callers at once, planned together (connects that waited while the controller was
+        /// brought up again: several go into the Filter Accept List before the first initiation).
+        case requests([Waiting])
         /// The caller gave up (deadline or cancellation).
         case withdraw(RequestID)
         /// An advertisement from `address` was heard (its type is now known).
@@ -149,6 +152,21 @@ public struct ConnectionInitiator: Sendable {
         /// The usable slot count changed (Connection Limit Exceeded).
         case slots(Int)
         case note(String)
+    }
+
+    /// A caller's request, as `.requests` takes several.
+    public struct Waiting: Sendable, Equatable {
+        public var id: RequestID
+        public var peer: BluetoothAddress
+        public var inferredType: Bool
+        public var parameters: Parameters?
+
+        public init(id: RequestID, peer: BluetoothAddress, inferredType: Bool, parameters: Parameters? = nil) {
+            self.id = id
+            self.peer = peer
+            self.inferredType = inferredType
+            self.parameters = parameters
+        }
     }
 
     public struct Counters: Sendable, Equatable {
@@ -241,6 +259,16 @@ public struct ConnectionInitiator: Sendable {
             }
             pending.append(Request(id: id, peer: peer, inferredType: inferred, parameters: parameters))
             return reconcile()
+        case .requests(let all):
+            var actions: [Action] = []
+            for w in all {
+                guard links + pending.count < configuration.slots else {
+                    actions.append(.failed(w.id, .noSlot(configuration.slots)))
+                    continue
+                }
+                pending.append(Request(id: w.id, peer: w.peer, inferredType: w.inferredType, parameters: w.parameters))
+            }
+            return actions + reconcile()
         case .withdraw(let id):
             guard let i = pending.firstIndex(where: { $0.id == id }) else { return [] }
             pending.remove(at: i)

@@ -292,7 +292,7 @@ public struct HCIHost: Sendable {
     public private(set) var profile: ControllerSetup.Profile?
     /// Someone wants advertisements (kept while the controller is down).
     private var scanWanted = false
-    /// The stream has been in step since the last flush (a valid packet came).
+    /// The stream has been in step since the last flush (a Command Complete or Status came).
     private var synced = false
     /// Initiator deadlines armed now (disarmed when the machine is replaced).
     private var initiatorTimers: Set<ConnectionInitiator.Timer> = []
@@ -539,8 +539,9 @@ public struct HCIHost: Sendable {
         out.append(.log("connects with \(listText); \(coexist ? "scans while connecting" : "pauses scanning to connect"); "
                         + "data length \(wantsDataLength ? "251" : "default"), PHY \(wantsPHY ? "2M" : "1M")"
                         + (caps.extended ? "; extended scanning and connecting" : "")))
-        // Connects that waited while the controller was down go to the new initiator, oldest first.
-        for id in requests.keys.sorted() { feedRequest(id, &out) }
+        // Connects that waited while the controller was down go to the new initiator together, oldest first.
+        let waiting = requests.keys.sorted().compactMap { waitingRequest($0) }
+        if !waiting.isEmpty { runInitiator(.requests(waiting), &out) }
     }
 
     /// The controller takes LE Set Data Length (and has not ignored it on a link).
@@ -679,9 +680,15 @@ public struct HCIHost: Sendable {
 
     /// Hands a waiting connect to the initiator.
     private mutating func feedRequest(_ id: RequestID, _ out: inout [Action]) {
-        guard let r = requests[id] else { return }
-        // The address type: as heard; else an inventory address with the static random address's top
-        // bits (0b11) is taken as random, and turns alternate the guess.
+        guard let w = waitingRequest(id) else { return }
+        runInitiator(.request(id, peer: w.peer, inferredType: w.inferredType, parameters: w.parameters), &out)
+    }
+
+    /// A waiting connect as the initiator takes it. The address type: as heard; else an inventory
+    /// address with the static random address's top bits (0b11) is taken as random, and turns
+    /// alternate the guess.
+    private func waitingRequest(_ id: RequestID) -> ConnectionInitiator.Waiting? {
+        guard let r = requests[id] else { return nil }
         var target = r.peer
         var inferred = false
         if let heard = cache.entry(for: r.peer) {
@@ -690,7 +697,7 @@ public struct HCIHost: Sendable {
             target.kind = .random
             inferred = true
         }
-        runInitiator(.request(id, peer: target, inferredType: inferred, parameters: initiatorParameters(r.link)), &out)
+        return ConnectionInitiator.Waiting(id: id, peer: target, inferredType: inferred, parameters: initiatorParameters(r.link))
     }
 
     private mutating func withdraw(_ id: RequestID, _ error: BLEError, _ out: inout [Action]) {
@@ -982,11 +989,13 @@ public struct HCIHost: Sendable {
             out.append(.log("dropped malformed event \(bytes.hexString): \(error)"))
             return
         }
-        synced = true
         switch event {
         case .commandComplete(let e):
+            // In step again: an answer to a command (after a Reset, its answer) is no accident of noise.
+            synced = true
             commands(.commandComplete(e), &out)
         case .commandStatus(let e):
+            synced = true
             commands(.commandStatus(e), &out)
         case .numberOfCompletedPackets(let e):
             for entry in e.entries {

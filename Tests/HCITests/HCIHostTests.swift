@@ -14,13 +14,14 @@ struct HostHarness {
     /// Deadlines armed and not disarmed.
     var armed: [HCIHost.Deadline: Duration] = [:]
 
-    init(acceptListSize: Int = 8, states: UInt64? = nil, features: UInt64? = nil,
+    init(acceptListSize: Int = 8, states: UInt64? = nil, features: UInt64? = nil, extended: Bool = false, skipReady: Bool = false,
          configure: (inout HCIHost.Configuration) -> Void = { _ in }) {
         var c = HCIHost.Configuration()
         configure(&c)
         host = HCIHost(c)
+        guard !skipReady else { return }
         _ = on(.controllerReady(HCIHost.Capabilities(aclMaxLength: 27, aclPackets: 4, leFeatures: features,
-                                                      supportedStates: states, acceptListSize: acceptListSize)))
+                                                      supportedStates: states, acceptListSize: acceptListSize, extended: extended)))
     }
 
     @discardableResult
