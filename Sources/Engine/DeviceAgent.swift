@@ -258,8 +258,12 @@ actor DeviceAgent {
         holdsSlot = true
         self.adapter = adapter
         let link: any Link
+        // The link is the next connect step's: it asks the radio for what that step does.
+        let linkWanted = context.workflow.steps[(index + 1)...].lazy.compactMap { step -> LinkPreferences?? in
+            if case .connect(let c) = step.kind { return .some(c.link) } else { return nil }
+        }.first ?? nil
         do {
-            link = try await adapter.central.connect(to: address, options: ConnectOptions(timeout: timeout))
+            link = try await adapter.central.connect(to: address, options: ConnectOptions(timeout: timeout, link: linkWanted))
         } catch {
             releaseSlot()
             adapter.followSlots()

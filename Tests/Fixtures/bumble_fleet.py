@@ -35,6 +35,7 @@ Station controllers (what a real controller does; see fleet_radio.py):
   --controller KIND       `bumble` (default) or `zephyr`: a Zephyr-like controller (manufacturer 0x05F1,
                           BD_ADDR zero, vendor Read Static Addresses giving station N the static
                           address C4:5A:00:00:00:0N, 251-byte ACL buffers; see fleet_radio.py).
+  --no-static-address     zephyr stations without Read Static Addresses: no address of their own.
   --acl-buffers LENxN     LE ACL buffers of every station controller (default 27x64; zephyr 251x10).
   --station-fault [S:]KIND@N
                           after the Nth connection a station makes (every station, or station S):
@@ -298,11 +299,15 @@ class SensorV2:
         low, high, via = self.param_request
         await asyncio.sleep(0.1)
         entry = {"via": via, "interval_ms": [low, high]}
+        updated = asyncio.get_running_loop().create_future()
+        connection.on("connection_parameters_update", lambda: updated.done() or updated.set_result(True))
         try:
             await connection.update_parameters(low, high, 0, 4000, use_l2cap=(via == "l2cap"))
             entry["result"] = "accepted"
+            # Over L2CAP the answer comes first; the central's LE Connection Update follows on the link.
+            await asyncio.wait_for(updated, 2.0)
         except Exception as error:  # refused, or the link went away
-            entry["result"] = f"refused: {error}"
+            entry.setdefault("result", f"refused: {error!r}")
         entry["interval_after_ms"] = round(connection.parameters.connection_interval, 3)
         self.param_requests.append(entry)
         self.save()
@@ -627,6 +632,8 @@ def argument_parser():
                         help="station controllers cannot scan while initiating (LE Read Supported States says so)")
     parser.add_argument("--controller", choices=["bumble", "zephyr"], default="bumble",
                         help="what the station controllers are: bumble (default) or zephyr (BD_ADDR zero, static addresses)")
+    parser.add_argument("--no-static-address", action="store_true",
+                        help="zephyr stations lack Read Static Addresses (no address of their own at all)")
     parser.add_argument("--acl-buffers", type=argument(parse_buffers), default=None,
                         help="LE ACL buffers of the station controllers, LENxCOUNT (default 27x64; zephyr 251x10)")
     parser.add_argument("--station-fault", type=argument(parse_fault), action="append", default=[],
@@ -693,8 +700,9 @@ async def main():
                       scan_while_initiating=args.scan_while_initiating, faults=faults)
         if args.controller == "zephyr":
             static = f"C4:5A:00:00:00:{index:02X}"
-            controller = ZephyrStationController(name, static_address=static, acl_buffers=args.acl_buffers or (251, 10), **common)
-            identities.append(static)
+            controller = ZephyrStationController(name, static_address=static, static_addresses=not args.no_static_address,
+                                                 acl_buffers=args.acl_buffers or (251, 10), **common)
+            identities.append(None if args.no_static_address else static)
         else:
             controller = StationController(name, public_address=public_address, acl_buffers=args.acl_buffers, **common)
             identities.append(None)

@@ -556,6 +556,23 @@ class PacedController(Controller):
 
     # -- Connection parameters (Vol 4 Part E 7.8.18, 7.8.31-32; Vol 6 Part B 5.1.1, 5.1.7) --
 
+    def on_le_connect_ind(self, packet):
+        # Bumble's peripheral reports a fixed 12.5 ms interval and 100 ms timeout to its host: report the
+        # CONNECT_IND's.
+        self._connect_ind = packet
+        try:
+            super().on_le_connect_ind(packet)
+        finally:
+            self._connect_ind = None
+
+    def send_hci_packet(self, packet):
+        connect_ind = getattr(self, "_connect_ind", None)
+        if connect_ind is not None and isinstance(packet, hci.HCI_LE_Connection_Complete_Event):
+            packet.connection_interval = connect_ind.interval
+            packet.peripheral_latency = connect_ind.latency
+            packet.supervision_timeout = connect_ind.timeout
+        super().send_hci_packet(packet)
+
     def on_hci_le_connection_update_command(self, command):
         connection = self.find_le_connection_by_handle(command.connection_handle)
         if connection is None:
