@@ -36,6 +36,9 @@ Station controllers (what a real controller does; see fleet_radio.py):
                           BD_ADDR zero, vendor Read Static Addresses giving station N the static
                           address C4:5A:00:00:00:0N, 251-byte ACL buffers; see fleet_radio.py).
   --no-static-address     zephyr stations without Read Static Addresses: no address of their own.
+  --extended              station controllers have extended advertising (LE Set Extended Scan
+                          Parameters/Enable, LE Extended Create Connection; coded PHY): they hear and
+                          connect devices that advertise only with extended PDUs.
   --acl-buffers LENxN     LE ACL buffers of every station controller (default 27x64; zephyr 251x10).
   --station-fault [S:]KIND@N
                           after the Nth connection a station makes (every station, or station S):
@@ -50,6 +53,8 @@ Link timing by connection interval:
 
 Devices:
   --silent, --ack-loss, --old-firmware, --drop-on-commit INDICES   faults by 1-based index (below)
+  --ext-adv PHY           every device advertises only with extended advertising (ADV_EXT_IND and an
+                          AUX_ADV_IND on the secondary PHY `1M`, `2M` or `coded`); per device: `ext_adv`.
   --param-request MIN-MAX@VIA   every device asks for other connection parameters 100 ms after a
                           central connects: interval MIN-MAX (e.g. 30ms-50ms), latency 0, timeout 4s,
                           VIA `l2cap` (Connection Parameter Update Request) or `ll` (its controller's
@@ -118,6 +123,8 @@ logger = logging.getLogger("bumble_fleet")
 
 DEFAULT_ADV_INTERVAL = 0.020
 QUIRKS = {"uuid128"}
+# Secondary PHYs of extended advertising (LE PHY codes).
+EXT_ADV_PHYS = {"1M": 1, "2M": 2, "coded": 3}
 SECURITY_LEVELS = ("none", "encrypted", "authenticated")
 SECURITY_FAULTS = {"wrong_passkey", "forget_bond"}
 # The Bluetooth Base UUID (Vol 3 Part B 2.5.1), for 16-bit UUIDs written out in 128-bit form.
@@ -172,7 +179,7 @@ class SensorV2:
     """One sensor-v2 peripheral: GATT database, control commands and acks, device-side state."""
 
     def __init__(self, spec, link, state_dir, seed=1, adv_interval=DEFAULT_ADV_INTERVAL, quirks=(),
-                 ack_loss_rate=0.0, param_request=None):
+                 ack_loss_rate=0.0, param_request=None, ext_adv=None):
         self.spec = spec
         self.id = spec["id"]
         self.name = spec["name"]
@@ -221,6 +228,11 @@ class SensorV2:
         self.controller = PacedController(f"ctl-{self.id}", link=link, seed=seed)
         # Devices are powered on at different moments: the first advertising event at a random phase.
         self.controller.le_legacy_advertiser.first_delay = self.controller.rng.uniform(0, self.adv_interval)
+        self.ext_adv = spec.get("ext_adv", ext_adv)
+        if self.ext_adv is not None:
+            if self.ext_adv not in EXT_ADV_PHYS:
+                raise ValueError(f"{self.id}: ext_adv is one of {', '.join(EXT_ADV_PHYS)}, not `{self.ext_adv}`")
+            self.controller.le_legacy_advertiser.extended_phy = EXT_ADV_PHYS[self.ext_adv]
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
         # REFERENCE-DEVICE.md: the device accepts an ATT MTU of up to 247.
         self.device.gatt_server.max_mtu = 247
@@ -450,7 +462,7 @@ class SensorV2:
         return {"id": self.id, "name": self.name, "address": self.address, "state_file": self.state_path,
                 "faults": sorted(self.faults), "firmware": self.firmware, "quirks": self.quirks,
                 "adv_interval_ms": round(self.adv_interval * 1000, 3), "ack_loss_rate": self.ack_loss_rate,
-                "security": self.security, "passkey": self.passkey}
+                "security": self.security, "passkey": self.passkey, "ext_adv": self.ext_adv}
 
     # -- Security (see SECURITY in the module docstring) --
 
@@ -640,6 +652,10 @@ def argument_parser():
                         help="[S:]hardware-error@N or [S:]restart@N: after a station's Nth connection (repeatable)")
     parser.add_argument("--pace-by-interval", action="store_true",
                         help="LL PDUs wait for their link's connection events (the interval the host asked for)")
+    parser.add_argument("--ext-adv", choices=sorted(EXT_ADV_PHYS), default=None,
+                        help="every device advertises only with extended PDUs, its data on this secondary PHY")
+    parser.add_argument("--extended", action="store_true",
+                        help="station controllers have extended advertising (extended scanning and connecting)")
     parser.add_argument("--param-request", type=argument(parse_param_request), default=None,
                         help="every device asks for other connection parameters after connecting: MIN-MAX@l2cap or @ll")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
@@ -676,7 +692,8 @@ async def main():
     link = PacedLink(LinkTiming(args.link_latency, seed=args.seed, by_interval=args.pace_by_interval))
     try:
         sensors = [SensorV2(spec, link, args.state_dir, seed=args.seed, adv_interval=args.adv_interval,
-                            quirks=args.quirk, ack_loss_rate=args.ack_loss_rate, param_request=args.param_request)
+                            quirks=args.quirk, ack_loss_rate=args.ack_loss_rate, param_request=args.param_request,
+                            ext_adv=args.ext_adv)
                    for spec in devices]
     except ValueError as error:
         parser.error(str(error))
@@ -697,7 +714,7 @@ async def main():
         faults = [(kind, n) for (s, kind, n) in args.station_fault if s is None or s == index]
         common = dict(host_source=transport.source, host_sink=transport.sink, link=link, seed=args.seed,
                       fal_size=args.fal_size, max_links=args.max_links, max_links_at=args.max_links_at,
-                      scan_while_initiating=args.scan_while_initiating, faults=faults)
+                      scan_while_initiating=args.scan_while_initiating, faults=faults, extended=args.extended)
         if args.controller == "zephyr":
             static = f"C4:5A:00:00:00:{index:02X}"
             controller = ZephyrStationController(name, static_address=static, static_addresses=not args.no_static_address,
@@ -747,6 +764,7 @@ async def main():
                   "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed},
         "stations": {"fal_size": args.fal_size, "max_links": args.max_links, "max_links_at": args.max_links_at,
                      "scan_while_initiating": args.scan_while_initiating, "controller": args.controller,
+                     "extended": args.extended,
                      "static_addresses": identities},
     }), flush=True)
 

@@ -47,6 +47,13 @@ StationController (the controllers the hosts drive) adds, over PacedController:
 - Faults on cue (`faults`): a Hardware Error, or a restart that closes the host's connection, after
   the station's Nth connection.
 
+Extended advertising: a device whose advertiser has `extended_phy` sends its advertising data only as
+ADV_EXT_IND pointing to an AUX_ADV_IND on that secondary PHY (1M, 2M or coded). A station built with
+`extended` has the LE Extended Advertising feature and commands: legacy scanning does not hear such
+devices; LE Set Extended Scan Parameters/Enable reports them (LE Extended Advertising Report with the
+secondary PHY); LE Extended Create Connection connects to them (AUX_CONNECT_REQ: the link starts on
+the secondary PHY). Without `extended` the station refuses the extended commands, as before.
+
 ZephyrStationController is a StationController that answers like a Zephyr controller (hci_uart,
 hci_usb): manufacturer 0x05F1, BD_ADDR 00:00:00:00:00:00, Zephyr's vendor Read Supported Commands and
 Read Static Addresses (a static random address of its own with its identity root), 251-byte LE ACL
@@ -309,13 +316,33 @@ def tx_parameters(connection):
 
 
 @dataclasses.dataclass
+class AuxAdvInd(ll.AdvExtInd):
+    """ADV_EXT_IND with its AUX_ADV_IND (Vol 6 Part B 2.3.4), reduced to what matters here: connectable
+    extended advertising whose data is on `secondary_phy` (PHY_1M, PHY_2M or PHY_CODED)."""
+
+    secondary_phy: int = 1
+
+
+PHY_CODED = 3
+
+
+@dataclasses.dataclass
 class PacedAdvertiser(LegacyAdvertiser):
-    """Legacy advertising with advInterval in its real unit (0.625 ms) and advDelay (0-10 ms)."""
+    """Legacy advertising with advInterval in its real unit (0.625 ms) and advDelay (0-10 ms); with
+    `extended_phy`, the same data as extended advertising on that secondary PHY instead."""
 
     rng: random.Random = dataclasses.field(default_factory=random.Random)
     # The first event after the first enable comes after this many seconds (devices powered on at
     # different moments); later enables advertise at once, as a controller does.
     first_delay: float = 0.0
+    extended_phy: int | None = None
+
+    def send_advertising_data(self):
+        if self.extended_phy is None:
+            return super().send_advertising_data()
+        if self.enabled:
+            self.controller.send_advertising_pdu(AuxAdvInd(advertiser_address=self.address, data=self.advertising_data,
+                                                           sid=0, secondary_phy=self.extended_phy))
 
     def start(self):
         self.stop()
@@ -720,8 +747,16 @@ class StationController(PacedController):
     autonomous_data_length = True
 
     def __init__(self, name, *, fal_size=8, max_links=None, max_links_at="create", scan_while_initiating=True,
-                 faults=(), acl_buffers=None, **kwargs):
+                 faults=(), acl_buffers=None, extended=False, **kwargs):
         super().__init__(name, **kwargs)
+        # Extended advertising: the feature, the commands, and a scan that runs with them.
+        self.extended = extended
+        self.extended_scan = False
+        if extended:
+            self.le_features = LE_FEATURES | hci.LeFeatureMask.LE_EXTENDED_ADVERTISING | hci.LeFeatureMask.LE_CODED_PHY
+            self.supported_commands = set(Controller.supported_commands) | {
+                hci.HCI_LE_SET_EXTENDED_SCAN_PARAMETERS_COMMAND, hci.HCI_LE_SET_EXTENDED_SCAN_ENABLE_COMMAND,
+                hci.HCI_LE_EXTENDED_CREATE_CONNECTION_COMMAND}
         # [(kind, n)]: after the station's nth connection, `hardware-error` or `restart` (see fail()).
         self.faults = list(faults)
         self.connections_made = 0
@@ -841,7 +876,32 @@ class StationController(PacedController):
 
     # -- Scanning (Vol 4 Part E 7.8.10-11) --
 
+    def on_hci_le_set_extended_scan_parameters_command(self, command):
+        if not self.extended:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR)
+        # The LE 1M entry (primary advertising on LE 1M; a coded one is heard as well here).
+        self.le_scan_type = command.scan_types[0] if command.scan_types else 0
+        self.le_scan_interval = command.scan_intervals[0] if command.scan_intervals else 0x10
+        self.le_scan_window = command.scan_windows[0] if command.scan_windows else 0x10
+        self.le_scanning_filter_policy = command.scanning_filter_policy
+        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+
+    def on_hci_le_set_extended_scan_enable_command(self, command):
+        if not self.extended:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR)
+        enable = bool(command.enable)
+        if enable and not self.scan_while_initiating and self.pending_le_connection is not None:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
+        if enable and not self.le_scan_enable:
+            self.scan_started_at = asyncio.get_running_loop().time()
+            self.reported.clear()
+        self.le_scan_enable = enable
+        self.extended_scan = enable
+        self.filter_duplicates = bool(command.filter_duplicates)
+        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+
     def on_hci_le_set_scan_enable_command(self, command):
+        self.extended_scan = False
         enable = bool(command.le_scan_enable)
         if enable and not self.scan_while_initiating and self.pending_le_connection is not None:
             return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
@@ -853,20 +913,27 @@ class StationController(PacedController):
         return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
 
     def on_advertising_pdu(self, pdu):
-        if not isinstance(pdu, ll.AdvInd):
+        extended = isinstance(pdu, AuxAdvInd)
+        if not isinstance(pdu, ll.AdvInd) and not extended:
             return super().on_advertising_pdu(pdu)
+        if extended and not self.extended:
+            return  # a controller without extended advertising does not follow the aux pointer
         now = asyncio.get_running_loop().time()
-        if self.le_scan_enable and in_window(now - self.scan_started_at, self.le_scan_interval, self.le_scan_window):
+        # A legacy scan hears legacy advertising only; an extended scan hears both.
+        if self.le_scan_enable and (self.extended_scan or not extended) and \
+                in_window(now - self.scan_started_at, self.le_scan_interval, self.le_scan_window):
             self.report(pdu)
         pending = self.pending_le_connection
-        if pending is None or not in_window(now - self.initiating_since, pending.le_scan_interval, pending.le_scan_window):
+        if pending is None or not in_window(now - self.initiating_since, *initiating_window(pending)):
             return
+        if extended and not isinstance(pending, hci.HCI_LE_Extended_Create_Connection_Command):
+            return  # LE Create Connection connects to legacy advertising only
         if initiator_filter_policy(pending) == 1:
             wanted = self.on_accept_list(pdu.advertiser_address)
         else:
             wanted = pdu.advertiser_address == pending.peer_address
         if wanted:
-            self.create_le_connection(pdu.advertiser_address)
+            self.create_le_connection(pdu.advertiser_address, phy=pdu.secondary_phy if extended else PHY_1M)
 
     def report(self, pdu):
         address = pdu.advertiser_address
@@ -874,7 +941,8 @@ class StationController(PacedController):
         if self.le_scanning_filter_policy in (1, 3) and not self.on_accept_list(address):
             return
         kinds = [(hci.HCI_LE_Advertising_Report_Event.EventType.ADV_IND, pdu.data)]
-        if self.le_scan_type == 1:  # active: a SCAN_REQ, answered by the advertiser's scan response
+        if self.le_scan_type == 1 and not isinstance(pdu, AuxAdvInd):
+            # Active: a SCAN_REQ, answered by the advertiser's scan response.
             advertiser = self.link.controller_at(address)
             response = advertiser.le_legacy_advertiser.scan_response_data if advertiser else b""
             kinds.append((hci.HCI_LE_Advertising_Report_Event.EventType.SCAN_RSP, response))
@@ -884,8 +952,11 @@ class StationController(PacedController):
                 if key in self.reported:
                     continue
                 self.reported.add(key)
-            self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([hci.HCI_LE_Advertising_Report_Event.Report(
-                event_type=event_type, address_type=address.address_type, address=address, data=data, rssi=-50)]))
+            if self.extended_scan:
+                self.send_hci_packet(extended_report(pdu, event_type, data))
+            else:
+                self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([hci.HCI_LE_Advertising_Report_Event.Report(
+                    event_type=event_type, address_type=address.address_type, address=address, data=data, rssi=-50)]))
 
     # -- Connecting (Vol 4 Part E 7.8.12-13) --
 
@@ -909,9 +980,11 @@ class StationController(PacedController):
         return None
 
     def on_hci_le_extended_create_connection_command(self, command):
-        # Not in this controller's supported commands: the hosts here use LE Create Connection.
-        self._send_hci_command_status(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR, command.op_code)
-        return None
+        if not self.extended:
+            # Not in this controller's supported commands: its hosts use LE Create Connection.
+            self._send_hci_command_status(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR, command.op_code)
+            return None
+        return self.on_hci_le_create_connection_command(command)
 
     def on_hci_le_create_connection_cancel_command(self, _command):
         # Bumble answers success and leaves the connection pending; a controller ends it with a
@@ -944,13 +1017,13 @@ class StationController(PacedController):
             return
         self.send_hci_packet(event)
 
-    def create_le_connection(self, peer_address):
-        """Answers `peer_address`'s advertising event with a CONNECT_IND (replaces Bumble's, which
-        connects to the command's peer address whatever the filter policy)."""
+    def create_le_connection(self, peer_address, phy=PHY_1M):
+        """Answers `peer_address`'s advertising event with a CONNECT_IND (AUX_CONNECT_REQ on `phy` for
+        extended advertising; replaces Bumble's, which connects to the command's peer address whatever
+        the filter policy)."""
         pending = self.pending_le_connection
         self.pending_le_connection = None
-        interval, latency, timeout = (pending.connection_interval_min, pending.max_latency,
-                                      pending.supervision_timeout)
+        interval, latency, timeout = connection_parameters(pending)
         if self.max_links is not None and self.central_links() >= self.max_links:
             # max_links_at == "complete": accepted, then refused when the link would be made.
             self.send_connection_complete(hci.HCI_ErrorCode.CONNECTION_LIMIT_EXCEEDED_ERROR, 0, peer_address, 0, 0, 0)
@@ -972,13 +1045,16 @@ class StationController(PacedController):
         self.send_connection_complete(hci.HCI_ErrorCode.SUCCESS, connection.handle, peer_address, interval, latency,
                                       timeout)
         if won:
-            # Connection events from now on, every interval (both sides; see LinkTiming.by_interval).
+            # Connection events from now on, every interval (both sides; see LinkTiming.by_interval). A
+            # connection made from an AUX_ADV_IND starts on its PHY.
             now = asyncio.get_running_loop().time()
             for c in (connection, after):
                 c.ll_interval = interval * 0.00125
                 c.ll_anchor = now
                 c.ll_latency = latency
                 c.ll_timeout = timeout
+                if phy != PHY_1M:
+                    c.ll_tx_phy = c.ll_rx_phy = phy
             self.connection_made()
         if not won:
             # Another initiator's CONNECT_IND for the same event reached the device first: this side
@@ -993,6 +1069,36 @@ class StationController(PacedController):
 
 def initiator_filter_policy(command):
     return getattr(command, "initiator_filter_policy", 0)
+
+
+def initiating_window(command):
+    """(scan interval, scan window) of LE Create Connection or (its first PHY's) LE Extended Create Connection."""
+    if isinstance(command, hci.HCI_LE_Extended_Create_Connection_Command):
+        return command.scan_intervals[0], command.scan_windows[0]
+    return command.le_scan_interval, command.le_scan_window
+
+
+def connection_parameters(command):
+    """(interval min, latency, supervision timeout) of either create command."""
+    if isinstance(command, hci.HCI_LE_Extended_Create_Connection_Command):
+        return command.connection_interval_mins[0], command.max_latencies[0], command.supervision_timeouts[0]
+    return command.connection_interval_min, command.max_latency, command.supervision_timeout
+
+
+def extended_report(pdu, event_type, data):
+    """An LE Extended Advertising Report of `pdu` (Vol 4 Part E 7.7.65.13): legacy advertising with the
+    legacy bit, extended with its secondary PHY."""
+    address = pdu.advertiser_address
+    if isinstance(pdu, AuxAdvInd):
+        kind, secondary, sid = 0x01, pdu.secondary_phy, 0   # connectable, extended
+    elif event_type == hci.HCI_LE_Advertising_Report_Event.EventType.SCAN_RSP:
+        kind, secondary, sid = 0x1B, 0, 0xFF               # legacy scan response to ADV_IND
+    else:
+        kind, secondary, sid = 0x13, 0, 0xFF               # legacy ADV_IND
+    return hci.HCI_LE_Extended_Advertising_Report_Event([hci.HCI_LE_Extended_Advertising_Report_Event.Report(
+        event_type=kind, address_type=address.address_type, address=address, primary_phy=PHY_1M,
+        secondary_phy=secondary, advertising_sid=sid, tx_power=0x7F, rssi=-50, periodic_advertising_interval=0,
+        direct_address_type=0, direct_address=hci.Address.ANY, data=data)])
 
 
 def accept_list_entry(address_type, address):
