@@ -23,32 +23,11 @@ public struct ZephyrReadStaticAddressesCommand: HCIEmptyCommand {
 }
 
 /// Return parameters of Zephyr VS Read Supported Commands: Status, then 64 octets of bits, one per
-/// vendor command (bit n: OCF n + 1).
-///
-/// | Parameter | Size |
-/// |---|---|
-/// | Status | 1 |
-/// | Commands | 64 |
-public struct ZephyrSupportedCommandsReturn: Sendable, Equatable {
-    public var status: HCIStatus
-    public var commands: SupportedCommands
+/// vendor command (bit n: OCF n + 1) — the layout of Read Local Supported Commands.
+public typealias ZephyrSupportedCommandsReturn = SupportedCommandsReturn
 
-    public init(status: HCIStatus = .success, commands: SupportedCommands) {
-        self.status = status
-        self.commands = commands
-    }
-
-    public init(from r: inout ByteReader) throws(DecodeError) {
-        status = HCIStatus(rawValue: try r.readUInt8("Status"))
-        commands = SupportedCommands(octets: try r.readBytes(64, "Commands"))
-    }
-
-    public func encode(into w: inout ByteWriter) {
-        w.write(status.rawValue)
-        w.write(commands.octets + [UInt8](repeating: 0, count: max(0, 64 - commands.octets.count)))
-    }
-
-    /// Whether Read Static Addresses is there (bit 8).
+extension SupportedCommandsReturn {
+    /// Read as Zephyr's vendor Read Supported Commands: whether Read Static Addresses is there (bit 8).
     public var readStaticAddresses: Bool { commands.contains(octet: 1, bit: 0) }
 }
 

@@ -28,48 +28,15 @@ import datetime
 import json
 import os
 import platform
-import select
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from bench_hci_vs_bumble import process_cpu, run_measured, write_line  # noqa: E402
-
-
-class Fleet:
-    """One bumble_fleet.py process."""
-
-    def __init__(self, python, work, arguments):
-        self.state_dir = os.path.join(work, "state")
-        self.stderr = open(os.path.join(work, "fleet.err"), "w")
-        argv = [python, os.path.join(HERE, "bumble_fleet.py"), "--port", "0", "--state-dir", self.state_dir,
-                "--exit-on-stdin-eof"] + arguments
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
-        ready, _, _ = select.select([self.process.stdout], [], [], 120)
-        line = self.process.stdout.readline() if ready else b""
-        if not line:
-            self.stop()
-            raise RuntimeError(f"the fleet did not start; see {self.stderr.name}")
-        self.ports = json.loads(line)["ports"]
-
-    def cpu(self):
-        return process_cpu(self.process.pid)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.send_signal(signal.SIGKILL)
-                self.process.wait()
-        self.stderr.close()
+from bench_hci_vs_bumble import Fleet, run_measured, write_line  # noqa: E402
 
 
 def workflow(work, connect):
@@ -117,8 +84,7 @@ def link_cells(args):
                    ([f"data_length: {length}"] if length != 27 else [])
         options = [] if phy != "1M" else ["phy=1m"]
         options += [] if length != 27 else ["data-length=off"]
-        fleet = Fleet(args.python, work, ["--devices", str(args.devices), "--adv-interval", args.adv, "--pace-by-interval",
-                                          "--seed", str(args.seed)])
+        fleet = Fleet(args.python, work, args.devices, args.adv, "0", args.seed, ["--stations", "1", "--pace-by-interval"])
         try:
             spec = ",".join([f"hci:tcp:127.0.0.1:{fleet.ports[0]}"] + options)
             before = fleet.cpu()
@@ -152,10 +118,8 @@ def station_cells(args):
     for k in args.stations:
         work = tempfile.mkdtemp(prefix="bench-stations-")
         write_line(work, args.devices, args.blob_size)
-        arguments = ["--stations", str(k), "--devices", str(args.devices), "--adv-interval", args.adv, "--seed", str(args.seed)]
-        if args.latency != "0":
-            arguments += ["--link-latency", args.latency]
-        fleet = Fleet(args.python, work, arguments)
+        # The last --stations wins over the one bench_hci_vs_bumble's Fleet gives.
+        fleet = Fleet(args.python, work, args.devices, args.adv, args.latency, args.seed, ["--stations", str(k)])
         try:
             adapters = [f"hci:tcp:127.0.0.1:{p}" for p in fleet.ports]
             before = fleet.cpu()

@@ -889,27 +889,20 @@ class StationController(PacedController):
     def on_hci_le_set_extended_scan_enable_command(self, command):
         if not self.extended:
             return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR)
-        enable = bool(command.enable)
-        if enable and not self.scan_while_initiating and self.pending_le_connection is not None:
-            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
-        if enable and not self.le_scan_enable:
-            self.scan_started_at = asyncio.get_running_loop().time()
-            self.reported.clear()
-        self.le_scan_enable = enable
-        self.extended_scan = enable
-        self.filter_duplicates = bool(command.filter_duplicates)
-        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+        return self.enable_scan(bool(command.enable), bool(command.filter_duplicates), extended=True)
 
     def on_hci_le_set_scan_enable_command(self, command):
-        self.extended_scan = False
-        enable = bool(command.le_scan_enable)
+        return self.enable_scan(bool(command.le_scan_enable), bool(command.filter_duplicates), extended=False)
+
+    def enable_scan(self, enable, filter_duplicates, extended):
         if enable and not self.scan_while_initiating and self.pending_le_connection is not None:
             return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
         if enable and not self.le_scan_enable:
             self.scan_started_at = asyncio.get_running_loop().time()
             self.reported.clear()
         self.le_scan_enable = enable
-        self.filter_duplicates = bool(command.filter_duplicates)
+        self.extended_scan = enable and extended
+        self.filter_duplicates = filter_duplicates
         return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
 
     def on_advertising_pdu(self, pdu):

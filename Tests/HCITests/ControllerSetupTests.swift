@@ -56,6 +56,23 @@ private let zephyrStatic = BluetoothAddress("C4:5A:00:00:00:01", kind: .random)!
 private let identityRoot = "00112233445566778899aabbccddeeff"
 private let fresh = BluetoothAddress("D1:11:22:33:44:55", kind: .random)!
 
+/// The answers of a controller from Reset to LE Set Event Mask: `company` in Read Local Version
+/// Information, its supported commands (nil: it does not say), its BD_ADDR, and LE Read Buffer Size v2
+/// (251 × 10) when its commands say so, else v1 (27 × 4).
+private func prelude(_ d: inout SetupDriver, company: String, commands: String?, bdaddr: String) {
+    d.expect("03 0c 00", complete("00"))
+    d.expect("01 10 00", complete("00 0b 0000 0b \(company) 0000"))
+    d.expect("02 10 00", commands.map { complete("00 \($0)") } ?? complete("01"))
+    d.expect("09 10 00", complete("00 \(bdaddr)"))
+    if let c = commands, SupportedCommands(octets: hex(c)).leReadBufferSizeV2 {
+        d.expect("60 20 00", complete("00 fb00 0a 0000 00"))
+    } else {
+        d.expect("02 20 00", complete("00 1b00 04"))
+    }
+    d.expect("01 0c 08 9080000200800020", complete("00"))
+    d.expect("01 20 08 6f1a000000000000", complete("00"))
+}
+
 /// The answers of a controller from LE Set Random Address to the end (features DLE and 2M, both
 /// probes understood, RSSI read), checking every command.
 private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
@@ -76,15 +93,8 @@ private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
         var c = ControllerSetup.Configuration(identity: .init(fresh: fresh))
         c.resetAttempts = 1
         var d = SetupDriver(c)
-        d.expect("03 0c 00", complete("00"))
-        // Read Local Version Information: HCI 5.2, manufacturer 0x05F1 (the Linux Foundation: Zephyr).
-        d.expect("01 10 00", complete("00 0b 0000 0b f105 0000"))
-        d.expect("02 10 00", complete("00 \(commandsHex)"))
-        d.expect("09 10 00", complete("00 000000000000"))
-        // LE Read Buffer Size v2: 251-byte ACL buffers, 10 of them.
-        d.expect("60 20 00", complete("00 fb00 0a 0000 00"))
-        d.expect("01 0c 08 9080000200800020", complete("00"))
-        d.expect("01 20 08 6f1a000000000000", complete("00"))
+        // Manufacturer 0x05F1 (the Linux Foundation: Zephyr), BD_ADDR zero, LE Read Buffer Size v2: 251 × 10.
+        prelude(&d, company: "f105", commands: commandsHex, bdaddr: "000000000000")
         // Zephyr's vendor commands: Read Supported Commands (bit 8: Read Static Addresses), then that.
         d.expect("02 fc 00", complete("00 0301\(String(repeating: "00", count: 62))"))
         d.expect("09 fc 00", complete("00 01 010000005ac4 \(identityRoot)"))
@@ -104,14 +114,8 @@ private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
                                (ControllerSetup.IdentityInputs(canStore: true, fresh: fresh), StationIdentity(address: fresh, source: .generated)),
                                (ControllerSetup.IdentityInputs(canStore: false, fresh: fresh), StationIdentity(address: fresh, source: .ephemeral))] {
             var d = SetupDriver(ControllerSetup.Configuration(identity: inputs))
-            d.expect("03 0c 00", complete("00"))
             // Not Zephyr (manufacturer 0x0002), BD_ADDR zero, no supported commands: LE Read Buffer Size v1.
-            d.expect("01 10 00", complete("00 09 0000 09 0200 0000"))
-            d.expect("02 10 00", complete("01"))
-            d.expect("09 10 00", complete("00 000000000000"))
-            d.expect("02 20 00", complete("00 1b00 04"))
-            d.expect("01 0c 08 9080000200800020", complete("00"))
-            d.expect("01 20 08 6f1a000000000000", complete("00"))
+            prelude(&d, company: "0200", commands: nil, bdaddr: "000000000000")
             finishCommon(&d, randomAddress: want.address.bytes.hexString)
             #expect(d.profile?.identity == want)
         }
@@ -120,26 +124,14 @@ private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
     @Test func addressInTheSpecWinsAndAPublicAddressGivesADerivedOne() throws {
         let configured = BluetoothAddress("C0:FF:EE:00:00:01", kind: .random)!
         var d = SetupDriver(ControllerSetup.Configuration(identity: .init(configured: configured, fresh: fresh)))
-        d.expect("03 0c 00", complete("00"))
         // Zephyr, but `address=` is given: no vendor commands.
-        d.expect("01 10 00", complete("00 0b 0000 0b f105 0000"))
-        d.expect("02 10 00", complete("01"))
-        d.expect("09 10 00", complete("00 000000000000"))
-        d.expect("02 20 00", complete("00 1b00 04"))
-        d.expect("01 0c 08 9080000200800020", complete("00"))
-        d.expect("01 20 08 6f1a000000000000", complete("00"))
+        prelude(&d, company: "f105", commands: nil, bdaddr: "000000000000")
         finishCommon(&d, randomAddress: "010000eeffc0")
         #expect(d.profile?.identity == StationIdentity(address: configured, source: .configured))
 
         let bdaddr = BluetoothAddress(value: 0x00AA_0000_0001)
         var p = SetupDriver(ControllerSetup.Configuration(identity: .init(canStore: true, fresh: fresh)))
-        p.expect("03 0c 00", complete("00"))
-        p.expect("01 10 00", complete("00 09 0000 09 0200 0000"))
-        p.expect("02 10 00", complete("01"))
-        p.expect("09 10 00", complete("00 \(bdaddr.bytes.hexString)"))
-        p.expect("02 20 00", complete("00 1b00 04"))
-        p.expect("01 0c 08 9080000200800020", complete("00"))
-        p.expect("01 20 08 6f1a000000000000", complete("00"))
+        prelude(&p, company: "0200", commands: nil, bdaddr: bdaddr.bytes.hexString)
         let derived = try #require(StationIdentity.derived(from: bdaddr))
         finishCommon(&p, randomAddress: derived.bytes.hexString)
         #expect(p.profile?.identity == StationIdentity(address: derived, source: .publicAddress))
@@ -149,13 +141,7 @@ private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
         var c = ControllerSetup.Configuration(identity: .init(fresh: fresh))
         c.identity.pinned = StationIdentity(address: zephyrStatic, source: .controller)
         var d = SetupDriver(c)
-        d.expect("03 0c 00", complete("00"))
-        d.expect("01 10 00", complete("00 0b 0000 0b f105 0000"))
-        d.expect("02 10 00", complete("00 \(commandsHex)"))
-        d.expect("09 10 00", complete("00 000000000000"))
-        d.expect("60 20 00", complete("00 fb00 0a 0000 00"))
-        d.expect("01 0c 08 9080000200800020", complete("00"))
-        d.expect("01 20 08 6f1a000000000000", complete("00"))
+        prelude(&d, company: "f105", commands: commandsHex, bdaddr: "000000000000")
         finishCommon(&d, randomAddress: "010000005ac4")
         #expect(d.profile?.identity.address == zephyrStatic)
     }
@@ -195,13 +181,7 @@ private func finishCommon(_ d: inout SetupDriver, randomAddress: String) {
     @Test func extendedScanningIsUsedWhereTheControllerHasIt() throws {
         let commands = SupportedCommands.with([(37, 5), (37, 6), (37, 7), (15, 5)]).octets.hexString
         var d = SetupDriver(ControllerSetup.Configuration(identity: .init(canStore: true, fresh: fresh)))
-        d.expect("03 0c 00", complete("00"))
-        d.expect("01 10 00", complete("00 0b 0000 0b 0200 0000"))
-        d.expect("02 10 00", complete("00 \(commands)"))
-        d.expect("09 10 00", complete("00 01000000aa00"))
-        d.expect("02 20 00", complete("00 1b00 04"))
-        d.expect("01 0c 08 9080000200800020", complete("00"))
-        d.expect("01 20 08 6f1a000000000000", complete("00"))
+        prelude(&d, company: "0200", commands: commands, bdaddr: "01000000aa00")
         let derived = try #require(StationIdentity.derived(from: BluetoothAddress(value: 0x00AA_0000_0001)))
         d.expect("05 20 06 \(derived.bytes.hexString)", complete("00"))
         // Extended advertising (bit 12), no DLE, no 2M.

@@ -22,12 +22,14 @@ struct HCIExtendedAdvertisingBumbleTests {
             try await BumbleFleet.with(BumbleFleet.Options(devices: 3, extraArguments: ["--extended", "--ext-adv", phy])) { fleet in
                 let adapter = try await HCIAdapter.open(spec: fleet.spec, options: options(extended: true))
                 #expect(await adapter.info?.extended == true)
-                var heard: Set<String> = []
-                try await withDeadline(.seconds(10), operation: "hearing every device") {
+                let wanted = fleet.devices.count
+                let heard = try await withDeadline(.seconds(10), operation: "hearing every device") { () -> Set<String> in
+                    var heard: Set<String> = []
                     for try await ad in adapter.scan(ScanFilter(allowDuplicates: false)) {
                         heard.insert(ad.address.description)
-                        if heard.count == fleet.devices.count { break }
+                        if heard.count == wanted { break }
                     }
+                    return heard
                 }
                 #expect(heard == Set(fleet.devices.map(\.address)), "\(phy)")
                 let address = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
