@@ -84,7 +84,8 @@ def link_cells(args):
                    ([f"data_length: {length}"] if length != 27 else [])
         options = [] if phy != "1M" else ["phy=1m"]
         options += [] if length != 27 else ["data-length=off"]
-        fleet = Fleet(args.python, work, args.devices, args.adv, "0", args.seed, ["--stations", "1", "--pace-by-interval"])
+        fleet = Fleet(args.python, work, args.devices, args.adv, "0", args.seed,
+                      ["--stations", "1", "--pace-by-interval", "--acl-buffers", args.acl_buffers])
         try:
             spec = ",".join([f"hci:tcp:127.0.0.1:{fleet.ports[0]}"] + options)
             before = fleet.cpu()
@@ -96,7 +97,7 @@ def link_cells(args):
         blob = [args.blob_size / (step_ms(d, "stream blob") / 1000) / 1000 for d in devices if step_ms(d, "stream blob")]
         links = collections.Counter(
             f"{d['link']['phy']} {d['link']['data_length']} B {d['link']['interval_ms']} ms" for d in devices if d.get("link"))
-        row = {"interval": interval, "phy": phy, "data_length": length, "ok": len(devices), "devices": args.devices,
+        row = {"interval": interval, "phy": phy, "data_length": length, "acl": args.acl_buffers, "ok": len(devices), "devices": args.devices,
                "blob_kB_s": statistics.median(blob) if blob else 0.0,
                "device_ms": statistics.median(d["duration_ms"] for d in devices) if devices else 0.0,
                "dpm": report["summary"]["devices_per_minute"], "links": dict(links), "exit": status,
@@ -105,28 +106,52 @@ def link_cells(args):
         print(f"interval {interval:>6}  {phy:>2}  {length:>3} B  {row['ok']}/{args.devices}  blob {row['blob_kB_s']:.1f} kB/s  "
               f"device {row['device_ms']:.0f} ms  {row['dpm']:.1f} devices/min  links {row['links']}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
-    table = ["| interval | PHY | data length | blob throughput per link (median) | provisioning per device (median) | devices/min | what the report says the links got |",
-             "|---|---|---|---|---|---|---|"]
+    table = ["| controller ACL buffers | interval | PHY | data length | blob throughput per link (median) | provisioning per device (median) | devices/min | what the report says the links got |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        table.append(f"| {r['interval']} | {r['phy']} | {r['data_length']} B | {r['blob_kB_s']:.1f} kB/s | {r['device_ms']:.0f} ms | "
+        table.append(f"| {r['acl']} | {r['interval']} | {r['phy']} | {r['data_length']} B | {r['blob_kB_s']:.1f} kB/s | {r['device_ms']:.0f} ms | "
                      f"{r['dpm']:.1f} ({r['ok']}/{r['devices']}) | {', '.join(f'{k}: {v}' for k, v in r['links'].items())} |")
     return rows, table
+
+
+def separate_fleets(args, work, k):
+    """K fleet processes, one station each, the devices dealt out among them (device i to fleet i mod K):
+    each controller hears its own share, and no one Python process emulates every radio."""
+    sys.path.insert(0, HERE)
+    from bumble_fleet import default_devices
+    devices = default_devices(args.devices)
+    fleets = []
+    for f in range(k):
+        sub = os.path.join(work, f"fleet{f}")
+        os.makedirs(sub)
+        config = os.path.join(sub, "fleet.json")
+        with open(config, "w") as out:
+            json.dump({"devices": devices[f::k]}, out)
+        fleets.append(Fleet(args.python, sub, 0, args.adv, args.latency, args.seed, ["--stations", "1", "--config", config]))
+    return fleets
 
 
 def station_cells(args):
     rows = []
     for k in args.stations:
         work = tempfile.mkdtemp(prefix="bench-stations-")
-        write_line(work, args.devices, args.blob_size)
-        # The last --stations wins over the one bench_hci_vs_bumble's Fleet gives.
-        fleet = Fleet(args.python, work, args.devices, args.adv, args.latency, args.seed, ["--stations", str(k)])
+        # Controllers that each hear only their own devices: an inventory without addresses, so that each
+        # device is found by scanning and goes to the controller that heard it (connecting by address
+        # would send it to whichever controller has a free slot).
+        write_line(work, args.devices, args.blob_size, by_name=args.separate)
+        if args.separate:
+            fleets = separate_fleets(args, work, k)
+        else:
+            # The last --stations wins over the one bench_hci_vs_bumble's Fleet gives.
+            fleets = [Fleet(args.python, work, args.devices, args.adv, args.latency, args.seed, ["--stations", str(k)])]
         try:
-            adapters = [f"hci:tcp:127.0.0.1:{p}" for p in fleet.ports]
-            before = fleet.cpu()
+            adapters = [f"hci:tcp:127.0.0.1:{p}" for f in fleets for p in f.ports]
+            before = sum(f.cpu() for f in fleets)
             status, wall, cpu, report = provision(args, work, workflow(work, ""), adapters, 8 * k)
-            fleet_cpu = fleet.cpu() - before
+            fleet_cpu = sum(f.cpu() for f in fleets) - before
         finally:
-            fleet.stop()
+            for f in fleets:
+                f.stop()
         share = collections.Counter(d.get("adapter") for d in report["devices"] if d["outcome"] == "succeeded")
         ok = sum(share.values())
         row = {"stations": k, "ok": ok, "devices": args.devices, "dpm": report["summary"]["devices_per_minute"],
@@ -135,15 +160,16 @@ def station_cells(args):
                "provision_cpu_ms": cpu / args.devices * 1000}
         rows.append(row)
         print(f"{k} station(s)  {ok}/{args.devices}  {row['dpm']:.1f} devices/min  per adapter {row['share']}  peak links "
-              f"{row['peak_links']}  fleet CPU {row['fleet_cpu_ms']:.0f} ms/device of {row['wall_ms']:.0f} ms wall", flush=True)
+              f"{row['peak_links']}  CPU per device: fleet {row['fleet_cpu_ms']:.0f} ms, provision {row['provision_cpu_ms']:.0f} ms, "
+              f"of {row['wall_ms']:.0f} ms wall", flush=True)
         shutil.rmtree(work, ignore_errors=True)
     base = rows[0]["dpm"] / rows[0]["stations"] if rows and rows[0]["dpm"] else 0
-    table = ["| controllers | devices/min | × one controller | devices per controller | most links held at once | fleet CPU per device / wall per device |",
+    table = ["| controllers | devices/min | × one controller | devices per controller | most links held at once | CPU per device: fleet / provision / wall |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         table.append(f"| {r['stations']} | {r['dpm']:.1f} ({r['ok']}/{r['devices']}) | {r['dpm'] / base if base else 0:.2f} | "
                      f"{' / '.join(map(str, r['share']))} | {' / '.join(map(str, r['peak_links']))} | "
-                     f"{r['fleet_cpu_ms']:.0f} ms / {r['wall_ms']:.0f} ms |")
+                     f"{r['fleet_cpu_ms']:.0f} / {r['provision_cpu_ms']:.0f} / {r['wall_ms']:.0f} ms |")
     return rows, table
 
 
@@ -158,7 +184,11 @@ def main():
     parser.add_argument("--phys", default="1M,2M", help="link: PHYs")
     parser.add_argument("--data-lengths", default="27,251", help="link: LL payload sizes")
     parser.add_argument("--stations", default="1,2,4", help="stations: controller counts")
-    parser.add_argument("--concurrency", type=int, default=8, help="link: devices at once")
+    parser.add_argument("--separate", action="store_true",
+                        help="stations: one fleet process per controller, the devices dealt out among them and found by "
+                             "name (else one fleet whose controllers all hear every device, inventory with addresses)")
+    parser.add_argument("--concurrency", type=int, default=1, help="link: devices at once (the fleet gives every link the air to itself)")
+    parser.add_argument("--acl-buffers", default="27x64", help="link: the station controller's LE ACL buffers, LENxCOUNT")
     parser.add_argument("--bin", default=os.path.join(ROOT, ".build/release/provision"))
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--seed", type=int, default=1)
@@ -166,7 +196,7 @@ def main():
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
     link = args.mode == "link"
-    args.devices = args.devices or (8 if link else 64)
+    args.devices = args.devices or (4 if link else 64)
     args.blob_size = args.blob_size or (32768 if link else 2048)
     args.adv = args.adv or ("20ms" if link else "100ms")
     args.intervals = [x.strip() for x in args.intervals.split(",") if x.strip()]
