@@ -176,57 +176,24 @@ extension LinkPHY {
 
 /// HCI_LE_Remote_Connection_Parameter_Request_Reply (Vol 4 Part E 7.8.31): the host accepts a peer's
 /// connection parameter request (LL_CONNECTION_PARAM_REQ), with the values it chooses inside the peer's.
+/// Its parameters are those of LE Connection Update, in the same order (Connection_Handle,
+/// Interval_Min, Interval_Max, Max_Latency, Timeout, Min_CE_Length, Max_CE_Length: 14 octets).
 /// Command Complete returns Status and Connection_Handle.
-///
-/// | Parameter | Size |
-/// |---|---|
-/// | Connection_Handle | 2 |
-/// | Interval_Min | 2 |
-/// | Interval_Max | 2 |
-/// | Max_Latency | 2 |
-/// | Timeout | 2 |
-/// | Min_CE_Length | 2 |
-/// | Max_CE_Length | 2 |
 public struct LERemoteConnectionParameterRequestReplyCommand: HCICommand {
     public static let opcode = HCIOpcode.leRemoteConnectionParameterRequestReply
-    public var handle: UInt16
-    public var intervalMin: UInt16
-    public var intervalMax: UInt16
-    public var maxLatency: UInt16
-    public var timeout: UInt16
-    public var minCELength: UInt16
-    public var maxCELength: UInt16
+    public var parameters: LEConnectionUpdateCommand
 
     public init(handle: UInt16, intervalMin: UInt16, intervalMax: UInt16, maxLatency: UInt16, timeout: UInt16,
                 minCELength: UInt16 = 0, maxCELength: UInt16 = 0) {
-        self.handle = handle
-        self.intervalMin = intervalMin
-        self.intervalMax = intervalMax
-        self.maxLatency = maxLatency
-        self.timeout = timeout
-        self.minCELength = minCELength
-        self.maxCELength = maxCELength
+        parameters = LEConnectionUpdateCommand(handle: handle, intervalMin: intervalMin, intervalMax: intervalMax, maxLatency: maxLatency,
+                                               supervisionTimeout: timeout, minCELength: minCELength, maxCELength: maxCELength)
     }
 
     public init(from r: inout ByteReader) throws(DecodeError) {
-        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
-        intervalMin = try r.readUInt16LE("Interval_Min")
-        intervalMax = try r.readUInt16LE("Interval_Max")
-        maxLatency = try r.readUInt16LE("Max_Latency")
-        timeout = try r.readUInt16LE("Timeout")
-        minCELength = try r.readUInt16LE("Min_CE_Length")
-        maxCELength = try r.readUInt16LE("Max_CE_Length")
+        parameters = try LEConnectionUpdateCommand(from: &r)
     }
 
-    public func encode(into w: inout ByteWriter) {
-        w.writeUInt16LE(handle)
-        w.writeUInt16LE(intervalMin)
-        w.writeUInt16LE(intervalMax)
-        w.writeUInt16LE(maxLatency)
-        w.writeUInt16LE(timeout)
-        w.writeUInt16LE(minCELength)
-        w.writeUInt16LE(maxCELength)
-    }
+    public func encode(into w: inout ByteWriter) { parameters.encode(into: &w) }
 }
 
 /// HCI_LE_Remote_Connection_Parameter_Request_Negative_Reply (Vol 4 Part E 7.8.32): the host refuses a

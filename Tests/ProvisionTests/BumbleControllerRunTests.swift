@@ -29,6 +29,17 @@ struct BumbleControllerRunTests {
 
     private func pairings(_ state: [String: Any]) -> Int { (state["pairings"] as? [Any])?.count ?? -1 }
 
+    /// The fleet's devices provisioned twice with one `--bonds` file, every link encrypted: the two
+    /// reports, and what each run said on stderr.
+    private func twoBondedRuns(_ fleet: BumbleFleet, in line: TestLine) async throws -> (RunReport, String, RunReport, String) {
+        let inventory = try BumbleRunTests.inventory(for: fleet, in: line)
+        let workflow = try Self.workflow(in: line, connect: ", security: encrypted", name: "secure.yaml")
+        let common = [workflow, "--inventory", inventory, "--adapter", fleet.spec, "--bonds", "bonds.json"]
+        let (first, one) = try await run(common + ["--report", "one.json"], in: line)
+        let (second, two) = try await run(common + ["--report", "two.json"], in: line)
+        return (first, one, second, two)
+    }
+
     /// A Zephyr controller (manufacturer 0x05F1, BD_ADDR 00:00:00:00:00:00) that has a static address
     /// (Read Static Addresses): the station is that address on every run, so two runs with one `--bonds`
     /// pair each device once, and the second encrypts with the stored keys.
@@ -36,14 +47,10 @@ struct BumbleControllerRunTests {
         try await BumbleFleet.with(BumbleFleet.Options(devices: 3, security: .encrypted, extraArguments: ["--controller", "zephyr"])) { fleet in
             let line = try TestLine()
             defer { line.remove() }
-            let inventory = try BumbleRunTests.inventory(for: fleet, in: line)
-            let workflow = try Self.workflow(in: line, connect: ", security: encrypted", name: "secure.yaml")
-            let common = [workflow, "--inventory", inventory, "--adapter", fleet.spec, "--bonds", "bonds.json"]
-            let (first, warnings) = try await run(common + ["--report", "one.json"], in: line)
+            let (first, warnings, second, _) = try await twoBondedRuns(fleet, in: line)
             // The station is the controller's static address; no warning about a missing address.
             #expect(first.run.adapters.map(\.identity) == ["C4:5A:00:00:00:01"])
             #expect(!warnings.contains("has no address of its own"), "\(warnings)")
-            let (second, _) = try await run(common + ["--report", "two.json"], in: line)
             #expect(second.run.adapters.map(\.identity) == ["C4:5A:00:00:00:01"])
             for device in fleet.devices {
                 let state = try fleet.state(device.id)
@@ -65,15 +72,11 @@ struct BumbleControllerRunTests {
                                                        extraArguments: ["--controller", "zephyr", "--no-static-address"])) { fleet in
             let line = try TestLine()
             defer { line.remove() }
-            let inventory = try BumbleRunTests.inventory(for: fleet, in: line)
-            let workflow = try Self.workflow(in: line, connect: ", security: encrypted", name: "secure.yaml")
-            let common = [workflow, "--inventory", inventory, "--adapter", fleet.spec, "--bonds", "bonds.json"]
-            let (first, warnings) = try await run(common + ["--report", "one.json"], in: line)
+            let (first, warnings, second, again) = try await twoBondedRuns(fleet, in: line)
             let identity = try #require(first.run.adapters.first?.identity)
             #expect(warnings.contains("adapter \(fleet.spec) has no address of its own") && warnings.contains(identity), "\(warnings)")
             let bonds = try String(contentsOfFile: line.directory + "/bonds.json", encoding: .utf8)
             #expect(bonds.contains("\"adapter\" : \"hci:tcp:127.0.0.1:\(fleet.port)\"") && bonds.contains(identity), "\(bonds)")
-            let (second, again) = try await run(common + ["--report", "two.json"], in: line)
             #expect(second.run.adapters.first?.identity == identity)
             #expect(!again.contains("has no address of its own"))
             for device in fleet.devices {
