@@ -306,15 +306,12 @@ actor DeviceAgent {
         } else {
             throw DeviceFailure(.invalidInput, "no address to connect to (add a scan step or an address in the inventory)")
         }
-        let adapter: AdapterPool.Adapter
-        if let a = self.adapter, !a.isFailed {
-            adapter = a
-        } else if let a = context.adapters.adapters.first(where: { !$0.isFailed }) {
-            adapter = a
-            self.adapter = a
-        } else {
+        // A held link stays on its adapter; otherwise a controller that is down hands the device on.
+        let chosen = held != nil && self.adapter?.isFailed == false ? self.adapter : context.adapters.working(preferring: self.adapter)
+        guard let adapter = chosen else {
             throw DeviceFailure(.adapterFailure, "no working adapter")
         }
+        self.adapter = adapter
         if held == nil {
             try await adapter.slots.acquire()
             holdsSlot = true

@@ -184,6 +184,8 @@ public actor HCIAdapter: Central {
     public nonisolated var connectionSlots: Int { slotCount.withLock { $0 } }
     /// The station's identity on this controller (set at bring-up, the same after a re-initialisation).
     public nonisolated var stationIdentity: BluetoothAddress? { identityAddress.withLock { $0 } }
+    /// Why the controller is down (being brought up again, or failed for good); nil while it is up.
+    public nonisolated var outage: String? { down.withLock { $0 } }
 
     private var transport: any HCITransport
     /// Opens the transport again after it went away (nil: an adapter opened on a given transport fails).
@@ -194,6 +196,7 @@ public actor HCIAdapter: Central {
     private let slotCount: Mutex<Int>
     private let readsLinkRSSI = Mutex(false)
     private let identityAddress = Mutex<BluetoothAddress?>(nil)
+    private let down = Mutex<String?>(nil)
     private var setupWaiter: CheckedContinuation<Void, any Error>?
     private var host: HCIHost
     public private(set) var info: ControllerInfo?
@@ -363,6 +366,7 @@ public actor HCIAdapter: Central {
     private func controllerUp(_ profile: ControllerSetup.Profile) {
         info = ControllerInfo(profile, reinitialisations: host.statistics.reinitialisations)
         identityAddress.withLock { $0 = profile.identity.address }
+        down.withLock { $0 = nil }
         readsLinkRSSI.withLock { $0 = profile.capabilities.readsRSSI }
         if let waiter = setupWaiter {
             setupWaiter = nil
@@ -473,6 +477,7 @@ public actor HCIAdapter: Central {
             case .controllerUp(let profile):
                 controllerUp(profile)
             case .controllerDown(let why):
+                down.withLock { $0 = "the controller \(why); it is being brought up again" }
                 options.warn("adapter \(id): the controller \(why); its links were dropped (their devices are retried) and it is brought up again as \(info?.ownAddress.description ?? "before")")
             case .reopenTransport:
                 reopenTransport()
@@ -671,6 +676,7 @@ public actor HCIAdapter: Central {
     private func shutdown(_ error: BLEError, linkReason: DisconnectReason = .transportClosed) {
         guard failure == nil else { return }
         failure = error
+        if linkReason != .localHostTerminated { down.withLock { $0 = error.description } }
         options.log("\(id): \(error)")
         transport.close()
         readTask?.cancel()

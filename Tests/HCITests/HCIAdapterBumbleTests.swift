@@ -317,8 +317,10 @@ struct HCIAdapterBumbleTests {
         let adapter = try await HCIAdapter.open(spec: fleet.spec, options: options)
         let address = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
         let link = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+        #expect(adapter.outage == nil)
         fleet.stop()
         #expect(await link.waitForDisconnect() == .transportClosed)
+        #expect(adapter.outage != nil, "a failed adapter says why it is out")
         await #expect(throws: BLEError.self) {
             for try await _ in adapter.scan(ScanFilter()) {}
         }

@@ -157,6 +157,7 @@ private let peer = BluetoothAddress("F0:00:00:00:00:01", kind: .random)!
         let second = try await adapter.connect(to: peer, options: ConnectOptions(timeout: .seconds(5)))
         #expect(fake.observed.commands[.reset] == 2)
         #expect(await adapter.info?.reinitialisations == 1)
+        #expect(adapter.outage == nil, "up again")
         // A Disconnection Complete that lost a byte swallows the next packet's indicator; what is left
         // is no packet: the same again.
         pty.send([0x04, 0x05, 0x04, 0x00, 0x41, 0x13] + [0x04, 0x0E, 0x04, 0x01, 0x00, 0x00, 0x00])

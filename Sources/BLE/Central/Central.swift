@@ -102,6 +102,9 @@ public protocol Central: AnyObject, Sendable {
     /// The address this adapter connects from — the station's identity, under which devices keep their
     /// bonds — when it has one it keeps across runs (default nil).
     var stationIdentity: BluetoothAddress? { get }
+    /// Why the adapter cannot work right now while it tries to come back (its controller reset or went
+    /// away and is being brought up again), or why it stopped for good; nil while it works (default).
+    var outage: String? { get }
 
     /// Advertisements that pass `filter`, until the consumer stops iterating (which stops the scan) or
     /// the adapter fails (the stream throws).
@@ -142,6 +145,7 @@ public protocol Link: AnyObject, Sendable {
 extension Central {
     public var connectsByAddress: Bool { false }
     public var stationIdentity: BluetoothAddress? { nil }
+    public var outage: String? { nil }
 }
 
 extension Link {
