@@ -124,7 +124,11 @@ public struct LineCommand: Command {
         lines.append(rate)
         lines.append("stations: \(s.stations.count)")
         for st in s.stations {
-            var l = "  \(st.name)  \(st.id)  on \(st.host)  adapters \(st.adapters.joined(separator: ","))  leases \(st.leases)"
+            var l = "  \(st.name)  \(st.id)  on \(st.host)  adapters \(st.adapters.joined(separator: ","))"
+            if st.identities.contains(where: { !$0.isEmpty }) {
+                l += "  as \(st.identities.map { $0.isEmpty ? "-" : $0 }.joined(separator: ","))"
+            }
+            l += "  leases \(st.leases)"
             l += "  outcomes \(st.outcomes) (\(st.outcomesLastMinute) in the last minute)"
             if let stopped = st.stopped {
                 l += "  stopped \(WallClock.iso(stopped))"
@@ -147,7 +151,8 @@ public struct LineCommand: Command {
         ]
         if let ended = row.ended { run["ended"] = WallClock.iso(ended) }
         let stations: [[String: Any]] = s.stations.map { st in
-            var o: [String: Any] = ["id": st.id, "name": st.name, "host": st.host, "adapters": st.adapters, "leases": st.leases,
+            var o: [String: Any] = ["id": st.id, "name": st.name, "host": st.host, "adapters": st.adapters, "identities": st.identities,
+                                    "leases": st.leases,
                                     "outcomes": st.outcomes, "outcomes_last_minute": st.outcomesLastMinute,
                                     "started": WallClock.iso(st.started), "heartbeat": WallClock.iso(st.heartbeat)]
             if let stopped = st.stopped { o["stopped"] = WallClock.iso(stopped) }
