@@ -27,6 +27,9 @@ let package = Package(
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ", "Support"]),
+        // ESP-IDF unified provisioning over GATT: protocomm's protobuf messages, security schemes 0/1/2
+        // (X25519 + AES-CTR, SRP6a + AES-GCM through libcrypto), the endpoint client and Wi-Fi provisioning.
+        .target(name: "ESPProv", dependencies: ["BLE", "BLESecurity", "CLibCrypto"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
@@ -56,6 +59,7 @@ let package = Package(
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE", "Benchmarks"]),
+        .testTarget(name: "ESPProvTests", dependencies: ["ESPProv", "BLE", "BLESecurity", "Support"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity", "Benchmarks"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator", "Benchmarks"]),

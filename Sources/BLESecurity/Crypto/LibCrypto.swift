@@ -100,7 +100,7 @@ public enum LibCrypto {
     }
 
     /// A `CryptoError` for `operation`, with OpenSSL's queued error strings (the queue is drained).
-    static func failure(_ operation: String, _ what: String) -> CryptoError {
+    package static func failure(_ operation: String, _ what: String) -> CryptoError {
         var messages: [String] = []
         while true {
             let code = ERR_get_error()
@@ -114,7 +114,7 @@ public enum LibCrypto {
     }
 
     /// A C string with static storage (OSSL_PARAM keys must outlive the parameter array).
-    static func cString(_ text: StaticString) -> UnsafePointer<CChar> {
+    package static func cString(_ text: StaticString) -> UnsafePointer<CChar> {
         UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
     }
 
