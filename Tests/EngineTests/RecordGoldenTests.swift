@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import TestSupport
 import Workflow
 
 /// The bytes of the report, the journal, the events and JUnit, fixed: every record shape written by a
@@ -38,25 +39,25 @@ import Workflow
 
     static func records() -> [DeviceRecord] {
         let full = DeviceRecord(id: "SN-0001", address: "C0:5E:00:00:00:01", name: "SNS-1", outcome: .failed, attempts: 2,
-                                adapter: "sim0", rssi: -61, started: "2026-11-30T05:00:00.123Z", durationMs: 12.5,
+                                adapter: "sim0", rssi: -61, started: wallTime("2026-11-30T05:00:00.123Z"), durationMs: 12.5,
                                 captured: ["fw": "2.1.0", "serial": "SN-0001", "camelKey": .string(awkward), "battery": 19,
                                            "temperature": 36.4, "offset": -3, "big": .integer(.max), "locked": true, "key": "***"],
                                 measurements: RecordEncoderTests.measurements(), steps: steps(),
                                 error: RecordEncoderTests.failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
-                                security: SecurityRecord(level: "authenticated", method: "passkey_entry", bond: "made", keySize: 16,
+                                security: SecurityRecord(level: .authenticated, method: .passkeyEntry, bond: .made, keySize: 16,
                                                          secureConnections: true, bondLost: true))
         let bare = DeviceRecord(id: awkward, address: nil, name: nil, outcome: .skipped, skipReason: "not started: \(awkward)")
         let carried = DeviceRecord(id: "n", address: nil, name: "", outcome: .succeeded, attempts: 1, rssi: -100,
-                                   started: "2026-11-29T23:59:59.999Z", durationMs: -0.0, captured: [:], steps: [], carriedOver: true,
-                                   attRoundTrips: 0, security: SecurityRecord(level: "none"))
+                                   started: wallTime("2026-11-29T23:59:59.999Z"), durationMs: -0.0, captured: [:], steps: [], carriedOver: true,
+                                   attRoundTrips: 0, security: SecurityRecord(level: .none))
         let interrupted = DeviceRecord(id: "SN-0004", address: "C0:5E:00:00:00:04", name: "SNS-4", outcome: .interrupted, attempts: 1,
-                                       adapter: "hci0", started: "2026-11-30T05:00:01.000Z", durationMs: 30001,
+                                       adapter: "hci0", started: wallTime("2026-11-30T05:00:01.000Z"), durationMs: 30001,
                                        steps: [StepRecord(name: "connect", kind: "connect", outcome: .failed, attempts: 1, startMs: 0,
                                                           durationMs: 30001,
                                                           error: FailureRecord(kind: .interrupted, step: "connect", message: "cut while stopping"))],
                                        error: FailureRecord(kind: .interrupted, step: "connect", message: "cut while stopping",
                                                             causes: ["cancelled"]),
-                                       security: SecurityRecord(level: "encrypted", method: "just_works", bond: "used", keySize: 7,
+                                       security: SecurityRecord(level: .encrypted, method: .justWorks, bond: .used, keySize: 7,
                                                                 secureConnections: false))
         return [full, bare, carried, interrupted]
     }
@@ -64,25 +65,25 @@ import Workflow
     static func header(resumed: Bool = false) -> JournalHeader {
         JournalHeader(runId: "run-20261130T0500-abc", workflow: FileRef(name: "sensor-v2", path: "workflows/sensor-v2.yaml", sha256: "ab12"),
                       inventory: FileRef(path: "inventory/line 1.yaml", sha256: "cd34"), adapters: resumed ? [] : ["sim0", "hci0"],
-                      options: resumed ? [:] : ["concurrency": "256", "limit": awkward], started: "2026-11-30T05:00:00.000Z",
+                      options: resumed ? [:] : ["concurrency": "256", "limit": awkward], started: wallTime("2026-11-30T05:00:00.000Z"),
                       toolVersion: "0.9.0", resumed: resumed, selected: resumed ? ["SN-0001", awkward] : nil)
     }
 
     static func lines() -> [JournalLine] {
         var out: [JournalLine] = [
-            .header(header(), at: "2026-11-30T05:00:00.001Z"),
-            .started(device: "SN-0001", attempt: 1, at: "2026-11-30T05:00:00.002Z"),
-            .intent(device: awkward, step: "commit", stepIndex: 12, at: "2026-11-30T05:00:00.003Z"),
+            .header(header(), at: wallTime("2026-11-30T05:00:00.001Z")),
+            .started(device: "SN-0001", attempt: 1, at: wallTime("2026-11-30T05:00:00.002Z")),
+            .intent(device: awkward, step: "commit", stepIndex: 12, at: wallTime("2026-11-30T05:00:00.003Z")),
         ]
-        for r in records() { out.append(.outcome(r, at: "2026-11-30T05:00:00.010Z")) }
+        for r in records() { out.append(.outcome(r, at: wallTime("2026-11-30T05:00:00.010Z"))) }
         out += [
-            .end(stopped: StopInfo(reason: "interrupted", message: awkward, at: "2026-11-30T05:00:01.500Z"), at: "2026-11-30T05:00:02.000Z"),
-            .header(header(resumed: true), at: "2026-11-30T06:00:00.000Z"),
-            .end(stopped: StopInfo(reason: "failure_threshold", message: "line stopped", at: "2026-11-30T06:00:01.000Z"),
-                 at: "2026-11-30T06:00:01.100Z"),
-            .end(stopped: StopInfo(reason: "journal_failed", message: "disk full", at: "2026-11-30T06:00:01.000Z"),
-                 at: "2026-11-30T06:00:01.100Z"),
-            .end(stopped: nil, at: "2026-11-30T06:00:02.000Z"),
+            .end(stopped: StopInfo(reason: .interrupted, message: awkward, at: wallTime("2026-11-30T05:00:01.500Z")), at: wallTime("2026-11-30T05:00:02.000Z")),
+            .header(header(resumed: true), at: wallTime("2026-11-30T06:00:00.000Z")),
+            .end(stopped: StopInfo(reason: .failureThreshold, message: "line stopped", at: wallTime("2026-11-30T06:00:01.000Z")),
+                 at: wallTime("2026-11-30T06:00:01.100Z")),
+            .end(stopped: StopInfo(reason: .journalFailed, message: "disk full", at: wallTime("2026-11-30T06:00:01.000Z")),
+                 at: wallTime("2026-11-30T06:00:01.100Z")),
+            .end(stopped: nil, at: wallTime("2026-11-30T06:00:02.000Z")),
         ]
         return out
     }
@@ -93,8 +94,8 @@ import Workflow
                            adapters: [AdapterInfo(id: "sim0", simulated: true, slots: 256, failure: nil, peakLinks: 200),
                                       AdapterInfo(id: "hci0", simulated: false, slots: 8, failure: awkward, peakLinks: nil)],
                            simulated: true, station: "line-3", toolVersion: "dev", options: ["c": "256"],
-                           started: "2026-11-30T05:00:00.000Z", finished: "2026-11-30T05:00:05.000Z", journal: "/tmp/j.journal",
-                           resumed: true, stopped: StopInfo(reason: "failure_threshold", message: "m", at: "2026-11-30T05:00:04.000Z"),
+                           started: wallTime("2026-11-30T05:00:00.000Z"), finished: wallTime("2026-11-30T05:00:05.000Z"), journal: "/tmp/j.journal",
+                           resumed: true, stopped: StopInfo(reason: .failureThreshold, message: "m", at: wallTime("2026-11-30T05:00:04.000Z")),
                            peakConcurrency: 256,
                            captureTypes: ["battery": .integer(signed: false), "offset": .integer(signed: true), "temperature": .real,
                                           "fw": .version, "serial": .text, "cfg": .bytes, "locked": .boolean])
@@ -104,24 +105,24 @@ import Workflow
     static func events() -> [RunEvent] {
         let failure = FailureRecord(kind: .timeout, step: "commit", message: awkward, causes: ["a"])
         var events = [
-            RunEvent(.runStarted, message: "sensor-v2", total: 3),
-            RunEvent(.deviceStarted, device: "SN-1", attempt: 1),
-            RunEvent(.stepFinished, device: "SN-1", step: "scan", attempt: 1, outcome: "succeeded", durationMs: 0.5),
-            RunEvent(.stepFinished, device: "SN-1", step: "commit", attempt: 3, outcome: "failed", durationMs: 1200.25, error: failure),
-            RunEvent(.stepFinished, device: "SN-1", step: "old", attempt: 0, outcome: "skipped_by_condition", durationMs: 0),
-            RunEvent(.stepRetry, device: "SN-1", step: "commit", attempt: 2, delayMs: 1000, error: failure),
-            RunEvent(.deviceFinished, device: "SN-1", outcome: "succeeded", durationMs: 12.25, adapter: "sim"),
-            RunEvent(.deviceFinished, device: "SN-2", outcome: "failed", durationMs: 3, error: failure, adapter: "hci0"),
-            RunEvent(.deviceFinished, device: "SN-3", outcome: "interrupted", durationMs: 4, error: failure),
-            RunEvent(.stopRequested, message: "stop requested"),
-            RunEvent(.adapterFailed, device: "SN-2", message: "the controller is gone", adapter: "hci0"),
-            RunEvent(.journalRepaired, message: "cut"),
-            RunEvent(.leaseLost, device: "SN-4", message: "cut: lease lost"),
-            RunEvent(.storeUnavailable, message: "cannot claim"),
-            RunEvent(.storeAvailable, message: "back"),
-            RunEvent(.runFinished, message: "3 device(s): 1 succeeded, 1 failed, 1 interrupted", total: 3),
+            RunEvent(.runStarted(workflow: "sensor-v2", total: 3)),
+            RunEvent(.deviceStarted(device: "SN-1", attempt: 1)),
+            RunEvent(.stepFinished(.init(device: "SN-1", step: "scan", attempt: 1, outcome: .succeeded, durationMs: 0.5))),
+            RunEvent(.stepFinished(.init(device: "SN-1", step: "commit", attempt: 3, outcome: .failed, durationMs: 1200.25, error: failure))),
+            RunEvent(.stepFinished(.init(device: "SN-1", step: "old", attempt: 0, outcome: .skippedByCondition, durationMs: 0))),
+            RunEvent(.stepRetry(.init(device: "SN-1", step: "commit", attempt: 2, delayMs: 1000, error: failure))),
+            RunEvent(.deviceFinished(.init(device: "SN-1", outcome: .succeeded, durationMs: 12.25, error: nil, adapter: "sim"))),
+            RunEvent(.deviceFinished(.init(device: "SN-2", outcome: .failed, durationMs: 3, error: failure, adapter: "hci0"))),
+            RunEvent(.deviceFinished(.init(device: "SN-3", outcome: .interrupted, durationMs: 4, error: failure, adapter: nil))),
+            RunEvent(.stopRequested(message: "stop requested")),
+            RunEvent(.adapterFailed(device: "SN-2", adapter: "hci0", message: "the controller is gone")),
+            RunEvent(.journalRepaired(message: "cut")),
+            RunEvent(.leaseLost(device: "SN-4", message: "cut: lease lost")),
+            RunEvent(.storeUnavailable(message: "cannot claim")),
+            RunEvent(.storeAvailable(message: "back")),
+            RunEvent(.runFinished(message: "3 device(s): 1 succeeded, 1 failed, 1 interrupted", total: 3)),
         ]
-        for i in events.indices { events[i].at = String(format: "2026-11-30T05:00:%02d.%03dZ", i, i * 7) }
+        for i in events.indices { events[i].at = wallTime(String(format: "2026-11-30T05:00:%02d.%03dZ", i, i * 7)) }
         return events
     }
 
@@ -156,6 +157,9 @@ import Workflow
         var bytes: [UInt8] = []
         for e in Self.events() { bytes += [UInt8](e.jsonLine()) + [0x0A] }
         try Self.check("events.jsonl", bytes)
+        for (e, line) in zip(Self.events(), bytes.split(separator: 0x0A)) {
+            #expect(try EngineJSON.decoder().decode(RunEvent.self, from: Data(line)) == e)
+        }
     }
 
     @Test func junitIsTheGoldenBytes() throws {
