@@ -126,7 +126,7 @@ final class RunContext: Sendable {
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
         self.plan = DeviceMachine.Plan(workflow: workflow, secretNames: inventory.secrets.union(workflow.secretNames),
-                                       adapterCount: adapters.adapters.count, seed: options.seed)
+                                       adapterCount: adapters.adapters.count, seed: options.seed, emits: events.isListening)
         self.executors = executors
     }
 
