@@ -42,6 +42,58 @@ package enum RecordEncoder {
         return sink.out.pointee.bytes
     }
 
+    /// The pretty form, at `depth` of a document, of a value's compact JSON (as `compact` writes it: no
+    /// whitespace outside strings): the bytes `element(value, pretty: true, depth:)` writes, made by
+    /// re-indenting instead of encoding again (a device's record is encoded once, for the journal, and
+    /// re-indented for the report). `RecordEncoderTests` checks it against `element`.
+    static func prettify(_ compact: ArraySlice<UInt8>, depth base: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(compact.count * 2)
+        var depth = base
+        var i = compact.startIndex
+        let end = compact.endIndex
+        while i < end {
+            let c = compact[i]
+            switch c {
+            case UInt8(ascii: "\""):
+                // A string, copied as it is up to its closing quote (a backslash escapes the next byte).
+                var j = i + 1
+                while j < end, compact[j] != UInt8(ascii: "\"") { j += compact[j] == UInt8(ascii: "\\") ? 2 : 1 }
+                let stop = min(j + 1, end)
+                out.append(contentsOf: compact[i..<stop])
+                i = stop
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                if i + 1 < end, compact[i + 1] == close {
+                    // Empty: an empty line between the brackets, as `JSONEncoder` writes it.
+                    out.append(c)
+                    out.append(0x0A)
+                    JSONBytes.newline(depth, into: &out)
+                    out.append(close)
+                    i += 2
+                    continue
+                }
+                out.append(c)
+                depth += 1
+                JSONBytes.newline(depth, into: &out)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                JSONBytes.newline(depth, into: &out)
+                out.append(c)
+            case UInt8(ascii: ","):
+                out.append(c)
+                JSONBytes.newline(depth, into: &out)
+            case UInt8(ascii: ":"):
+                JSONBytes.colon(pretty: true, into: &out)
+            default:
+                out.append(c)
+            }
+            i += 1
+        }
+        return out
+    }
+
     /// Encodes `value`, handing finished bytes to `emit` in chunks of about `chunk` bytes as they are
     /// ready (a `SortedRecordKeys` value's array members are streamed element by element), so a large
     /// document is never held whole.

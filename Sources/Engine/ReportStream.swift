@@ -76,9 +76,10 @@ final class ReportStream: Sendable {
     /// Whether a device's record was kept.
     func ran(_ id: String) -> Bool { state.withLock { $0.kept[id] != nil } }
 
-    /// Keeps a device's record: encoded here (by the caller's task), written on the stream's queue.
-    func add(_ record: DeviceRecord) {
-        let report = RecordEncoder.element(record, pretty: true, depth: 2)
+    /// Keeps a device's record: written here (by the caller's task) as the report holds it — from its
+    /// compact JSON when the journal line already made it — then stored on the stream's queue.
+    func add(_ record: DeviceRecord, compact: ArraySlice<UInt8>? = nil) {
+        let report = compact.map { RecordEncoder.prettify($0, depth: 2) } ?? RecordEncoder.element(record, pretty: true, depth: 2)
         let (suite, counts) = junitPath == nil ? ("", JUnitReport.Counts()) : junit.suite(record)
         let junitBytes = Array(suite.utf8)
         state.withLock { s in

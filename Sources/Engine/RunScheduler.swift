@@ -72,8 +72,8 @@ struct RunScheduler {
         let record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
         // Durable before the device counts as done; concurrent devices share one fsync. Then to the
         // report's records (encoded here, on the device's task).
-        await context.journal.outcome(record)
-        context.report.add(record)
+        let json = await context.journal.outcome(record)
+        context.report.add(record, compact: json)
         return record
     }
 

@@ -50,7 +50,8 @@ public struct WallTime: Sendable, Hashable, Comparable, Codable, CustomStringCon
 
     /// Appends the ISO text's bytes (for writers that build JSON over bytes).
     public func appendISO(to out: inout [UInt8]) {
-        let ms = millisecondsSince1970
+        // Years 1...9999, as ISO 8601 writes them with four digits (a time outside is written at the edge).
+        let ms = max(-62_135_596_800_000, min(253_402_300_799_999, millisecondsSince1970))
         let days = ms >= 0 ? ms / 86_400_000 : -((-ms - 1) / 86_400_000) - 1
         let inDay = ms - days * 86_400_000
         let (y, m, d) = CivilDate.date(days: days)
