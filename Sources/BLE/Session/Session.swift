@@ -383,6 +383,25 @@ public actor Session {
         }
     }
 
+    /// The characteristics of `service`, each with its Characteristic User Description (descriptor
+    /// 0x2901, Vol 3 Part G 3.3.3.2) when it has one: how protocols such as ESP-IDF's protocomm name their
+    /// endpoints. Descriptors and descriptions are read with Read and Read Blob.
+    public func userDescriptions(service: BluetoothUUID, timeout: Duration) async throws -> [(characteristic: BluetoothUUID, description: [UInt8]?)] {
+        try await withDeadline(timeout, operation: "user descriptions of \(service)") {
+            try await self.withClient { client in
+                let s = try await client.service(service)
+                var out: [(characteristic: BluetoothUUID, description: [UInt8]?)] = []
+                for c in try await client.discoverCharacteristics(of: s) {
+                    let d = try await client.discoverDescriptors(of: c).first { $0.uuid == BluetoothUUID(0x2901) }
+                    var text: [UInt8]?
+                    if let d { text = try await client.read(handle: d.handle) }
+                    out.append((c.uuid, text))
+                }
+                return out
+            }
+        }
+    }
+
     /// Reads a characteristic's value (long values with Read Blob).
     public func read(service: BluetoothUUID, characteristic: BluetoothUUID, timeout: Duration) async throws -> [UInt8] {
         try await withDeadline(timeout, operation: "read \(characteristic)") {
