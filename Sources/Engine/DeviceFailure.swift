@@ -31,6 +31,13 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
     /// A run crashed after an irreversible write was sent to this device and before its outcome was
     /// known; it is not run again automatically (it might be provisioned twice).
     case needsReview = "needs_review"
+    /// An ESP unit's protocomm session could not be secured: a wrong proof of possession (or SRP
+    /// username), a scheme the unit does not run. Nothing was applied. Never retried.
+    case securityFailed = "security_failed"
+    /// The unit tried the network and the access point refused the passphrase. Never retried.
+    case wifiAuthFailed = "wifi_auth_failed"
+    /// The unit found no access point with the SSID. Never retried.
+    case wifiAPNotFound = "wifi_ap_not_found"
 
     /// The retry class a policy's `on:` list names.
     public var errorClass: ErrorClass? {
@@ -46,7 +53,7 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
         case .attributeNotFound, .unsupportedProperty: return .notFound
         case .invalidInput: return .invalidInput
         case .encryptionFailed: return .encryptionFailed
-        case .pairingFailed, .bondLost, .interrupted, .needsReview: return nil
+        case .pairingFailed, .bondLost, .interrupted, .needsReview, .securityFailed, .wifiAuthFailed, .wifiAPNotFound: return nil
         }
     }
 

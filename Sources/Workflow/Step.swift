@@ -20,6 +20,12 @@ public struct Step: Sendable, Equatable {
         case disconnect(Disconnect)
         /// `set:`: derive a value from captured values and variables.
         case derive(Derive)
+        /// `wifi_provision:`: ESP-IDF Wi-Fi provisioning over protocomm.
+        case wifiProvision(WiFiProvision)
+        /// `wifi_scan:`: the access points an ESP unit sees.
+        case wifiScan(WiFiScan)
+        /// `esp_custom:`: one request to a custom protocomm endpoint.
+        case espCustom(ESPCustom)
 
         /// The keyword as written in a workflow (`write_blob`, `await`, ...).
         public var keyword: String {
@@ -38,13 +44,16 @@ public struct Step: Sendable, Equatable {
             case .sleep: return "sleep"
             case .disconnect: return "disconnect"
             case .derive: return "set"
+            case .wifiProvision: return "wifi_provision"
+            case .wifiScan: return "wifi_scan"
+            case .espCustom: return "esp_custom"
             }
         }
 
         /// Every step keyword.
         public static let keywords = [
             "scan", "connect", "pair", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
-            "await", "sleep", "disconnect", "set",
+            "await", "sleep", "disconnect", "set", "wifi_provision", "wifi_scan", "esp_custom",
         ]
     }
 
@@ -121,6 +130,9 @@ public struct Step: Sendable, Equatable {
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
         case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? []) + (a.confirm?.matcher.templates ?? [])
+        case .wifiProvision(let w): return [w.ssid, w.username].compactMap { $0 } + w.secretTemplates
+        case .wifiScan(let w): return [w.session?.username, w.session?.pop].compactMap { $0 }
+        case .espCustom(let c): return c.value.templates + [c.session?.username, c.session?.pop].compactMap { $0 }
         }
     }
 
@@ -135,6 +147,7 @@ public struct Step: Sendable, Equatable {
             if let t = a.trigger { specs.append(t.value) }
             if case .equalsValue(let v)? = a.confirm?.matcher { specs.append(v) }
             return specs
+        case .espCustom(let c): return [c.value]
         default: return []
         }
     }
@@ -185,6 +198,8 @@ public struct Step: Sendable, Equatable {
         case .read(let r): return r.id
         case .await(let a): return a.capture?.id
         case .derive(let d): return d.id
+        case .wifiScan(let w): return w.capture
+        case .espCustom(let c): return c.capture
         default: return nil
         }
     }

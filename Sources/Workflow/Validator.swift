@@ -232,6 +232,8 @@ public enum Validator {
                 out += checkSecrets(security, step: step, path: path, workflow: workflow, inventory: inventory, devices: devices,
                                     captured: capturedAnywhere, reported: &reported)
             }
+            // 2d. ESP provisioning: the SSID, passphrase and proof of possession of every device.
+            out += checkESP(step, path: path, workflow: workflow, inventory: inventory, devices: devices, captured: capturedAnywhere)
             if let id = step.capturedName { captured.insert(id) }
         }
         // 4. Declared variables (`vars:`): every device gives each a value of its type and length.

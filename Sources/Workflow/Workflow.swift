@@ -62,14 +62,25 @@ public struct Workflow: Sendable, Equatable {
             case .read(let r): if let id = r.id { out[id] = r.format.valueType }
             case .await(let a): if let c = a.capture { out[c.id] = c.format.valueType }
             case .derive(let d): out[d.id] = d.resultType
+            case .wifiProvision: for (name, type) in Step.WiFiProvision.figures { out[name] = type }
+            case .wifiScan(let w): if let c = w.capture { out[c] = .text }
+            case .espCustom(let c): if let id = c.capture { out[id] = c.format.valueType }
             default: break
             }
         }
         return out
     }
 
-    /// The declared secret variables.
-    public var secretVariables: Set<String> { Set(variables.filter { $0.value.secret }.keys) }
+    /// The declared secret variables, and the variables a step takes as a secret wherever they come
+    /// from (a `wifi_provision`'s passphrase and proof of possession).
+    public var secretVariables: Set<String> {
+        var out = Set(variables.filter { $0.value.secret }.keys)
+        for step in steps {
+            if case .wifiProvision(let w) = step.kind { for t in w.secretTemplates { out.formUnion(t.referencedNames) } }
+            for p in [step.protocommSession?.pop].compactMap({ $0 }) { out.formUnion(p.referencedNames) }
+        }
+        return out.subtracting(Template.builtins)
+    }
 
     /// Names the workflow needs from the inventory (every reference that is not a built-in or a capture).
     public var inventoryVariables: Set<String> {

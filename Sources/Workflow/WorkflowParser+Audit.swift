@@ -34,6 +34,7 @@ extension ParserState {
         for pair in pairs {
             switch pair.key.scalar {
             case "read", "set": return pair.value["id"]?.scalar
+            case "wifi_scan", "esp_custom": return pair.value["capture"]?.scalar
             case "await":
                 guard let c = pair.value["capture"] else { return nil }
                 return c.scalar ?? c["id"]?.scalar

@@ -67,7 +67,7 @@ public struct WorkflowParser: Sendable {
         "sleep": ["duration"],
         "disconnect": [],
         "set": ["id", "crc", "of", "slice", "start", "length", "concat"],
-    ]
+    ].merging(ParserState.espOptionKeys) { a, _ in a }
 }
 
 /// Parsing state for one workflow: the reader and what earlier steps defined.
@@ -153,6 +153,7 @@ struct ParserState {
         } else if !reader.hasTypo(of: "steps", in: root) {
             reader.error("the workflow needs `steps`", at: root.mark, hint: "add `steps:` with a list of steps")
         }
+        resolveESPSessions(&steps)
         var workflow = Workflow(name: name, description: description, path: path, sha256: sha256, defaults: defaults, steps: steps)
         workflow.variables = declared
         workflow.variableMarks = declaredMarks
@@ -401,11 +402,14 @@ struct ParserState {
             let d = derive(options, number: number, laterCaptures: laterCaptures)
             if let d { derivedName = "set \(d.id)" }
             kind = d.map { .derive($0) }
+        case "wifi_provision", "wifi_scan", "esp_custom":
+            needsConnection(kindName, mark)
+            kind = espStep(kindName, options, number: number, laterCaptures: laterCaptures, derivedName: &derivedName)
         default:
             kind = nil
         }
         guard let kind else { return nil }
-        let effectiveTimeout = timeout ?? defaults.timeout
+        let effectiveTimeout = timeout ?? ParserState.espDefaultTimeout(kindName, defaults) ?? defaults.timeout
         var step = Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
