@@ -37,6 +37,8 @@ public struct RunCommand: Command {
     public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
     public let options = [
         OptionSpec("inventory", short: "i", kind: .value("FILE"), role: .input, help: "inventory (YAML, or CSV by its .csv extension)"),
+        OptionSpec("secrets", kind: .value("FILE"), role: .input,
+                   help: "the line's shared secrets (YAML name: value; mode 0600, refused if others can read it), given to every device"),
         OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter: sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight at once (default 16)"),
         OptionSpec("slots", kind: .value("N"), help: "connection slots per adapter (default: the adapter's limit)"),
@@ -145,7 +147,7 @@ public struct RunCommand: Command {
 
         // Validate everything before anything touches a radio.
         var result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
-                                        currentDirectory: context.currentDirectory)
+                                        currentDirectory: context.currentDirectory, secretsPath: arguments.value("secrets"))
         result.diagnostics += ModelCheck.diagnostics(result)
         for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
         guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {

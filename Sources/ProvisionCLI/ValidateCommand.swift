@@ -20,6 +20,7 @@ public struct ValidateCommand: Command {
         OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
         OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
         OptionSpec("format", kind: .value("text|json"), help: "output format (default text)"),
+        OptionSpec("secrets", kind: .value("FILE"), help: "the line's shared secrets (YAML name: value, mode 0600), given to every device"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
@@ -33,7 +34,7 @@ public struct ValidateCommand: Command {
         guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
         var result = Validator.validate(
             workflowPath: workflowPath, inventoryPath: arguments.value("inventory"), limit: arguments.value("limit"),
-            currentDirectory: context.currentDirectory)
+            currentDirectory: context.currentDirectory, secretsPath: arguments.value("secrets"))
         result.diagnostics += ModelCheck.diagnostics(result)
         let summary = Self.summary(result)
         if format == "json" {

@@ -44,7 +44,8 @@ public enum Validator {
     public static let maxFileBytes = 10 * 1024 * 1024
 
     /// Reads, parses and cross-checks. `currentDirectory` resolves an `@file` in `limit`.
-    public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "") -> ValidationResult {
+    public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "",
+                                secretsPath: String? = nil) -> ValidationResult {
         var diagnostics: [Diagnostic] = []
         var workflow: Workflow?
         var partial: Workflow?
@@ -66,6 +67,16 @@ public enum Validator {
             diagnostics += loaded.diagnostics
         } else if limit != nil {
             diagnostics.append(Diagnostic(path: "--limit", mark: SourceMark(line: 1, column: 1), message: "`--limit` needs `--inventory`"))
+        }
+        // `--secrets FILE`: the line's shared secret values, given to every device.
+        if let secretsPath {
+            let loaded = SecretsFile.load(ValueSpec.resolve(path: secretsPath, baseDirectory: currentDirectory), shownAs: secretsPath)
+            diagnostics += loaded.diagnostics
+            if let i = inventory, loaded.diagnostics.isEmpty {
+                let (merged, clashes) = i.addingLineSecrets(loaded.values, from: secretsPath)
+                inventory = merged
+                diagnostics += clashes
+            }
         }
         // Secrets the workflow declares are hidden like the inventory's, by everything that uses it.
         if let partial, let i = inventory { inventory = i.withSecrets(of: partial) }
@@ -89,6 +100,9 @@ public enum Validator {
         var inputs = [InputFile(role: "the workflow", path: ValueSpec.resolve(path: workflowPath, baseDirectory: currentDirectory))]
         if let inventoryPath {
             inputs.append(InputFile(role: "the inventory", path: ValueSpec.resolve(path: inventoryPath, baseDirectory: currentDirectory)))
+        }
+        if let secretsPath {
+            inputs.append(InputFile(role: "the secrets file", path: ValueSpec.resolve(path: secretsPath, baseDirectory: currentDirectory)))
         }
         if let model = inventory?.simulatorModel {
             // The simulator loads every model beside the default one (devices may name them).
