@@ -25,7 +25,7 @@ let package = Package(
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
+        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support", "ESPProv"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ", "Support"]),
         // ESP-IDF unified provisioning over GATT: protocomm's protobuf messages, security schemes 0/1/2
         // (X25519 + AES-CTR, SRP6a + AES-GCM through libcrypto), the endpoint client and Wi-Fi provisioning.

@@ -58,6 +58,8 @@ final class DatabaseLayout: Sendable {
             }
             services.append(.init(uuid: s.uuid, characteristics: chars))
         }
+        // An ESP unit's protocomm service comes after the model's own (its values are each connection's).
+        if let esp = model.espProv { services.append(esp.serviceSpec) }
         let db = GATTDatabase(services: services, longUUIDs: longUUIDs, hash: SMPCrypto.databaseHash)
         // Value attributes come in the order their characteristics were laid out.
         let valueHandles = db.attributes.filter(\.isValue).map(\.handle)

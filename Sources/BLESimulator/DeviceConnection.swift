@@ -63,6 +63,9 @@ package struct DeviceConnection: Sendable {
                                supportsFindByTypeValue: !faults.fullDiscoveryOnly,
                                supportsReadMultipleVariable: faults.readMultipleVariable)
         let peer = link.device
+        // An ESP unit: a write to a protocomm endpoint is a request; its answer is the value read next.
+        let espEndpoints = ESPUnit.handles(db, device.model.espProv)
+        device.esp?.linkOpened()
         while let pdu = await peer.receive() {
             if faults.drop > 0, rng.chance(faults.drop) {
                 device.record(.fault("drop"))
@@ -83,7 +86,7 @@ package struct DeviceConnection: Sendable {
                 }
             }
             server.linkSecurity = security.value
-            let (response, events) = server.receive(pdu)
+            var (response, events) = server.receive(pdu)
             var acks: [[UInt8]] = []
             var echoes: [[UInt8]] = []
             for event in events {
@@ -109,6 +112,15 @@ package struct DeviceConnection: Sendable {
                     }
                 } else if h == blobHandle {
                     device.record(.blob(value))
+                } else if let esp = device.esp, let name = espEndpoints[h] {
+                    switch esp.serve(name, value, device: device, scale: factor) {
+                    case .answer(let answer): server.database.setValue(answer, at: h)
+                    case .refuse: response = ESPUnit.refusal(pdu, handle: h)
+                    case .drop:
+                        device.record(.fault("esp_drop_on_apply"))
+                        peer.drop(.supervisionTimeout)
+                        return
+                    }
                 }
             }
             if let response { peer.send(response) }

@@ -24,6 +24,8 @@ public struct DeviceModel: Sendable {
     public var faults: FaultSettings
     /// The device's Security Manager (`security:`): nil for a device that does not pair.
     public var security: SecurityConfig?
+    /// The unit's ESP-IDF unified provisioning (`esp_prov:`): nil for a device without it.
+    public var espProv: ESPProvConfig?
 
     /// How the device advertises.
     public struct Advertising: Sendable, Equatable {
@@ -92,7 +94,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Top-level keys of a model file.
-    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security"]
+    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security", "esp_prov"]
 
     /// Reads a model file.
     public static func load(path: String) throws(SimulatorError) -> DeviceModel {
@@ -152,13 +154,14 @@ public struct DeviceModel: Sendable {
             case "behaviour": behaviourNode = value
             case "faults": try model.faults.apply(value, r)
             case "security": model.security = try SecurityConfig.parse(value, r)
+            case "esp_prov": model.espProv = try ESPProvConfig.parse(value, r)
             default: break
             }
         }
         guard !model.name.isEmpty else {
             throw r.fail("the model has no `model:` name", root, hint: "add e.g. `model: sensor-v2`")
         }
-        guard sawServices, !model.services.isEmpty else {
+        guard (sawServices && !model.services.isEmpty) || model.espProv != nil else {
             throw r.fail("the model has no `services:`", root, hint: "list the GATT services the device exposes")
         }
         if let behaviourNode {

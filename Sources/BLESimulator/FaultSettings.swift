@@ -62,6 +62,9 @@ public struct FaultSettings: Sendable, Equatable {
     /// `slow_pairing`: extra time (one duration or a range) each pairing takes on the device, scaled
     /// like every latency.
     public var slowPairing = LatencyRange.zero
+    /// The ESP provisioning faults (`esp_wrong_pop`, `esp_no_ap`, `esp_wrong_passphrase`, `esp_slow_join`,
+    /// `esp_drop_on_apply`; `ESPProvConfig`).
+    public var esp = ESPFaults()
 
     public init() {}
 
@@ -70,6 +73,7 @@ public struct FaultSettings: Sendable, Equatable {
         "no_advertise", "connect_fail", "connect_timeout", "drop", "ack_loss", "busy_ack",
         "notify_undeclared", "full_discovery_only", "long_uuids", "read_multiple_variable", "mtu_cap", "slow",
         "pairing_rejected", "wrong_passkey", "bond_lost", "slow_pairing",
+        "esp_wrong_pop", "esp_no_ap", "esp_wrong_passphrase", "esp_slow_join", "esp_drop_on_apply",
     ]
 
     /// Applies a `faults:` mapping on top of these settings.
@@ -92,6 +96,11 @@ public struct FaultSettings: Sendable, Equatable {
             case "wrong_passkey": wrongPasskey = try reader.bool(value, key)
             case "bond_lost": bondLost = try reader.bool(value, key)
             case "slow_pairing": slowPairing = try reader.latency(value, key)
+            case "esp_wrong_pop": esp.wrongPoP = try reader.bool(value, key)
+            case "esp_no_ap": esp.noAccessPoint = try reader.bool(value, key)
+            case "esp_wrong_passphrase": esp.wrongPassphrase = try reader.bool(value, key)
+            case "esp_slow_join": esp.slowJoin = try reader.latency(value, key)
+            case "esp_drop_on_apply": esp.dropOnApply = try reader.bool(value, key)
             default: break
             }
         }

@@ -32,9 +32,11 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var security: Security?
         /// The values written to stored characteristics (`store` behaviour), hex, by `SERVICE/CHARACTERISTIC`.
         public var stored: [String: String] = [:]
+        /// An ESP unit's provisioning (`esp_prov:` models); absent for other devices.
+        public var esp: ESP?
 
         enum CodingKeys: String, CodingKey {
-            case id, address, model, connections, config, blob, state, commits, commands, faults, security, stored
+            case id, address, model, connections, config, blob, state, commits, commands, faults, security, stored, esp
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
@@ -56,11 +58,12 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             try c.encode(faults, forKey: .faults)
             try c.encode(security, forKey: .security)
             try c.encode(stored, forKey: .stored)
+            try c.encodeIfPresent(esp, forKey: .esp)
         }
 
         public init(id: String, address: String, model: String, connections: Int, connectAttempts: Int, config: String?, blob: Blob?,
                     state: String, commits: Int, commands: [Command], faults: [String: Int], blobBytesDropped: Int,
-                    security: Security? = nil, stored: [String: String] = [:]) {
+                    security: Security? = nil, stored: [String: String] = [:], esp: ESP? = nil) {
             self.id = id
             self.address = address
             self.model = model
@@ -75,6 +78,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             self.blobBytesDropped = blobBytesDropped
             self.security = security
             self.stored = stored
+            self.esp = esp
         }
 
         /// Reads a dump written by this or an earlier version (which had no `security` or no `stored`).
@@ -94,6 +98,28 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             blobBytesDropped = try c.decode(Int.self, forKey: .blobBytesDropped)
             security = try c.decodeIfPresent(Security.self, forKey: .security)
             stored = try c.decodeIfPresent([String: String].self, forKey: .stored) ?? [:]
+            esp = try c.decodeIfPresent(ESP.self, forKey: .esp)
+        }
+    }
+
+    /// An ESP unit's side of provisioning: the SSID it was given and only the SHA-256 of the passphrase.
+    public struct ESP: Codable, Sendable, Equatable {
+        public var ssid: String?
+        public var passphraseSHA256: String?
+        /// Apply commands received.
+        public var applies: Int
+        /// Sessions secured; handshakes refused for a wrong proof of possession.
+        public var sessions: Int
+        public var failedProofs: Int
+        /// The station: `idle`, `connecting`, `connected`, `connection_failed`.
+        public var station: String
+        /// What custom endpoints received, `endpoint: text`, in order.
+        public var custom: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case ssid, applies, sessions, station, custom
+            case passphraseSHA256 = "passphrase_sha256"
+            case failedProofs = "failed_proofs"
         }
     }
 
@@ -194,6 +220,8 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
                 pairings: s.pairings.map { Security.Pairing(central: $0.central, method: $0.method.rawValue, level: $0.level.name,
                                                             secureConnections: $0.secureConnections, bonded: $0.keyDigest != nil) },
                 pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()),
-            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }))
+            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }),
+            esp: d.esp?.summary.map { ESP(ssid: $0.ssid, passphraseSHA256: $0.passphraseSHA256, applies: $0.applies, sessions: $0.sessions,
+                                         failedProofs: $0.failedProofs, station: $0.station, custom: $0.custom) })
     }
 }

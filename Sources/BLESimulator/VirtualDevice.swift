@@ -25,6 +25,8 @@ package final class VirtualDevice: Sendable {
     let journal: StateJournal?
     /// The GATT layout its connections start from (shared by the devices of its model and faults).
     let layout: DatabaseLayout
+    /// The unit's provisioning side (`esp_prov:` models).
+    let esp: ESPUnit?
 
     struct Runtime {
         var state: DeviceState?
@@ -37,6 +39,7 @@ package final class VirtualDevice: Sendable {
          journal: StateJournal?, layout: DatabaseLayout) {
         id = spec.id
         self.layout = layout
+        esp = model.espProv.map { ESPUnit(config: $0) }
         address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
         self.faults = faults
         self.journal = journal

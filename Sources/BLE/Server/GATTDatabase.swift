@@ -91,13 +91,16 @@ public struct GATTDatabase: Sendable {
         public var hasCCCD: Bool
         /// What reading or writing the value needs of the link.
         public var security: AttributeSecurity
+        /// Read-only descriptors laid out after the CCCD (a Characteristic User Description, 0x2901, ...).
+        public var descriptors: [(uuid: BluetoothUUID, value: [UInt8])]
         public init(uuid: BluetoothUUID, properties: GATTProperties, value: [UInt8] = [], hasCCCD: Bool? = nil,
-                    security: AttributeSecurity = .open) {
+                    security: AttributeSecurity = .open, descriptors: [(uuid: BluetoothUUID, value: [UInt8])] = []) {
             self.uuid = uuid
             self.properties = properties
             self.value = value
             self.hasCCCD = hasCCCD ?? !properties.isDisjoint(with: [.notify, .indicate])
             self.security = security
+            self.descriptors = descriptors
         }
     }
 
@@ -154,6 +157,10 @@ public struct GATTDatabase: Sendable {
                 if c.hasCCCD {
                     append(Attribute(handle: handle, type: .clientCharacteristicConfiguration, value: [0, 0],
                                      role: .cccd(valueHandle: valueHandle), groupEnd: 0))
+                    handle += 1
+                }
+                for d in c.descriptors {
+                    append(Attribute(handle: handle, type: d.uuid, value: d.value, role: .descriptor, groupEnd: 0))
                     handle += 1
                 }
             }
