@@ -92,6 +92,9 @@ the device sends a Security Request as soon as a central connects.
 SMP devices (--smp-devices N, --smp-config FILE, --smp-*): Zephyr-like MCUmgr peripherals with an
 MCUboot bootloader, on the same radio; see smp_device.py. They appear in the ready line as "smp_devices".
 
+ESP units (--esp-devices N, --esp-*): ESP32-like units running Wi-Fi provisioning over BLE (protocomm
+security 0/1/2, a virtual access point); see esp_device.py. They appear in the ready line as "esp_devices".
+
 Workarounds for limits of Bumble's virtual controller live here and in fleet_radio.py, not in the product:
 - LE Create Connection Cancel answers success but leaves the connection pending: the station controller
   sends the Connection Complete (status 0x02) that a real controller sends.
@@ -122,6 +125,7 @@ from bumble.gatt import Characteristic, CharacteristicValue, Service
 from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport.tcp_server import open_tcp_server_transport_with_socket
 
+import esp_device
 import smp_device
 from fleet_radio import LinkTiming, PacedController, PacedLink, StationController, ZephyrStationController
 
@@ -671,6 +675,7 @@ def argument_parser():
                         help="stop when stdin closes (the launching test process died)")
     parser.add_argument("--log-level", default="WARNING")
     smp_device.add_arguments(parser)
+    esp_device.add_arguments(parser)
     return parser
 
 
@@ -706,6 +711,7 @@ async def main():
                             ext_adv=args.ext_adv)
                    for spec in devices]
         sensors += smp_device.create(args, link, args.state_dir, args.seed, args.adv_interval)
+        sensors += esp_device.create(args, link, args.state_dir, args.seed, args.adv_interval)
     except ValueError as error:
         parser.error(str(error))
     for sensor in sensors:
@@ -772,6 +778,7 @@ async def main():
         "ports": ports,
         "devices": [s.describe() for s in sensors if isinstance(s, SensorV2)],
         "smp_devices": [s.describe() for s in sensors if isinstance(s, smp_device.SMPDevice)],
+        "esp_devices": [s.describe() for s in sensors if isinstance(s, esp_device.ESPDevice)],
         "radio": {"adv_interval_ms": round(args.adv_interval * 1000, 3),
                   "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed,
                   "link_rate_bps": args.link_rate},

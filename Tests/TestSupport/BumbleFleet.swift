@@ -35,6 +35,16 @@ public final class BumbleFleet: Sendable {
         public var smp_v2: Bool
         public var faults: [String]
     }
+    /// An ESP32-like unit running Wi-Fi provisioning over BLE (Tests/Fixtures/esp_device.py; `--esp-devices N`).
+    public struct ESPDevice: Sendable, Decodable {
+        public var id: String
+        public var name: String
+        public var address: String
+        public var state_file: String
+        public var security: Int
+        public var username: String
+        public var faults: [String]
+    }
     /// The fleet's radio timing, as it reports it.
     public struct Radio: Sendable, Decodable, Equatable {
         public var adv_interval_ms: Double
@@ -55,6 +65,7 @@ public final class BumbleFleet: Sendable {
         var ports: [Int]
         var devices: [Device]
         var smp_devices: [SMPDevice]?
+        var esp_devices: [ESPDevice]?
         var radio: Radio?
         var stations: Stations?
     }
@@ -190,6 +201,8 @@ public final class BumbleFleet: Sendable {
     public let devices: [Device]
     /// Its SMP devices (`--smp-devices`, `--smp-config`), whose state files `state(_:)` reads too.
     public let smpDevices: [SMPDevice]
+    /// Its ESP units (`--esp-devices`), whose state files `state(_:)` reads too.
+    public let espDevices: [ESPDevice]
     /// The radio timing the fleet runs with.
     public let radio: Radio?
     /// What its station controllers do.
@@ -273,6 +286,7 @@ public final class BumbleFleet: Sendable {
         self.ports = ready.ports
         self.devices = ready.devices
         self.smpDevices = ready.smp_devices ?? []
+        self.espDevices = ready.esp_devices ?? []
         self.radio = ready.radio
         self.stations = ready.stations
         self.stateDirectory = stateDirectory
