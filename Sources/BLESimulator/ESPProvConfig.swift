@@ -200,23 +200,12 @@ final class ESPUnit: Sendable {
 
     /// What the dump shows: the SSID set, the passphrase's SHA-256 (never the passphrase), applies,
     /// sessions, failed proofs, the station's state, what custom endpoints received.
-    var summary: ESPUnitSummary? {
+    var summary: SimulatorDump.ESP? {
         state.withLock { s in
             guard let d = s.device else { return nil }
-            return ESPUnitSummary(ssid: d.ssid, passphraseSHA256: d.passphraseHash, applies: d.applyCount, sessions: d.sessions,
-                                  failedProofs: d.failedProofs, station: d.stationState(now: ContinuousClock.now - epoch),
-                                  custom: d.customReceived.map { "\($0.endpoint): \(String(decoding: $0.data, as: UTF8.self))" })
+            return SimulatorDump.ESP(ssid: d.ssid, passphraseSHA256: d.passphraseHash, applies: d.applyCount, sessions: d.sessions,
+                                     failedProofs: d.failedProofs, station: d.stationState(now: ContinuousClock.now - epoch),
+                                     custom: d.customReceived.map { "\($0.endpoint): \(String(decoding: $0.data, as: UTF8.self))" })
         }
     }
-}
-
-/// An ESP unit's provisioning state, as the simulator's dump shows it.
-public struct ESPUnitSummary: Sendable, Equatable {
-    public var ssid: String?
-    public var passphraseSHA256: String?
-    public var applies: Int
-    public var sessions: Int
-    public var failedProofs: Int
-    public var station: String
-    public var custom: [String]
 }

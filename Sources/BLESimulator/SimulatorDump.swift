@@ -221,7 +221,6 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
                                                             secureConnections: $0.secureConnections, bonded: $0.keyDigest != nil) },
                 pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()),
             stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }),
-            esp: d.esp?.summary.map { ESP(ssid: $0.ssid, passphraseSHA256: $0.passphraseSHA256, applies: $0.applies, sessions: $0.sessions,
-                                         failedProofs: $0.failedProofs, station: $0.station, custom: $0.custom) })
+            esp: d.esp?.summary)
     }
 }

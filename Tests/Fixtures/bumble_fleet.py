@@ -185,6 +185,17 @@ def write_json_atomically(path, document):
     os.replace(tmp, path)
 
 
+async def advertise_service(device, service_uuid, name, interval):
+    """Legacy advertising of a 128-bit service and the first 8 bytes of the name, every `interval` seconds
+    (the SMP and ESP units). Advertising comes back after a disconnection by the device's own hand, not
+    Bumble's auto restart: a rebooting device must stay silent."""
+    uuid = bytes(UUID(service_uuid).to_bytes(force_128=True))
+    short = name.encode()[:8]
+    data = bytes([2, 0x01, 0x06, len(uuid) + 1, 0x07]) + uuid + bytes([len(short) + 1, 0x09]) + short
+    await device.start_advertising(advertising_data=data, auto_restart=False,
+                                   advertising_interval_min=interval * 1000, advertising_interval_max=interval * 1000)
+
+
 class SensorV2:
     """One sensor-v2 peripheral: GATT database, control commands and acks, device-side state."""
 

@@ -293,19 +293,15 @@ class Session:
             nonce = bytearray(os.urandom(8) + b"\0\0\0\1")
             aead = AESGCM(key[:32])
 
-            def advance():
-                counter = int.from_bytes(nonce[8:], "big") + 1
-                nonce[8:] = counter.to_bytes(4, "big")
+            def counted(operation):
+                # Every message of the session, either way, takes the next nonce (sec_patch_ver 1).
+                def run(b):
+                    result = operation(bytes(nonce), b, None)
+                    nonce[8:] = (int.from_bytes(nonce[8:], "big") + 1).to_bytes(4, "big")
+                    return result
+                return run
 
-            def seal(b):
-                out_ = aead.encrypt(bytes(nonce), b, None)
-                advance()
-                return out_
-
-            def open_(b):
-                out_ = aead.decrypt(bytes(nonce), b, None)
-                advance()
-                return out_
+            seal, open_ = counted(aead.encrypt), counted(aead.decrypt)
 
             out.msg = 3
             out.sr1.status = 0
@@ -399,11 +395,6 @@ class ESPDevice:
 
     # -- Radio --
 
-    def advertising_data(self):
-        uuid = bytes(UUID(SERVICE).to_bytes(force_128=True))
-        name = self.name.encode()[:8]
-        return bytes([2, 0x01, 0x06, len(uuid) + 1, 0x07]) + uuid + bytes([len(name) + 1, 0x09]) + name
-
     async def start(self):
         self.loop_start = asyncio.get_running_loop().time()
         await self.device.power_on()
@@ -414,9 +405,7 @@ class ESPDevice:
     async def _advertise(self):
         if "silent" in self.faults:
             return
-        interval_ms = self.adv_interval * 1000
-        await self.device.start_advertising(advertising_data=self.advertising_data(), auto_restart=False,
-                                            advertising_interval_min=interval_ms, advertising_interval_max=interval_ms)
+        await bumble_fleet.advertise_service(self.device, SERVICE, self.name, self.adv_interval)
 
     def _on_connection(self, connection):
         self.count("connections")

@@ -405,11 +405,6 @@ class SMPDevice:
 
     # -- Radio --
 
-    def advertising_data(self):
-        uuid = bytes(UUID(SMP_SERVICE))
-        name = self.name.encode()[:8]
-        return bytes([2, 0x01, 0x06, len(uuid) + 1, 0x07]) + uuid + bytes([len(name) + 1, 0x09]) + name
-
     async def start(self):
         await self.device.power_on()
         self.device.on("connection", self._on_connection)
@@ -421,11 +416,7 @@ class SMPDevice:
     async def _advertise(self):
         if "silent" in self.faults:
             return
-        interval_ms = self.adv_interval * 1000
-        # Advertising comes back after a disconnection by our own hand (_on_disconnection), not Bumble's
-        # auto restart: a rebooting device must stay silent.
-        await self.device.start_advertising(advertising_data=self.advertising_data(), auto_restart=False,
-                                            advertising_interval_min=interval_ms, advertising_interval_max=interval_ms)
+        await bumble_fleet.advertise_service(self.device, SMP_SERVICE, self.name, self.adv_interval)
 
     def _on_connection(self, connection):
         self.connection = connection
