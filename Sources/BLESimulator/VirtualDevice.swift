@@ -8,10 +8,14 @@ package final class VirtualDevice: Sendable {
     let id: String
     package let address: BluetoothAddress
     let advertisedName: String
-    let model: DeviceModel
+    /// Its model (kept once, by its layout: a fleet of 100,000 devices kept 100,000 copies).
+    var model: DeviceModel { layout.model }
     let faults: FaultSettings
-    /// Lookup for `${variables}`: per-device overrides, built-ins, inventory variables, model defaults.
-    let variables: [String: String]
+    /// The device's own layers of `${variables}` (`variable(_:)` reads them in order, with the built-ins
+    /// and the model's defaults; no merged copy per device).
+    private let overrideVariables: [String: String]
+    private let inventoryVariables: [String: String]
+    private let specName: String
     let advertisingData: AdvertisingData
     /// Offset of the first advertisement in a scan (unscaled), drawn from the advertising interval.
     let firstAdvertisement: Duration
@@ -34,18 +38,19 @@ package final class VirtualDevice: Sendable {
         id = spec.id
         self.layout = layout
         address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
-        self.model = model
         self.faults = faults
         self.journal = journal
-        var vars = model.defaults
-        for (k, v) in spec.variables { vars[k] = v }
-        vars["id"] = spec.id
-        vars["name"] = spec.name ?? spec.id
-        vars["address"] = address.description
-        for (k, v) in overrides.variables { vars[k] = v }
-        variables = vars
+        overrideVariables = overrides.variables
+        inventoryVariables = spec.variables
+        specName = spec.name ?? spec.id
         let name: String
-        switch Template.expand(model.advertising.name, { vars[$0] }) {
+        let address = self.address
+        let (id, specName, overrideVariables, inventoryVariables) = (spec.id, self.specName, overrides.variables, spec.variables)
+        let lookup = { (key: String) in
+            Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
+                          defaults: model.defaults)
+        }
+        switch Template.expand(model.advertising.name, lookup) {
         case .success(let n): name = n
         case .failure: name = spec.name ?? spec.id
         }
@@ -62,9 +67,27 @@ package final class VirtualDevice: Sendable {
         ConnectionEvents(anchor: epoch + firstAdvertisement.scaled(scale), interval: advertisingInterval.scaled(scale))
     }
 
+    /// A `${name}` of this device: its per-device override, else a built-in (`id`, `name`, `address`),
+    /// else its inventory variable, else the model's default.
+    func variable(_ key: String) -> String? {
+        Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
+                      defaults: layout.model.defaults)
+    }
+
+    private static func variable(_ key: String, overrides: [String: String], id: String, name: String, address: BluetoothAddress,
+                                 inventory: [String: String], defaults: [String: String]) -> String? {
+        if let v = overrides[key] { return v }
+        switch key {
+        case "id": return id
+        case "name": return name
+        case "address": return address.description
+        default: return inventory[key] ?? defaults[key]
+        }
+    }
+
     /// The value of a characteristic for this device (templates resolved).
     func value(_ c: DeviceModel.Characteristic) -> Result<[UInt8], TemplateFailure> {
-        c.value.resolve { self.variables[$0] }
+        c.value.resolve { self.variable($0) }
     }
 
     /// The state value a fresh device starts with: the model's initial value of the state characteristic.

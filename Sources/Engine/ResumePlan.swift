@@ -18,11 +18,12 @@ public struct ResumePlan: Sendable, Equatable {
     public enum Decision: Sendable, Equatable {
         /// Run the workflow.
         case run(attempt: Int, resumed: Bool)
-        /// Report the journal's outcome; do not touch the device.
-        case carryOver(DeviceRecord)
+        /// Report the journal's outcome; do not touch the device. (Boxed, as the other record: an entry
+        /// of a device to run stays small.)
+        indirect case carryOver(DeviceRecord)
         /// The device may have received an irreversible write whose outcome is unknown: record this
         /// outcome in the journal and do not touch the device.
-        case needsReview(DeviceRecord)
+        indirect case needsReview(DeviceRecord)
     }
 
     public struct Entry: Sendable, Equatable {

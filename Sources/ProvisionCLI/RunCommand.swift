@@ -250,6 +250,7 @@ public struct RunCommand: Command {
 
         // The line first: a station that cannot join it touches no radio.
         var lineStore: LineRunStore?
+        var lineOpened: OpenedRunStore?
         if let lineSettings, let runID {
             let store = LineRunStore(lineSettings.storeSettings(
                 run: LineRun(id: runID, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
@@ -257,7 +258,7 @@ public struct RunCommand: Command {
                              options: [:], toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
                 adapters: specs, devices: inventory.devices.map(\.id), spoolPath: plan.absolute(spoolPath)))
             do {
-                _ = try await store.open(.start)
+                lineOpened = OpenedRunStore(store: store, mode: .start, contents: try await store.open(.start))
             } catch {
                 let (message, code) = LineOption.describe(error)
                 out.err(escaping: "error: cannot join the line: \(message); nothing was touched")
@@ -312,16 +313,14 @@ public struct RunCommand: Command {
             }
         }
 
-        var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
+        var options = RunOptions(reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency
         options.slotsPerAdapter = slots
         options.junitPath = file(arguments.value("junit"))
-        options.resume = resumePath != nil
         options.retryFailed = arguments.flag("retry-failed")
         options.maxFailures = threshold
         options.seed = seed
         options.stopGrace = grace
-        options.fsync = !arguments.flag("no-fsync")
         options.toolVersion = ProvisionCLI.version
         var reported: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": specs.joined(separator: ",")]
         if let l = arguments.value("limit") { reported["limit"] = l }
@@ -335,7 +334,6 @@ public struct RunCommand: Command {
             reported["lease"] = DurationText.format(lineSettings.lease)
         }
         options.reportOptions = reported
-        options.store = lineStore
 
         let events = EventBus()
         if arguments.value("events") == "-" {
@@ -355,22 +353,39 @@ public struct RunCommand: Command {
                                        slots: { monitor.slotUsage() }))
         }
 
+        // The run's store, opened once here and closed once after the run (the runner never opens or closes it).
+        let opened: OpenedRunStore
+        if let lineOpened {
+            opened = lineOpened
+        } else {
+            do {
+                opened = try await OpenedRunStore.fileJournal(path: plan.absolute(journalPath), fsync: !arguments.flag("no-fsync"),
+                                                              resume: resumePath != nil)
+            } catch {
+                for c in centrals { await c.close() }
+                traces.close()
+                out.err(escaping: "error: \(error)")
+                return ExitCode.invalidInput
+            }
+        }
+
         let controller = RunController()
         let signals = SignalWatcher(controller: controller, output: out)
 
-        let report: RunReport
+        let report: RunResult
         do {
             report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: centrals,
-                                          options: options, events: events, controller: controller, monitor: monitor)
+                                          store: opened, options: options, events: events, controller: controller, monitor: monitor)
         } catch {
             signals.cancel()
             for c in centrals { await c.close() }
-            await leaveLine()
+            await opened.store.close()
             traces.close()
             out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
+        await opened.store.close()
         if let dumpPath = file(arguments.value("sim-dump")) {
             for case let sim as SimulatedCentral in centrals.map({ ($0 as? ATTTracingCentral)?.base ?? $0 }) {
                 do {
@@ -392,7 +407,7 @@ public struct RunCommand: Command {
         for c in centrals { await c.close() }
         traces.close()
 
-        Self.printSummary(report, output: out)
+        Self.printSummary(run: report.run, summary: report.summary, output: out)
         out.out("report: \(reportPath)")
         if let lineStore {
             out.out(escaping: lineStore.location)
@@ -401,13 +416,13 @@ public struct RunCommand: Command {
         }
         do {
             try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
-            if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
+            if !report.notSucceeded.isEmpty { out.out("retry: \(retryPath)") }
         } catch {
             out.err(escaping: "error: cannot write the retry file \(retryPath): \(error.localizedDescription)")
         }
         if let htmlPath = arguments.value("html") {
             do {
-                let page = HTMLReport(report: report, source: reportPath)
+                let page = HTMLReport(report: try RunReport.read(from: plan.absolute(reportPath)), source: reportPath)
                 try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
                 out.out("html: \(htmlPath)")
             } catch {
@@ -426,8 +441,8 @@ public struct RunCommand: Command {
             }
         }
         if controller.stopRequests > 0 { return ExitCode.interrupted }
-        let failed = report.devices.contains { $0.outcome != .succeeded }
-        if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }),
+        let failed = !report.notSucceeded.isEmpty
+        if failed, report.summary.outcomes[.succeeded] == 0,
            report.run.adapters.allSatisfy({ $0.failure != nil }) {
             return ExitCode.environment
         }
@@ -435,13 +450,16 @@ public struct RunCommand: Command {
     }
 
     static func printSummary(_ report: RunReport, output out: Output) {
-        let s = report.summary
+        printSummary(run: report.run, summary: report.summary, output: out)
+    }
+
+    static func printSummary(run: RunInfo, summary s: Summary, output out: Output) {
         let o = s.outcomes
-        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
-        if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
-        if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
+        var line = "\(ControlCharacters.escaped(run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
+        if o[.interrupted] > 0 { line += ", \(o[.interrupted]) interrupted" }
+        if o[.skipped] > 0 { line += ", \(o[.skipped]) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
-        if report.run.simulated { line += " [simulated]" }
+        if run.simulated { line += " [simulated]" }
         out.out(line)
         if !s.errors.isEmpty {
             out.out(escaping: "failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -449,7 +467,7 @@ public struct RunCommand: Command {
         if let d = s.durationMs {
             out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
         }
-        if let stop = report.run.stopped { out.out(escaping: "stopped: \(stop.message)") }
+        if let stop = run.stopped { out.out(escaping: "stopped: \(stop.message)") }
     }
 
     private func usageError(_ out: Output, _ message: String) -> Int32 {

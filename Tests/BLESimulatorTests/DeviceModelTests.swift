@@ -129,7 +129,7 @@ import Testing
         #expect(o1.faults.drop == 0.25)
         #expect(o1.faults.slow == 3)
         #expect(o1.faults.mtuCap == 100)
-        #expect(o1.variables["battery"] == "12")
+        #expect(o1.variable("battery") == "12")
         #expect(central.devices.first { $0.id == "O-2" }?.faults == FaultSettings())
     }
 
