@@ -28,13 +28,17 @@ public struct OptionSpec: Sendable {
     /// For options that name a file: read or written (nil for other options).
     public var role: Role?
     public var help: String
+    /// A run cannot do without it (it may still come from a defaults file): the usage line shows it
+    /// without brackets and the help marks it `(required)`.
+    public var isRequired: Bool
 
-    public init(_ name: String, short: Character? = nil, kind: Kind, role: Role? = nil, help: String) {
+    public init(_ name: String, short: Character? = nil, kind: Kind, role: Role? = nil, help: String, isRequired: Bool = false) {
         self.name = name
         self.short = short
         self.kind = kind
         self.role = role
         self.help = help
+        self.isRequired = isRequired
     }
 
     /// `--inventory FILE`, `--dry-run`.

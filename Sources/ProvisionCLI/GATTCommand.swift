@@ -50,7 +50,7 @@ public struct GATTCommand: Command {
             return OneDevice.report(OneDevice.failure(error, doing: "gatt", on: device.shown), usage: usage, output: out)
         }
         await device.close()
-        if arguments.flag("json") {
+        if arguments.flag(SharedOptions.json) {
             out.out(Self.json(survey, device: device.json))
         } else {
             for line in Self.text(survey, device: device) { out.out(escaping: line) }

@@ -12,7 +12,7 @@ import Foundation
 enum RetryFile {
     /// The retry file of a report.
     static func path(forReport report: String) -> String {
-        RunCommand.replacingExtension(report, with: "retry")
+        RunPaths.replacingExtension(report, with: "retry")
     }
 
     /// The file's text, or nil when every device succeeded.

@@ -15,50 +15,48 @@ public struct ScanCommand: Command {
         simulated fleet of --inventory is scanned. Exit status: 0 done, 2 usage, 3 adapter failure.
         """
     public let positionals: [PositionalSpec] = []
+    static let timeout = SharedOptions.timeout("how long to listen (default 5s)", examples: "5s, 500ms", positive: false)
+    static let names = TypedOption<String>(OptionSpec("name", kind: .value("NAME"), help: "only devices advertising this name"))
+    static let services = TypedOption(OptionSpec("service", kind: .repeated("UUID"), help: "only devices advertising this service")) {
+        text throws(UsageError) -> BluetoothUUID in
+        guard let u = BluetoothUUID(text) else { throw UsageError("`--service \(text)` is not a UUID (180A, 0x180A, or the 128-bit form)") }
+        return u
+    }
+
     public let options = [
-        OptionSpec("adapter", short: "a", kind: .repeated("SPEC"), help: "adapter (repeatable): hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N, or sim"),
-        OptionSpec("timeout", short: "t", kind: .value("DURATION"), help: "how long to listen (default 5s)"),
-        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "with `--adapter sim`: the inventory whose fleet to simulate"),
-        OptionSpec("name", kind: .value("NAME"), help: "only devices advertising this name"),
-        OptionSpec("service", kind: .repeated("UUID"), help: "only devices advertising this service"),
+        SharedOptions.adapters.help("adapter (repeatable): hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N, or sim").spec,
+        timeout.spec,
+        SharedOptions.inventory.help("with `--adapter sim`: the inventory whose fleet to simulate").spec,
+        names.spec,
+        services.spec,
         OptionSpec("json", kind: .flag, help: "print JSON (one array)"),
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
-        let specs = arguments.values("adapter")
-        guard !specs.isEmpty else {
-            out.err("error: `--adapter SPEC` is required")
+        let adapters: [AdapterChoice], duration: Duration, inventoryPath: String?
+        var filter = ScanFilter()
+        do throws(UsageError) {
+            adapters = try arguments.values(SharedOptions.adapters)
+            guard !adapters.isEmpty else { throw UsageError("`--adapter SPEC` is required") }
+            duration = try arguments.value(Self.timeout) ?? .seconds(5)
+            if let n = arguments.text(Self.names) { filter.names = [n] }
+            filter.services = try arguments.values(Self.services)
+            inventoryPath = arguments.text(SharedOptions.inventory)
+        } catch {
+            out.err("error: \(error.message)")
             out.err("usage: \(usage)")
             return ExitCode.invalidInput
         }
-        var duration: Duration = .seconds(5)
-        if let t = arguments.value("timeout") {
-            guard case .success(let d) = DurationText.parse(t) else {
-                out.err("error: `--timeout` must be a duration with a unit (5s, 500ms), not `\(t)`")
-                return ExitCode.invalidInput
-            }
-            duration = d
-        }
-        var filter = ScanFilter()
-        if let n = arguments.value("name") { filter.names = [n] }
-        for s in arguments.values("service") {
-            guard let u = BluetoothUUID(s) else {
-                out.err("error: `--service \(s)` is not a UUID (180A, 0x180A, or the 128-bit form)")
-                return ExitCode.invalidInput
-            }
-            filter.services.append(u)
-        }
-        for spec in specs where !AdapterFactory.isWellFormed(spec) {
-            out.err("error: `--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N)")
-            return ExitCode.invalidInput
-        }
+        let specs = adapters.map(\.spec)
         var centrals: [any Central] = []
         func closeAll() async { for c in centrals { await c.close() } }
-        for spec in specs {
+        for adapter in adapters {
+            let spec = adapter.spec
             do {
-                if spec == "sim" {
-                    guard let path = arguments.value("inventory") else {
+                switch adapter {
+                case .simulator:
+                    guard let path = inventoryPath else {
                         out.err("error: `--adapter sim` needs `--inventory FILE` (the fleet to simulate)")
                         await closeAll()
                         return ExitCode.invalidInput
@@ -70,8 +68,8 @@ public struct ScanCommand: Command {
                         return ExitCode.invalidInput
                     }
                     centrals.append(try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: nil))
-                } else {
-                    centrals.append(try await HCIAdapter.open(spec: spec))
+                case .hci(let spec, let configuration):
+                    centrals.append(try await AdapterFactory.hci(spec, configuration))
                 }
             } catch let e as AdapterFactory.InputError {
                 out.err("error: \(e.message)")
@@ -117,7 +115,7 @@ public struct ScanCommand: Command {
             }
         }
         devices.sort { ($0.rssi, $1.address) > ($1.rssi, $0.address) }
-        if arguments.flag("json") {
+        if arguments.flag(SharedOptions.json) {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             encoder.keyEncodingStrategy = .convertToSnakeCase
