@@ -147,6 +147,8 @@ actor DeviceAgent {
         case .scan(let s):
             try await scan(s, index: index, timeout: timeout)
         case .connect(let c):
+            // A stop that came before the first connection has cut this device: nothing was sent to it.
+            guard context.reach(device.id) else { throw CancellationError() }
             try await connect(c, timeout: timeout)
         case .pair(let p):
             let s = try requireSession(step)

@@ -81,6 +81,11 @@ struct RunScheduler {
         context.events.emit(RunEvent(.deviceStarted, device: device.id, attempt: attempt))
         let agent = DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed)
         var record = await agent.run()
+        if context.wasCutUnreached(device.id) {
+            // Stopped before anything was sent to it: as far as the device goes it never started (a resume runs it).
+            record = DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .skipped,
+                                  attempts: attempt, skipReason: "not started: the run stopped before anything was sent to it")
+        }
         // Durable before the device counts as done; concurrent devices share one fsync.
         do {
             try await context.store.outcome(record)

@@ -134,6 +134,32 @@ final class RunContext: Sendable {
         self.stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
     }
 
+    /// Devices that reached their first connection, and devices a stop cut before they did: decided
+    /// under one lock, so a device either connects (and then finishes, as in-flight devices do) or is
+    /// cut with nothing sent to it (`StopCoordinator` cuts those at once instead of waiting out a scan).
+    private let reach = Mutex<(reached: Set<String>, cut: Set<String>)>(([], []))
+
+    /// The device is about to connect for the first time; false when a stop has cut it (it must not).
+    func reach(_ device: String) -> Bool {
+        reach.withLock { r in
+            guard !r.cut.contains(device) else { return false }
+            r.reached.insert(device)
+            return true
+        }
+    }
+
+    /// Of `devices`, those not yet connected are cut (they will not connect); returns them.
+    func cutUnreached(_ devices: [String]) -> [String] {
+        reach.withLock { r in
+            let unreached = devices.filter { !r.reached.contains($0) }
+            r.cut.formUnion(unreached)
+            return unreached
+        }
+    }
+
+    /// Whether a stop cut the device before anything was sent to it.
+    func wasCutUnreached(_ device: String) -> Bool { reach.withLock { $0.cut.contains(device) } }
+
     /// Records why a device is about to be cut (before its task is cancelled).
     func noteCut(_ device: String, _ reason: String) {
         cutReasons.withLock { $0[device] = reason }
@@ -222,7 +248,7 @@ public enum Runner {
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options)
         events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
         await pool.startScanning()
-        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
+        let stopper = StopCoordinator(events: events, grace: options.stopGrace, context: context)
         stopper.follow(controller)
         let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
                                      maxFailures: options.maxFailures)

@@ -1,8 +1,9 @@
 import Synchronization
 
 /// Stopping a run: tracks in-flight devices and the run's stop state. A first stop (Ctrl-C, the
-/// failure threshold, a journal that cannot be written) stops new work and starts the grace timer;
-/// when it expires, or on a second Ctrl-C, every in-flight device is cut (cancelled).
+/// failure threshold, a journal that cannot be written) stops new work, cuts at once the in-flight
+/// devices nothing was sent to yet (not connected: `RunContext.reach`), and starts the grace timer for
+/// the others; when it expires, or on a second Ctrl-C, every in-flight device is cut (cancelled).
 final class StopCoordinator: Sendable {
     private struct State {
         var graceful = false
@@ -16,10 +17,13 @@ final class StopCoordinator: Sendable {
     private let state = Mutex(State())
     private let events: EventBus
     private let grace: Duration
+    /// Which devices have connected (nil: every in-flight device is treated as reached).
+    private let context: RunContext?
 
-    init(events: EventBus, grace: Duration) {
+    init(events: EventBus, grace: Duration, context: RunContext? = nil) {
         self.events = events
         self.grace = grace
+        self.context = context
     }
 
     var isStopping: Bool { state.withLock { $0.graceful } }
@@ -34,8 +38,7 @@ final class StopCoordinator: Sendable {
                 self?.beginStop(StopInfo(reason: "interrupted", message: "stop requested: no new devices; in-flight devices may finish for up to \(grace)",
                                          at: WallClock.iso(WallClock.now())))
             } else {
-                self?.beginStop(StopInfo(reason: "interrupted", message: "stop requested twice: in-flight devices cut", at: WallClock.iso(WallClock.now())))
-                self?.cutAll()
+                self?.escalate(StopInfo(reason: "interrupted", message: "stop requested twice: in-flight devices cut", at: WallClock.iso(WallClock.now())))
             }
         }
     }
@@ -63,12 +66,30 @@ final class StopCoordinator: Sendable {
         }
         guard first else { return }
         events.emit(RunEvent(.stopRequested, message: info.message))
+        cutUnreached()
         let grace = self.grace
         let timer = Task { [weak self] in
             do { try await Task.sleep(for: grace) } catch { return }
             self?.cutAll()
         }
         state.withLock { $0.graceTimer = timer }
+    }
+
+    /// A second stop request cuts every device; the first request's promise that in-flight devices may
+    /// finish no longer holds, so its message gives way to this one (another reason, such as the
+    /// failure threshold, is kept).
+    func escalate(_ info: StopInfo) {
+        beginStop(info)
+        state.withLock { s in if s.info?.reason == info.reason { s.info = info } }
+        cutAll()
+    }
+
+    /// Cuts the in-flight devices that have not connected yet: nothing was sent to them, so nothing is
+    /// lost by not waiting (a unit that is not advertising would otherwise hold the stop for its whole scan).
+    private func cutUnreached() {
+        guard let context else { return }
+        let tasks = state.withLock { s in context.cutUnreached(Array(s.inflight.keys)).compactMap { s.inflight[$0] } }
+        for t in tasks { t.cancel() }
     }
 
     /// Whether a device is in flight now.

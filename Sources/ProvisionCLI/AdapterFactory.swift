@@ -21,13 +21,18 @@ enum AdapterChoice: Sendable, Equatable {
 
     var isSimulator: Bool { self == .simulator }
 
-    /// `sim`, or an HCI spec with its `,option=value` pairs.
+    /// `sim`, or an HCI spec with its `,option=value` pairs (`--adapter TEXT`).
     @Sendable static func parse(_ text: String) throws(UsageError) -> AdapterChoice {
+        try parse(text, shownAs: "--adapter \(text)")
+    }
+
+    /// The same, the message naming the spec as `shown` (`adapter: TEXT` in a defaults file).
+    static func parse(_ text: String, shownAs shown: String) throws(UsageError) -> AdapterChoice {
         if text == "sim" { return .simulator }
         do {
             return .hci(spec: text, try AdapterConfiguration(parsing: text))
         } catch {
-            throw UsageError("`--adapter \(text)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(error.description)")
+            throw UsageError("`\(shown)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(error.description)")
         }
     }
 }

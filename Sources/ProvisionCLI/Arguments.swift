@@ -55,16 +55,21 @@ public struct PositionalSpec: Sendable {
     public var name: String
     public var help: String
     public var isOptional: Bool
-    public init(_ name: String, help: String, isOptional: Bool = false) {
+    /// The words it may be (`status`, `flush`), for shell completion; empty when it is free text or a file.
+    public var choices: [String]
+    public init(_ name: String, help: String, isOptional: Bool = false, choices: [String] = []) {
         self.name = name
         self.help = help
         self.isOptional = isOptional
+        self.choices = choices
     }
 }
 
 /// The arguments a command was given, after parsing.
 public struct ParsedArguments: Sendable, Equatable {
     public var positionals: [String] = []
+    /// The words as given, in order (for a command that repeats itself: `resume:` after a stopped run).
+    public internal(set) var words: [String] = []
     var values: [String: [String]] = [:]
     var flags: Set<String> = []
 
@@ -89,6 +94,7 @@ public enum ArgumentParser {
     /// Parses `arguments` for a command with these options and positionals. `--help`/`-h` is handled by the caller.
     public static func parse(_ arguments: [String], options: [OptionSpec], positionals: [PositionalSpec]) throws(UsageError) -> ParsedArguments {
         var parsed = ParsedArguments()
+        parsed.words = arguments
         var i = 0
         var onlyPositionals = false
         while i < arguments.count {

@@ -72,6 +72,7 @@ extension Command {
             let short = o.short.map { "-\($0), " } ?? ""
             text += "  " + pad(short + o.synopsis, 24) + (o.isRequired ? "(required) " : "") + o.help + "\n"
         }
+        text += "  " + pad(ProvisionCLI.noColor.synopsis, 24) + ProvisionCLI.noColor.help + "\n"
         text += "  " + pad("-h, --help", 24) + "show this help\n"
         return text
     }

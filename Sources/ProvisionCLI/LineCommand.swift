@@ -24,7 +24,7 @@ public struct LineCommand: Command {
         3 the line cannot be reached (or outcomes are still waiting).
         """
     public let positionals = [
-        PositionalSpec("ACTION", help: "status or flush"),
+        PositionalSpec("ACTION", help: "status or flush", choices: ["status", "flush"]),
         PositionalSpec("SPOOL", help: "flush: the spool file a station left beside its report", isOptional: true),
     ]
     public let options = [

@@ -15,7 +15,7 @@ import Workflow
 struct OneDevice {
     /// The options every one-device command takes.
     static let options: [OptionSpec] = [
-        SharedOptions.adapter.spec,
+        SharedOptions.adapter.required.spec,
         SharedOptions.inventory.help("find DEVICE by inventory id; with `--adapter sim`, the fleet to simulate").spec,
         timeout.spec,
         SharedOptions.json,

@@ -12,6 +12,7 @@ final class ProgressDisplay: RunEventSink {
         var succeeded = 0
         var failed = 0
         var interrupted = 0
+        var skipped = 0
         var inflight = 0
         var retries = 0
         var dirty = false
@@ -28,12 +29,17 @@ final class ProgressDisplay: RunEventSink {
     private let color: Bool
     private let timer = Mutex<Task<Void, Never>?>(nil)
     private let slots: @Sendable () -> [(id: String, used: Int, capacity: Int)]
+    /// Whether the operator asked for the stop (a signal): that is acknowledged where it is caught, so
+    /// the display does not say "stopping:" a second time.
+    private let operatorStopped: @Sendable () -> Bool
 
-    init(output: Output, interactive: Bool, color: Bool, slots: @escaping @Sendable () -> [(id: String, used: Int, capacity: Int)]) {
+    init(output: Output, interactive: Bool, color: Bool, slots: @escaping @Sendable () -> [(id: String, used: Int, capacity: Int)],
+         operatorStopped: @escaping @Sendable () -> Bool = { false }) {
         self.output = output
         self.interactive = interactive
         self.color = color
         self.slots = slots
+        self.operatorStopped = operatorStopped
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(interactive ? 100 : 1000))
@@ -60,6 +66,7 @@ final class ProgressDisplay: RunEventSink {
                 switch event.outcome {
                 case "succeeded": s.succeeded += 1
                 case "failed": s.failed += 1
+                case "skipped": s.skipped += 1
                 default: s.interrupted += 1
                 }
                 if !interactive || event.outcome != "succeeded" {
@@ -67,7 +74,7 @@ final class ProgressDisplay: RunEventSink {
                 }
             case .stopRequested:
                 s.stopping = event.message
-                line = "stopping: \(ControlCharacters.escaped(event.message ?? ""))"
+                if !operatorStopped() { line = "stopping: \(ControlCharacters.escaped(event.message ?? ""))" }
             case .leaseLost:
                 line = "\(ControlCharacters.escaped(event.device ?? "?"))  \(ControlCharacters.escaped(event.message ?? "lease lost"))"
             case .storeUnavailable, .storeAvailable:
@@ -94,6 +101,9 @@ final class ProgressDisplay: RunEventSink {
         switch e.outcome {
         case "succeeded":
             return "\(id)  \(color ? "\u{1B}[32msucceeded\u{1B}[0m" : "succeeded")  \(ms)"
+        case "skipped":
+            // Only a stop makes a started device `skipped`: it was cut before anything was sent to it.
+            return "\(id)  skipped  (stopped before anything was sent to it)"
         default:
             let outcome = ControlCharacters.escaped(e.outcome ?? "?")
             let err = e.error.map { ControlCharacters.escaped("\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)") } ?? ""
@@ -104,7 +114,7 @@ final class ProgressDisplay: RunEventSink {
     private func tick() {
         let (text, summary): (String?, String?) = state.withLock { s in
             if s.finished { return (nil, nil) }
-            let done = s.succeeded + s.failed + s.interrupted
+            let done = s.succeeded + s.failed + s.interrupted + s.skipped
             let elapsed = (ContinuousClock.now - s.started)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let rate = seconds > 0 ? Double(done) / seconds * 60 : 0

@@ -36,14 +36,16 @@ public struct RunCommand: Command {
         do {
             options = try RunCommandOptions.parse(arguments, context: context)
         } catch {
+            for d in error.diagnostics { context.output.err(ValidateCommand.render(d, output: context.output)) }
+            guard error.diagnostics.isEmpty else { return ExitCode.invalidInput }
             context.output.err("error: \(error.message)")
             if let hint = error.hint { context.output.err("    hint: \(hint)") }
             if error.showsUsage { context.output.err("usage: \(usage)") }
             return ExitCode.invalidInput
         }
-        // With `--events -` standard output carries the events, and nothing else: every human line
+        // With `--events -` (or `--json`) standard output carries data, and nothing else: every human line
         // (plan, summary, paths) goes to standard error.
-        let out = options.events == .standardOutput ? context.output.humanOnStderr : context.output
+        let out = options.events == .standardOutput || options.json ? context.output.humanOnStderr : context.output
 
         // Validate everything before anything touches a radio.
         var result = Validator.validate(workflowPath: options.workflow, inventoryPath: options.inventory, limit: options.limit,
@@ -70,7 +72,8 @@ public struct RunCommand: Command {
 
         // Paths: every output is checked against the inputs and the other outputs before anything is
         // touched; only then is the default `reports/` directory created.
-        let paths = RunPaths(options, workflowName: workflow.name, inputs: result.inputFiles, currentDirectory: context.currentDirectory)
+        let inputs = result.inputFiles + (options.defaults.map { [InputFile(role: "the defaults file", path: $0.path)] } ?? [])
+        let paths = RunPaths(options, workflowName: workflow.name, inputs: inputs, currentDirectory: context.currentDirectory)
         let pathProblems = paths.plan.problems()
         if !pathProblems.isEmpty {
             for p in pathProblems { out.err(escaping: "error: \(p)") }
@@ -78,7 +81,7 @@ public struct RunCommand: Command {
             return ExitCode.invalidInput
         }
         let lineRun = options.line.map { $0.runID ?? LineOption.defaultRunID(workflow: workflow.name, inventoryPath: options.inventory) }
-        let concurrency = options.concurrency ?? RunCommandOptions.defaultConcurrency
+        let concurrency = options.effectiveConcurrency
         if options.dryRun {
             Self.printPlan(options, paths: paths, result: result, concurrency: concurrency, lineRun: lineRun, output: out)
             return ExitCode.success
@@ -91,7 +94,7 @@ public struct RunCommand: Command {
         let ran = await station.run { station throws(Station.Failure) -> RunReport in
             if !paths.traces.isEmpty { out.err(escaping: TraceOutputs.secretsNote(paths.traces)) }
             // Without --slots, say when the radios hold fewer links than the concurrency asked for.
-            if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: options.slots, adapters: station.adapters) { out.err(note) }
+            if options.concurrency != nil, let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: options.slots, adapters: station.adapters) { out.err(note) }
             let engine = options.engineOptions(paths: paths, concurrency: concurrency, lineRun: lineRun, store: station.store)
             do {
                 return try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: station.adapters, options: engine,
@@ -108,49 +111,16 @@ public struct RunCommand: Command {
         case .success(let r): report = r
         }
         Self.noteUnredactedFiles(options, inventory: inventory, output: out)
-        Self.printSummary(report, output: out)
-        out.out("report: \(paths.report)")
-        if let line = station.lineStore {
-            out.out(escaping: line.location)
-        } else {
-            out.out("journal: \(paths.journal)")
-        }
-        do {
-            try RetryFile.write(report, reportPath: paths.report, to: paths.absolute(paths.retry))
-            if RetryFile.text(report, reportPath: paths.report) != nil { out.out("retry: \(paths.retry)") }
-        } catch {
-            out.err(escaping: "error: cannot write the retry file \(paths.retry): \(error.localizedDescription)")
-        }
-        if let htmlPath = options.html {
-            do {
-                let page = HTMLReport(report: report, source: paths.report)
-                try Data(page.html.utf8).write(to: URL(fileURLWithPath: paths.absolute(htmlPath)), options: .atomic)
-                out.out("html: \(htmlPath)")
-            } catch {
-                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
-            }
-        }
-        if let line = station.lineStore {
-            if line.outcomesRefused > 0 {
-                out.err(escaping: "note: the line refused \(line.outcomesRefused) outcome(s) of this station (other stations had claimed those devices since); they stay on record in \(paths.spool)")
-            }
-            if line.unwrittenOutcomes > 0 {
-                out.err(escaping: "error: \(line.unwrittenOutcomes) outcome(s) could not reach the line and wait in \(paths.spool); write them with `provision line flush \(paths.spool) --line URL` once it is reachable")
-                return ExitCode.environment
-            }
-        }
-        if station.controller.stopRequests > 0 { return ExitCode.interrupted }
-        let failed = report.devices.contains { $0.outcome != .succeeded }
-        if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }), report.run.adapters.allSatisfy({ $0.failure != nil }) {
-            return ExitCode.environment
-        }
-        return failed ? ExitCode.someDevicesFailed : ExitCode.success
+        var ending = RunEnding(report: report, options: options, paths: paths, line: station.lineStore, output: out)
+        ending.writeFiles()
+        return ending.finish(stopRequested: station.controller.stopRequests > 0, json: options.json ? context.output : nil)
     }
 
     /// `--dry-run`: what would run, where it would be written; nothing is touched.
     static func printPlan(_ o: RunCommandOptions, paths: RunPaths, result: ValidationResult, concurrency: Int, lineRun: String?, output out: Output) {
         let devices = result.selectedDevices
         out.out(ValidateCommand.summary(result))
+        if let d = o.defaults { out.out(escaping: "defaults: \(d.path)") }
         out.out("plan: \(devices.count) device(s), concurrency \(concurrency), adapters \(o.adapters.map(\.spec).joined(separator: ", "))"
                 + (o.slots.map { ", \($0) slot(s) per adapter" } ?? ""))
         if let line = o.line, let lineRun {

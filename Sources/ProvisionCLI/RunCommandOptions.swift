@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import LineDatabase
+import PostgresClient
 import Workflow
 
 /// `provision run`'s command line, parsed once: every option as the value it means. Nothing after
@@ -19,11 +20,13 @@ struct RunCommandOptions: Sendable {
         var threshold: FailureThreshold
     }
 
-    /// A command line that cannot run: exit 2 with the message (and the usage line when `showsUsage`).
+    /// A command line that cannot run: exit 2 with the message (and the usage line when `showsUsage`),
+    /// or the problems of the defaults file, each at its position.
     struct Problem: Error, Sendable {
         var message: String
         var hint: String?
         var showsUsage = true
+        var diagnostics: [Diagnostic] = []
     }
 
     var workflow: String
@@ -57,6 +60,12 @@ struct RunCommandOptions: Sendable {
     var spool: String?
     /// `--line` and its options; nil for a run with a journal.
     var line: LineSettings?
+    /// `--json`: the run's ending as one JSON object on standard output.
+    var json = false
+    /// The defaults file read (`--config`, or `.provision.yaml` beside the workflow).
+    var defaults: StationDefaults?
+    /// The words the command was given, for the command that resumes it.
+    var words: [String] = []
 
     /// The concurrency a run uses when `--concurrency` is not given.
     static let defaultConcurrency = 16
@@ -68,8 +77,22 @@ struct RunCommandOptions: Sendable {
         guard let inventory = arguments.text(SharedOptions.inventory) else {
             throw Problem(message: "`--inventory FILE` is required for a run")
         }
+        // The defaults file: named, or beside the workflow.
+        var defaults: StationDefaults?
+        if let path = arguments.text(config) ?? StationDefaults.beside(workflow: workflow, currentDirectory: context.currentDirectory) {
+            let loaded = StationDefaults.load(path, currentDirectory: context.currentDirectory)
+            // Every problem of the file at once: its own, and its adapters' specs.
+            var problems = loaded.diagnostics
+            do throws(Problem) { _ = try loaded.defaults?.adapterChoices() } catch { problems += error.diagnostics }
+            guard let d = loaded.defaults, problems.isEmpty else {
+                throw Problem(message: "", showsUsage: false, diagnostics: problems.sorted { $0.mark < $1.mark })
+            }
+            defaults = d
+        }
         do {
-            return try parse(arguments, workflow: workflow, inventory: inventory, context: context)
+            var o = try parse(arguments, workflow: workflow, inventory: inventory, defaults: defaults, context: context)
+            o.words = arguments.words
+            return o
         } catch let e as Problem {
             throw e
         } catch let e as UsageError {
@@ -79,10 +102,12 @@ struct RunCommandOptions: Sendable {
         }
     }
 
-    private static func parse(_ a: ParsedArguments, workflow: String, inventory: String, context: CommandContext) throws -> RunCommandOptions {
+    private static func parse(_ a: ParsedArguments, workflow: String, inventory: String, defaults: StationDefaults?,
+                              context: CommandContext) throws -> RunCommandOptions {
         var o = RunCommandOptions(workflow: workflow, inventory: inventory, adapters: [])
+        o.defaults = defaults
         // Numbers and choices first: usage errors are exit 2 before anything else happens.
-        o.concurrency = try a.value(concurrency)
+        o.concurrency = try a.value(concurrency) ?? defaults?.concurrency
         o.slots = try a.value(slots)
         o.maxFailures = try a.value(maxFailures)
         o.seed = try a.value(seed) ?? o.seed
@@ -96,7 +121,7 @@ struct RunCommandOptions: Sendable {
         o.journal = a.text(journal)
         o.fsync = !a.flag(noFsync)
         // The line: its options mean nothing without it, and a line station has no journal to resume.
-        switch LineOption.connectionString(a, context) {
+        switch LineOption.connectionString(a, context) ?? defaults?.lineConnectionString {
         case nil:
             if let name = (LineSettings.specs + [spool.spec]).first(where: { a.has($0) })?.name {
                 throw UsageError("`--\(name)` works on a line: give `--line URL` (or set PROVISION_LINE)")
@@ -108,6 +133,7 @@ struct RunCommandOptions: Sendable {
                                             fsync: o.fsync)
         }
         o.adapters = try a.values(SharedOptions.adapters)
+        if o.adapters.isEmpty, let defaults { o.adapters = try defaults.adapterChoices() }
         if o.adapters.isEmpty {
             throw Problem(message: "no adapter: give `--adapter sim` to run on the simulated fleet, or a radio such as `--adapter hci:tcp:127.0.0.1:9000`",
                           hint: "a run never falls back to the simulator by itself", showsUsage: false)
@@ -126,11 +152,24 @@ struct RunCommandOptions: Sendable {
         o.junit = a.text(junit)
         o.html = a.text(SharedOptions.html)
         o.trace = a.text(SharedOptions.trace)
-        o.bonds = a.text(bonds)
+        o.bonds = a.text(bonds) ?? defaults?.bonds
         o.simState = a.text(simState)
         o.simDump = a.text(simDump)
         o.spool = a.text(spool)
+        o.json = a.flag(SharedOptions.json)
+        if o.json, o.events == .standardOutput {
+            throw UsageError("`--json` and `--events -` both write to standard output: give one of them")
+        }
         return o
+    }
+
+    /// The concurrency of the run: `--concurrency` (or the defaults file's), else 16, lowered to the
+    /// connection slots the adapters hold together when they hold fewer (one HCI controller: 8), so a
+    /// run with its defaults asks no more of its radios than they can do.
+    var effectiveConcurrency: Int {
+        if let concurrency { return concurrency }
+        let held = adapters.reduce(0) { $0 + AdapterFactory.expectedSlots($1, slots: slots) }
+        return max(1, min(Self.defaultConcurrency, held))
     }
 
     /// The options as the report shows them (`run.options`).
@@ -140,6 +179,7 @@ struct RunCommandOptions: Sendable {
         if let maxFailures { r["max_failures"] = maxFailures.text }
         if let slots { r["slots"] = "\(slots)" }
         if let bonds { r["bonds"] = bonds }
+        if let defaults { r["defaults"] = defaults.path }
         if adapters.contains(.simulator) { r["sim_latency"] = "\(simLatency)" }
         if let line, let lineRun {
             r["line_run"] = lineRun
@@ -151,7 +191,8 @@ struct RunCommandOptions: Sendable {
 
     // MARK: The options
 
-    static let concurrency = NumberOption.make("concurrency", short: "c", help: "devices in flight at once (default \(defaultConcurrency))",
+    static let concurrency = NumberOption.make("concurrency", short: "c",
+                                               help: "devices in flight at once (default \(defaultConcurrency), or the adapters' connection slots together when fewer)",
                                                in: 1...10_000, wording: "a whole number from 1 to 10000")
     static let slots = NumberOption.make("slots", help: "connection slots per adapter (default: the adapter's limit)", in: 1...Int.max,
                                          wording: "a positive whole number")
@@ -161,7 +202,19 @@ struct RunCommandOptions: Sendable {
                                                         help: "journal path (default beside the report, .journal)"))
     static let resume = TypedOption<String>(OptionSpec("resume", kind: .value("JOURNAL"), role: .output,
                                                        help: "resume a crashed or interrupted run from its journal"))
-    static let force = SharedOptions.force(replacing: "report, JUnit, events or simulator dump file")
+    static let config = TypedOption<String>(OptionSpec("config", kind: .value("PATH"), role: .input,
+                                                       help: "defaults for --adapter, --concurrency, --bonds and --line (default: .provision.yaml beside WORKFLOW)"))
+    /// What each output option writes (`OutputPaths.Kind`): `--force` replaces documents and streams.
+    static let outputKinds: [(option: String, kind: OutputPaths.Kind)] = [
+        ("report", .document), ("journal", .journal), ("resume", .journal), ("events", .stream), ("junit", .document),
+        ("html", .document), ("trace", .stream), ("bonds", .state), ("sim-state", .state), ("sim-dump", .document), ("spool", .spool),
+    ]
+    static let force: OptionSpec = {
+        let replaced = outputKinds.filter { $0.kind == .document || $0.kind == .stream }.map { "--\($0.option)" }
+        let kept = outputKinds.filter { $0.kind != .document && $0.kind != .stream }.map { "--\($0.option)" }
+        return SharedOptions.force(replacing: "\(replaced.joined(separator: ", ")) file or the retry file beside the report"
+                                   + " (never \(kept.joined(separator: ", ")), nor an input)")
+    }()
     static let retryFailed = OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again")
     static let maxFailures = TypedOption(OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed")) {
         text throws(UsageError) -> MaxFailures in
@@ -205,11 +258,12 @@ struct RunCommandOptions: Sendable {
 
     /// Every option of `provision run`, in `--help` order.
     static let specs: [OptionSpec] = [
-        SharedOptions.inventory.spec, SharedOptions.adapters.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
+        SharedOptions.inventory.required.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
         force, retryFailed, SharedOptions.limit.spec, maxFailures.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
         junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, noFsync,
         SharedOptions.line,
-    ] + LineSettings.specs + [spool.spec, simHears.spec]
+    ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec,
+                              OptionSpec("json", kind: .flag, help: "print how the run ended (report, journal, summary, resume command) as one JSON object")]
 }
 
 extension RunCommandOptions {
@@ -253,6 +307,33 @@ extension Station.Setup {
         self.init(events: events, progress: !o.quiet, interactive: interactive, bonds: o.bonds.map(paths.absolute), store: store,
                   adapters: o.adapters.enumerated().map { i, a in (a, paths.traces.isEmpty ? nil : paths.absolute(paths.traces[i])) },
                   inventory: inventory, seed: o.seed, simLatency: o.simLatency, simState: o.simState.map(paths.absolute),
-                  simDump: o.simDump.map(paths.absolute), slots: o.slots, verbose: o.verbose, hears: hears)
+                  simDump: o.simDump.map(paths.absolute), slots: o.slots, verbose: o.verbose, hears: hears, stopGrace: o.stopGrace)
+    }
+}
+
+extension StationDefaults {
+    /// The adapters the file names, each checked as `--adapter` is; a bad one is refused at its position.
+    func adapterChoices() throws(RunCommandOptions.Problem) -> [AdapterChoice] {
+        var choices: [AdapterChoice] = []
+        var problems: [Diagnostic] = []
+        for a in adapters {
+            do {
+                choices.append(try AdapterChoice.parse(a.value, shownAs: "adapter: \(a.value)"))
+            } catch {
+                problems.append(Diagnostic(path: path, mark: a.mark, message: error.message))
+            }
+        }
+        if !problems.isEmpty { throw RunCommandOptions.Problem(message: "", showsUsage: false, diagnostics: problems) }
+        return choices
+    }
+
+    /// The file's line, as `LineOption.connectionString` gives one (nil when the file names none).
+    var lineConnectionString: Result<ConnectionString, UsageError>? {
+        guard let line else { return nil }
+        do {
+            return .success(try ConnectionString(line.value))
+        } catch {
+            return .failure(UsageError("\(path):\(line.mark): `line` is not a libpq connection string: \(error.message)"))
+        }
     }
 }

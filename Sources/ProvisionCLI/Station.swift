@@ -41,6 +41,8 @@ final class Station {
         var verbose: Bool
         /// What the simulated radio hears (`--sim-hears`; nil: the whole inventory).
         var hears: [InventoryDevice]?
+        /// `--stop-grace`, for what a first Ctrl-C promises.
+        var stopGrace: Duration
     }
 
     /// The run's record.
@@ -97,7 +99,7 @@ final class Station {
     // MARK: Opening
 
     private func open() async throws(Failure) {
-        signals = SignalWatcher(controller: controller, output: output)
+        signals = SignalWatcher(controller: controller, output: output, grace: setup.stopGrace)
         try openEventSinks()
         try checkStop()
         try openBonds()
@@ -127,9 +129,9 @@ final class Station {
             break
         }
         if setup.progress {
-            let monitor = self.monitor
+            let monitor = self.monitor, controller = self.controller
             events.add(ProgressDisplay(output: output, interactive: setup.interactive, color: output.colorEnabled,
-                                       slots: { monitor.slotUsage() }))
+                                       slots: { monitor.slotUsage() }, operatorStopped: { controller.stopRequests > 0 }))
         }
     }
 
@@ -277,11 +279,13 @@ extension Station {
     }
 }
 
-/// Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into stop requests: the first stops new work, the second cuts.
+/// Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into stop requests: the first stops new work, the second
+/// cuts. It says so once each: this is the one place a stop the operator asked for is acknowledged
+/// (the progress display only reports stops the run decided itself).
 final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
-    init(controller: RunController, output: Output) {
+    init(controller: RunController, output: Output, grace: Duration) {
         var sources: [any DispatchSourceSignal] = []
         // SIGHUP: the terminal or SSH session is gone; stop as for Ctrl-C (the messages go nowhere).
         for sig in [SIGINT, SIGTERM, SIGHUP] {
@@ -290,7 +294,7 @@ final class SignalWatcher {
             source.setEventHandler {
                 let n = controller.requestStop()
                 if n == 1 {
-                    output.err("\nstopping: no new devices; in-flight devices are finishing (press Ctrl-C again to cut them)")
+                    output.err("\nstopping: no new devices; in-flight devices may finish for up to \(DurationText.format(grace)) (press Ctrl-C again to cut them)")
                 } else if n == 2 {
                     output.err("\ncutting in-flight devices; they will be marked interrupted")
                 }

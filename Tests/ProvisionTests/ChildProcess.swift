@@ -132,3 +132,14 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         return process.terminationStatus
     }
 }
+
+extension ChildProcess {
+    /// Runs `provision ARGS` in `directory` to its end: the exit status and everything it printed.
+    static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let child = try ChildProcess(arguments, directory: directory)
+        var out = ""
+        for await l in child.lines { out += l + "\n" }
+        let err = await child.stderr()
+        return (await child.wait(), out, err)
+    }
+}

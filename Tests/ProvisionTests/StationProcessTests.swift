@@ -22,12 +22,8 @@ import Glibc
          "--trace", "att.jsonl", "--events", events] + extra
     }
 
-    static func run(_ args: [String], in dir: String) async throws -> (status: Int32, stdout: [String], stderr: String) {
-        let child = try ChildProcess(args, directory: dir)
-        var out: [String] = []
-        for await l in child.lines { out.append(l) }
-        let err = await child.stderr()
-        return (await child.wait(), out, err)
+    static func run(_ args: [String], in dir: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await ChildProcess.run(args, in: dir)
     }
 
     // MARK: What "closed" means
