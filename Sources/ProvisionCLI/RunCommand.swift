@@ -95,10 +95,11 @@ public struct RunCommand: Command {
             if !paths.traces.isEmpty { out.err(escaping: TraceOutputs.secretsNote(paths.traces)) }
             // Without --slots, say when the radios hold fewer links than the concurrency asked for.
             if options.concurrency != nil, let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: options.slots, adapters: station.adapters) { out.err(note) }
-            let engine = options.engineOptions(paths: paths, concurrency: concurrency, lineRun: lineRun, store: station.store)
+            let engine = options.engineOptions(paths: paths, concurrency: concurrency, lineRun: lineRun)
+            guard let store = station.opened else { throw Station.Failure(code: ExitCode.environment) }
             do {
-                return try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: station.adapters, options: engine,
-                                            events: station.events, controller: station.controller, monitor: station.monitor)
+                return try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: station.adapters, store: store,
+                                            options: engine, events: station.events, controller: station.controller, monitor: station.monitor)
             } catch {
                 out.err(escaping: "error: \(error)")
                 throw Station.Failure(code: (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment)
@@ -149,9 +150,9 @@ public struct RunCommand: Command {
     static func printSummary(_ report: RunReport, output out: Output) {
         let s = report.summary
         let o = s.outcomes
-        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
-        if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
-        if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
+        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
+        if o[.interrupted] > 0 { line += ", \(o[.interrupted]) interrupted" }
+        if o[.skipped] > 0 { line += ", \(o[.skipped]) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
         if report.run.simulated { line += " [simulated]" }
         out.out(line)

@@ -267,21 +267,18 @@ struct RunCommandOptions: Sendable {
 }
 
 extension RunCommandOptions {
-    /// The engine's options for this run, its record in `store` (opened by the station).
-    func engineOptions(paths: RunPaths, concurrency: Int, lineRun: String?, store: (any RunStore)?) -> RunOptions {
-        var e = RunOptions(journalPath: paths.absolute(paths.journal), reportPath: paths.absolute(paths.report))
+    /// The engine's options for this run (its record is the store the station opened).
+    func engineOptions(paths: RunPaths, concurrency: Int, lineRun: String?) -> RunOptions {
+        var e = RunOptions(reportPath: paths.absolute(paths.report))
         e.concurrency = concurrency
         e.slotsPerAdapter = slots
         e.junitPath = junit.map(paths.absolute)
-        e.resume = resume != nil
         e.retryFailed = retryFailed
         e.maxFailures = maxFailures?.threshold
         e.seed = seed
         e.stopGrace = stopGrace
-        e.fsync = fsync
         e.toolVersion = ProvisionCLI.version
         e.reportOptions = reported(concurrency: concurrency, lineRun: lineRun)
-        e.store = store
         return e
     }
 }

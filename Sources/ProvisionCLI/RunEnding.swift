@@ -92,13 +92,15 @@ struct RunEnding {
     func json(resume: String?, exitCode: Int32) -> String {
         var o: [String: Any] = [
             "run": report.run.id, "report": paths.report, "exit": Int(exitCode),
-            "summary": ["total": report.summary.total, "outcomes": report.summary.outcomes, "errors": report.summary.errors] as [String: Any],
+            "summary": ["total": report.summary.total, "errors": report.summary.errors,
+                        "outcomes": Dictionary(uniqueKeysWithValues: DeviceOutcome.allCases.map { ($0.rawValue, report.summary.outcomes[$0]) })]
+                as [String: Any],
         ]
         if let line { o["line"] = line.location } else { o["journal"] = paths.journal }
         if let retry { o["retry"] = retry }
         if let html { o["html"] = html }
         if let resume { o["resume"] = resume }
-        if let stop = report.run.stopped { o["stopped"] = ["reason": stop.reason, "message": stop.message] }
+        if let stop = report.run.stopped { o["stopped"] = ["reason": stop.reason.rawValue, "message": stop.message] }
         let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }

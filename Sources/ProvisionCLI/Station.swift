@@ -65,9 +65,8 @@ final class Station {
     let monitor = RunMonitor()
     private var signals: SignalWatcher?
     private(set) var bonds: BondStore?
-    /// The open store and what it held when it was opened.
-    private(set) var store: (any RunStore)?
-    private(set) var contents = JournalContents(lines: [])
+    /// The open store with what it held when it was opened: the engine records into it.
+    private(set) var opened: OpenedRunStore?
     /// The line's store, when the run is on a line (for what it wrote and refused, read after closing).
     private(set) var lineStore: LineRunStore?
     /// A journal this station created: removed on closing if nothing was ever recorded in it.
@@ -151,30 +150,21 @@ final class Station {
     private func openStore() async throws(Failure) {
         switch setup.store {
         case .journal(let path, let fsync, let resume):
-            let existed = FileManager.default.fileExists(atPath: path)
-            let journal: FileJournal
+            if !FileManager.default.fileExists(atPath: path) { createdJournal = path }
             do {
-                journal = try FileJournal(path: path, fsync: fsync, create: !resume)
+                // A journal that cannot be opened is closed again by `fileJournal` itself.
+                opened = try await OpenedRunStore.fileJournal(path: path, fsync: fsync, resume: resume)
             } catch {
-                output.err(escaping: "error: \(resume ? "cannot resume" : "cannot open journal"): \(error)")
+                output.err(escaping: "error: \(error)")
                 throw Failure(code: ExitCode.invalidInput)
             }
-            store = journal
-            if !existed { createdJournal = path }
-            do {
-                contents = try await journal.open(resume ? .resume : .start)
-            } catch {
-                output.err(escaping: "error: \(resume ? "cannot resume: " : "")\(error)")
-                throw Failure(code: ExitCode.invalidInput)
-            }
-            if let repair = contents.repair { events.emit(RunEvent(.journalRepaired, message: repair)) }
         case .line(let settings):
             let line = LineRunStore(settings)
-            store = line
             lineStore = line
             do {
-                contents = try await line.open(.start)
+                opened = OpenedRunStore(store: line, mode: .start, contents: try await line.open(.start))
             } catch {
+                await line.close()
                 let (message, code) = LineOption.describe(error)
                 output.err(escaping: "error: cannot join the line: \(message); nothing was touched")
                 throw Failure(code: code)
@@ -228,7 +218,7 @@ final class Station {
         }
         for c in adapters { await c.close() }
         traces.close()
-        if let store { await store.close() }
+        if let store = opened?.store { await store.close() }
         if let path = createdJournal, let attributes = try? FileManager.default.attributesOfItem(atPath: path),
            (attributes[.size] as? Int) == 0 {
             // Nothing was ever recorded: the journal goes as it came, leaving no empty file behind.

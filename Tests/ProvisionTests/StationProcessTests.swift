@@ -192,7 +192,7 @@ import Glibc
         #expect(!pdus.isEmpty, "\(name)")
         try Self.expectBondsSaved(line, "\(name)")
         let report = try RunReport.read(from: line.path("r.json"))
-        #expect(report.run.stopped?.reason == "interrupted", "\(name)")
+        #expect(report.run.stopped?.reason == .interrupted, "\(name)")
     }
 }
 
