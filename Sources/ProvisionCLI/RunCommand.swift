@@ -10,6 +10,7 @@ import PostgresClient
 import HCI
 import Trace
 import Workflow
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -366,7 +367,7 @@ public struct RunCommand: Command {
         if let dumpPath = file(arguments.value("sim-dump")) {
             for case let sim as SimulatedCentral in centrals.map({ ($0 as? ATTTracingCentral)?.base ?? $0 }) {
                 do {
-                    try Self.writePrivately(Data(await sim.dump().json().utf8), to: dumpPath)
+                    try AtomicFile.write(Data(await sim.dump().json().utf8), to: dumpPath, mode: 0o600)
                 } catch {
                     out.err(escaping: "error: cannot write the simulator dump: \(error)")
                 }
@@ -395,15 +396,15 @@ public struct RunCommand: Command {
             try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
             if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
         } catch {
-            out.err(escaping: "error: cannot write the retry file \(retryPath): \(error.localizedDescription)")
+            out.err(escaping: "error: cannot write the retry file \(retryPath): \(error)")
         }
         if let htmlPath = arguments.value("html") {
             do {
                 let page = HTMLReport(report: report, source: reportPath)
-                try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
+                try AtomicFile.write(Array(page.html.utf8), to: plan.absolute(htmlPath))
                 out.out("html: \(htmlPath)")
             } catch {
-                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+                out.err(escaping: "error: cannot write \(htmlPath): \(error)")
             }
         }
         if let lineStore {
@@ -448,42 +449,6 @@ public struct RunCommand: Command {
         out.err("error: \(message)")
         out.err("usage: \(usage)")
         return ExitCode.invalidInput
-    }
-
-    /// A file the command line itself could not write.
-    struct WriteError: Error, CustomStringConvertible {
-        var path: String
-        var errno: Int32
-        var description: String { "\(path): \(String(cString: strerror(errno)))" }
-    }
-
-    /// Writes `data` to `path` readable by its owner only (mode 0600): a temporary file beside it, then a rename.
-    static func writePrivately(_ data: Data, to path: String) throws {
-        let tmp = path + ".tmp.\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw WriteError(path: tmp, errno: errno) }
-        var failure: Int32 = 0
-        data.withUnsafeBytes { raw in
-            guard var p = raw.baseAddress else { return }
-            var left = raw.count
-            while left > 0 {
-                let n = write(fd, p, left)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                p += n
-                left -= n
-            }
-        }
-        if failure == 0, fsync(fd) != 0 { failure = errno }
-        close(fd)
-        if failure == 0, rename(tmp, path) != 0 { failure = errno }
-        if failure != 0 {
-            unlink(tmp)
-            throw WriteError(path: path, errno: failure)
-        }
     }
 
     /// How each output option's file is written (OutputPaths.Kind); a new output option is a document

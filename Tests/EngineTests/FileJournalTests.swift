@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
