@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Synchronization
+import SystemIO
 import Workflow
 
 /// When to stop the line: after `count` failures, or when failures reach `percent` of finished devices

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import LineStore
+import SystemIO
 import Workflow
 
 /// How `provision run` ends once its station has closed: the files written from the report (the retry
@@ -30,15 +31,15 @@ struct RunEnding {
             try RetryFile.write(report, reportPath: paths.report, to: paths.absolute(paths.retry))
             if RetryFile.text(report, reportPath: paths.report) != nil { retry = paths.retry }
         } catch {
-            output.err(escaping: "error: cannot write the retry file \(paths.retry): \(error.localizedDescription)")
+            output.err(escaping: "error: cannot write the retry file \(paths.retry): \(error)")
         }
         if let htmlPath = options.html {
             do {
                 let page = HTMLReport(report: report, source: paths.report)
-                try Data(page.html.utf8).write(to: URL(fileURLWithPath: paths.absolute(htmlPath)), options: .atomic)
+                try AtomicFile.write(Array(page.html.utf8), to: paths.absolute(htmlPath))
                 html = htmlPath
             } catch {
-                output.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+                output.err(escaping: "error: cannot write \(htmlPath): \(error)")
             }
         }
     }

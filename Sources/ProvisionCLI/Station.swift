@@ -5,6 +5,7 @@ import Dispatch
 import Engine
 import Foundation
 import LineStore
+import SystemIO
 import Trace
 import Workflow
 #if canImport(Glibc)
@@ -210,7 +211,7 @@ final class Station {
         if let path = setup.simDump {
             for case let sim as SimulatedCentral in adapters.map({ ($0 as? ATTTracingCentral)?.base ?? $0 }) {
                 do {
-                    try Self.writePrivately(Data(await sim.dump().json().utf8), to: path)
+                    try AtomicFile.write(Data(await sim.dump().json().utf8), to: path, mode: 0o600)
                 } catch {
                     output.err(escaping: "error: cannot write the simulator dump: \(error)")
                 }
@@ -227,45 +228,6 @@ final class Station {
         // The bond store has nothing to close: every bond is on disk when its `save` returns.
         await events.finish()
         signals?.cancel()
-    }
-}
-
-extension Station {
-    /// A file the station could not write.
-    struct WriteError: Error, CustomStringConvertible {
-        var path: String
-        var errno: Int32
-        var description: String { "\(path): \(String(cString: strerror(errno)))" }
-    }
-
-    /// Writes `data` to `path` readable by its owner only (mode 0600): a temporary file beside it, then a
-    /// rename. (Until the one home for atomic files, with a mode, replaces it.)
-    static func writePrivately(_ data: Data, to path: String) throws {
-        let tmp = path + ".tmp.\(getpid())"
-        let fd = Glibc.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw WriteError(path: tmp, errno: errno) }
-        var failure: Int32 = 0
-        data.withUnsafeBytes { raw in
-            guard var p = raw.baseAddress else { return }
-            var left = raw.count
-            while left > 0 {
-                let n = write(fd, p, left)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                p += n
-                left -= n
-            }
-        }
-        if failure == 0, fsync(fd) != 0 { failure = errno }
-        Glibc.close(fd)
-        if failure == 0, rename(tmp, path) != 0 { failure = errno }
-        if failure != 0 {
-            unlink(tmp)
-            throw WriteError(path: path, errno: failure)
-        }
     }
 }
 

@@ -23,6 +23,9 @@ struct SecureLine {
         }
     }
 
+    /// A new copy's directory.
+    static func copy() throws -> String { try SecureLine().directory }
+
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
     func path(_ name: String) -> String { directory + "/" + name }
