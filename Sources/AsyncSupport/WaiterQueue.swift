@@ -18,6 +18,9 @@ public struct WaitTicket: Hashable, Comparable, Sendable, CustomStringConvertibl
     /// Unique within the process (a token an owner may hand to a state machine as the waiter's name).
     public let id: UInt64
 
+    /// The ticket with this id (the one a state machine's token names). A made-up id matches no waiter.
+    public init(id: UInt64) { self.id = id }
+
     public static func < (a: WaitTicket, b: WaitTicket) -> Bool { a.id < b.id }
     public var description: String { "ticket \(id)" }
 }

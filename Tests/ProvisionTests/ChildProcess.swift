@@ -48,17 +48,19 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     }
 
     private static func readAll(_ handle: FileHandle) async -> String {
-        await withCheckedContinuation { (c: CheckedContinuation<String, Never>) in
-            Thread.detachNewThread {
-                var data = Data()
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    data.append(chunk)
-                }
-                c.resume(returning: String(decoding: data, as: UTF8.self))
+        let (text, done) = AsyncStream.makeStream(of: String.self)
+        Thread.detachNewThread {
+            var data = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                data.append(chunk)
             }
+            done.yield(String(decoding: data, as: UTF8.self))
+            done.finish()
         }
+        for await t in text { return t }
+        return ""
     }
 
     let process = Process()
