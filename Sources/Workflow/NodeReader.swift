@@ -15,6 +15,22 @@ struct NodeReader {
         sink.error(message, at: mark, hint: hint)
     }
 
+    /// A file's YAML document: `.parsed(nil)` for an empty one; `.failed` when the YAML itself is
+    /// broken (the error is recorded with its position).
+    enum Document {
+        case parsed(YAMLNode?)
+        case failed
+    }
+
+    mutating func document(_ bytes: [UInt8]) -> Document {
+        do {
+            return .parsed(try YAMLParser().parse(bytes))
+        } catch {
+            self.error(error.message, at: error.mark, hint: error.hint)
+            return .failed
+        }
+    }
+
     /// The pairs of a mapping; reports an error (naming `what`) when the node is something else.
     mutating func mapping(_ node: YAMLNode, _ what: String) -> [YAMLNode.Pair]? {
         if let pairs = node.mapping { return pairs }

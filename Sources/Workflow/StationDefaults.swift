@@ -60,13 +60,7 @@ public struct StationDefaults: Sendable, Equatable {
     public static func parse(_ bytes: [UInt8], path: String, baseDirectory: String) -> (defaults: StationDefaults?, diagnostics: [Diagnostic]) {
         var reader = NodeReader(path: path)
         var d = StationDefaults(path: path)
-        let root: YAMLNode?
-        do {
-            root = try YAMLParser().parse(bytes)
-        } catch {
-            reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics)
-        }
+        guard case .parsed(let root) = reader.document(bytes) else { return (nil, reader.sink.diagnostics) }
         // An empty file sets nothing.
         guard let root else { return (d, []) }
         guard let pairs = reader.mapping(root, "a defaults file") else { return (nil, reader.sink.diagnostics) }

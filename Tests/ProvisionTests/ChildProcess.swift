@@ -144,4 +144,23 @@ extension ChildProcess {
         let err = await child.stderr()
         return (await child.wait(), out, err)
     }
+
+    /// Runs `provision ARGS` (events on stdout) in `directory` and sends `signals`: the first after the
+    /// first finished device, each next one once the stop was acknowledged (`stop_requested`). Returns the
+    /// exit status, the event lines and stderr.
+    static func interrupt(_ arguments: [String], in directory: String, _ signals: [Int32]) async throws -> (status: Int32, events: [String], stderr: String) {
+        let child = try ChildProcess(arguments, directory: directory)
+        var lines: [String] = []
+        var sent = 0
+        for await l in child.lines {
+            lines.append(l)
+            let due = sent == 0 ? l.contains("\"device_finished\"") : l.contains("\"stop_requested\"")
+            if sent < signals.count, due {
+                child.signal(signals[sent])
+                sent += 1
+            }
+        }
+        let stderr = await child.stderr()
+        return (await child.wait(), lines, stderr)
+    }
 }

@@ -10,22 +10,8 @@ import Glibc
 /// to resume; "stopping:" is said once; a second Ctrl-C promises no grace period; a stop does not wait
 /// out the scan of a unit nothing was sent to.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct InterruptProcessTests {
-    /// Runs `args` (events on stdout) and sends `signals`: the first after the first finished device, each
-    /// next one once the stop was acknowledged (`stop_requested`). Returns the status, events and stderr.
     static func interrupt(_ args: [String], in dir: String, _ signals: [Int32] = [SIGINT]) async throws -> (status: Int32, events: [String], stderr: String) {
-        let child = try ChildProcess(args, directory: dir)
-        var lines: [String] = []
-        var sent = 0
-        for await l in child.lines {
-            lines.append(l)
-            let due = sent == 0 ? l.contains("\"device_finished\"") : l.contains("\"stop_requested\"")
-            if sent < signals.count, due {
-                child.signal(signals[sent])
-                sent += 1
-            }
-        }
-        let stderr = await child.stderr()
-        return (await child.wait(), lines, stderr)
+        try await ChildProcess.interrupt(args, in: dir, signals)
     }
 
     static func lines(_ text: String, containing needle: String) -> [String] {

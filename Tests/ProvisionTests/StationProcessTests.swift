@@ -163,22 +163,9 @@ import Glibc
         #expect(!line.exists("att.jsonl"), "no adapter was opened")
     }
 
-    /// Runs the secure line slowly with its events on stdout, sending `signals` (one after the first
-    /// device finished, the next once the stop is acknowledged); returns the exit status and the events.
+    /// The secure line run slowly with its events on stdout, stopped by `signals` (`ChildProcess.interrupt`).
     static func interrupted(_ line: SecureLine, _ signals: [Int32]) async throws -> (status: Int32, events: [String], stderr: String) {
-        let child = try ChildProcess(Self.arguments(latency: "0.5", concurrency: 2, events: "-"), directory: line.directory)
-        var lines: [String] = []
-        var sent = 0
-        for await l in child.lines {
-            lines.append(l)
-            let due = sent == 0 ? l.contains("\"device_finished\"") : l.contains("\"stop_requested\"")
-            if sent < signals.count, due {
-                child.signal(signals[sent])
-                sent += 1
-            }
-        }
-        let stderr = await child.stderr()
-        return (await child.wait(), lines, stderr)
+        try await ChildProcess.interrupt(Self.arguments(latency: "0.5", concurrency: 2, events: "-"), in: line.directory, signals)
     }
 
     @Test(arguments: [("SIGINT once", [SIGINT]), ("SIGINT twice", [SIGINT, SIGINT]), ("SIGTERM", [SIGTERM])])
