@@ -16,7 +16,7 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
-        // SplitMix64, stable string hashes.
+        // SplitMix64, stable string hashes, civil-calendar day numbers.
         .target(name: "Support"),
         // Async primitives, the one home of each: a FIFO waiter queue with cancellation and time limits,
         // the shared timeout driver, time limits on a body, a semaphore, a one-shot, a packet channel.
@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
-        .target(name: "PostgresClient", dependencies: ["AsyncSupport", "CLibPQ"]),
+        .target(name: "PostgresClient", dependencies: ["AsyncSupport", "CLibPQ", "Support"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["AsyncSupport", "PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.

@@ -33,6 +33,15 @@ package enum RecordEncoder {
         return sink.out.pointee.bytes
     }
 
+    /// One value as it is written at `depth` of a document (pretty or compact): the bytes an
+    /// `EncodedJSON` of it puts back in place, the same as if the document had been written whole.
+    static func element<T: Encodable>(_ value: T, pretty: Bool, depth: Int) -> [UInt8] {
+        let sink = Sink(pretty: pretty, capacity: 4096)
+        sink.encode(value, depth: depth)
+        sink.pool = []
+        return sink.out.pointee.bytes
+    }
+
     /// Encodes `value`, handing finished bytes to `emit` in chunks of about `chunk` bytes as they are
     /// ready (a `SortedRecordKeys` value's array members are streamed element by element), so a large
     /// document is never held whole.
@@ -52,6 +61,18 @@ package enum RecordEncoder {
         }
         if let failure { throw failure }
         try emit(Data(sink.out.pointee.bytes))
+    }
+}
+
+/// A value `RecordEncoder.element` already wrote at the depth and in the format it appears at: put
+/// back as it is (a device's record, written once when the device ended, in the streamed report).
+/// Only `RecordEncoder` writes it.
+struct EncodedJSON: Encodable {
+    var bytes: [UInt8]
+
+    func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(bytes, EncodingError.Context(codingPath: encoder.codingPath,
+                                                                      debugDescription: "pre-encoded JSON is written by RecordEncoder only"))
     }
 }
 
@@ -112,6 +133,7 @@ extension RecordEncoder {
             if T.self == Int.self, let v = value as? Int { return JSONBytes.int(v, into: &out.pointee.bytes) }
             if T.self == Double.self, let v = value as? Double { return JSONBytes.double(v, into: &out.pointee.bytes) }
             if T.self == Bool.self, let v = value as? Bool { return JSONBytes.bool(v, into: &out.pointee.bytes) }
+            if T.self == EncodedJSON.self, let v = value as? EncodedJSON { return out.pointee.bytes.append(contentsOf: v.bytes) }
             let kind = out.pointee.kind(of: T.self)
             if kind == .map, let m = value as? any StringKeyedMap { return m.encodeMembers(into: self, depth: depth) }
             let sorted = kind == .sorted

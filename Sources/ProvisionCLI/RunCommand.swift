@@ -91,7 +91,7 @@ public struct RunCommand: Command {
         let setup = Station.Setup(options, paths: paths, workflow: workflow, inventory: inventory, lineRun: lineRun, hears: hears,
                                   interactive: isatty(STDERR_FILENO) == 1 && context.environment["TERM"] != "dumb")
         let station = Station(setup, output: context.output)
-        let ran = await station.run { station throws(Station.Failure) -> RunReport in
+        let ran = await station.run { station throws(Station.Failure) -> RunResult in
             if !paths.traces.isEmpty { out.err(escaping: TraceOutputs.secretsNote(paths.traces)) }
             // Without --slots, say when the radios hold fewer links than the concurrency asked for.
             if options.concurrency != nil, let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: options.slots, adapters: station.adapters) { out.err(note) }
@@ -106,7 +106,7 @@ public struct RunCommand: Command {
             }
         }
         // Everything is closed: what remains is to say what happened.
-        let report: RunReport
+        let report: RunResult
         switch ran {
         case .failure(let failure): return failure.code
         case .success(let r): report = r
@@ -148,13 +148,16 @@ public struct RunCommand: Command {
     }
 
     static func printSummary(_ report: RunReport, output out: Output) {
-        let s = report.summary
+        printSummary(run: report.run, summary: report.summary, output: out)
+    }
+
+    static func printSummary(run: RunInfo, summary s: Summary, output out: Output) {
         let o = s.outcomes
-        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
+        var line = "\(ControlCharacters.escaped(run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
         if o[.interrupted] > 0 { line += ", \(o[.interrupted]) interrupted" }
         if o[.skipped] > 0 { line += ", \(o[.skipped]) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
-        if report.run.simulated { line += " [simulated]" }
+        if run.simulated { line += " [simulated]" }
         out.out(line)
         if !s.errors.isEmpty {
             out.out(escaping: "failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -162,6 +165,6 @@ public struct RunCommand: Command {
         if let d = s.durationMs {
             out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
         }
-        if let stop = report.run.stopped { out.out(escaping: "stopped: \(stop.message)") }
+        if let stop = run.stopped { out.out(escaping: "stopped: \(stop.message)") }
     }
 }

@@ -8,7 +8,7 @@ import Workflow
 /// file, `--html`), the summary, where everything is, the command that resumes a stopped run, and the
 /// exit status — as text, or with `--json` as one object on standard output.
 struct RunEnding {
-    let report: RunReport
+    let report: RunResult
     let options: RunCommandOptions
     let paths: RunPaths
     let line: LineRunStore?
@@ -17,7 +17,7 @@ struct RunEnding {
     private(set) var retry: String?
     private(set) var html: String?
 
-    init(report: RunReport, options: RunCommandOptions, paths: RunPaths, line: LineRunStore?, output: Output) {
+    init(report: RunResult, options: RunCommandOptions, paths: RunPaths, line: LineRunStore?, output: Output) {
         self.report = report
         self.options = options
         self.paths = paths
@@ -29,13 +29,13 @@ struct RunEnding {
     mutating func writeFiles() {
         do {
             try RetryFile.write(report, reportPath: paths.report, to: paths.absolute(paths.retry))
-            if RetryFile.text(report, reportPath: paths.report) != nil { retry = paths.retry }
+            if !report.notSucceeded.isEmpty { retry = paths.retry }
         } catch {
             output.err(escaping: "error: cannot write the retry file \(paths.retry): \(error)")
         }
         if let htmlPath = options.html {
             do {
-                let page = HTMLReport(report: report, source: paths.report)
+                let page = HTMLReport(report: try RunReport.read(from: paths.absolute(paths.report)), source: paths.report)
                 try AtomicFile.write(Array(page.html.utf8), to: paths.absolute(htmlPath))
                 html = htmlPath
             } catch {
@@ -47,7 +47,7 @@ struct RunEnding {
     /// The command that continues this run from its journal, when devices are left to run (skipped or
     /// interrupted) and the record is a journal (a line station rejoins with the same command).
     var resumeCommand: String? {
-        guard line == nil, report.devices.contains(where: { $0.outcome == .skipped || $0.outcome == .interrupted }) else { return nil }
+        guard line == nil, report.summary.outcomes[.skipped] + report.summary.outcomes[.interrupted] > 0 else { return nil }
         let adapters = options.adapters.map(\.spec)
         let words = ResumeCommand.words(options.words, journal: paths.journal, options: RunCommandOptions.specs) { option, path in
             let files = option == "trace" ? TraceOutputs.paths(for: path, adapters: adapters) : [path]
@@ -58,7 +58,7 @@ struct RunEnding {
 
     /// Prints the ending (text on `output`; with `json`, one object there instead) and returns the exit status.
     func finish(stopRequested: Bool, json: Output?) -> Int32 {
-        RunCommand.printSummary(report, output: output)
+        RunCommand.printSummary(run: report.run, summary: report.summary, output: output)
         let resume = resumeCommand
         output.out("report: \(paths.report)")
         if let line { output.out(escaping: line.location) } else { output.out("journal: \(paths.journal)") }
@@ -81,8 +81,8 @@ struct RunEnding {
             }
         }
         if stopRequested { return ExitCode.interrupted }
-        let failed = report.devices.contains { $0.outcome != .succeeded }
-        if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }), report.run.adapters.allSatisfy({ $0.failure != nil }) {
+        let failed = !report.notSucceeded.isEmpty
+        if failed, report.summary.outcomes[.succeeded] == 0, report.run.adapters.allSatisfy({ $0.failure != nil }) {
             return ExitCode.environment
         }
         return failed ? ExitCode.someDevicesFailed : ExitCode.success
