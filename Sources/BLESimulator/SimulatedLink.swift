@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import Digests
 import Support
 import Synchronization
 
