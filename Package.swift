@@ -26,8 +26,9 @@ let package = Package(
         .target(name: "SystemIO"),
         // SHA-256 over libcrypto (EVP), for every layer that fingerprints bytes.
         .target(name: "Digests", dependencies: ["CLibCrypto", "Support"]),
-        // YAML document model with source marks (over libyaml).
-        .target(name: "YAML", dependencies: ["CYAML"]),
+        // YAML document model with source marks (over libyaml), the one reader of typed values in it, and
+        // the `${name}` templates its scalars hold.
+        .target(name: "YAML", dependencies: ["CYAML", "Support"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
         .target(name: "BLE", dependencies: ["AsyncSupport", "Digests", "Support"]),
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.

@@ -318,7 +318,7 @@ actor DeviceAgent {
         let asked = try c.security.request(level: c.security.level.securityLevel, lookup: lookup)
         let options = SessionOptions(
             connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247),
-            reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
+            reconnect: c.reconnect,
             discovery: context.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: context.allowUndeclared,
             attTimeout: context.attTimeout,

@@ -8,6 +8,7 @@ import LineDatabase
 import LineStore
 import PostgresClient
 import HCI
+import Support
 import Trace
 import Workflow
 import SystemIO
