@@ -62,7 +62,7 @@ let package = Package(
 
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "AsyncSupportTests", dependencies: ["AsyncSupport"]),
-        .testTarget(name: "SystemIOTests", dependencies: ["SystemIO"]),
+        .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "TestSupport"]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
