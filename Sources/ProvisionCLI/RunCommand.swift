@@ -167,11 +167,13 @@ public struct RunCommand: Command {
         if let r = resumePath, let j = arguments.value("journal"), r != j {
             return usageError(out, "`--resume \(r)` continues that journal; `--journal \(j)` names another (give one of them)")
         }
-        let journalPath = resumePath ?? arguments.value("journal")
-            ?? (arguments.value("report").map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflow.name))-\(stamp).journal")
+        // Files kept beside the report go to `reports/` when the report is a FIFO, a device or a stream.
+        let besideReport = OutputPaths.Beside(report: arguments.value("report"), fallback: "reports/\(Self.slug(workflow.name))-\(stamp)",
+                                              currentDirectory: context.currentDirectory)
+        let journalPath = resumePath ?? arguments.value("journal") ?? besideReport.path("journal")
         let reportPath = arguments.value("report") ?? Self.replacingExtension(journalPath, with: "json")
         // A line station writes no journal (the line is its record); outcomes the line cannot take wait in the spool.
-        let spoolPath = arguments.value("spool") ?? Self.replacingExtension(reportPath, with: "spool")
+        let spoolPath = arguments.value("spool") ?? besideReport.path("spool", report: reportPath)
         var plan = OutputPaths(outputs: [
             lineSettings != nil
                 ? OutputPaths.Output(option: "spool", path: spoolPath, kind: .spool, isDefault: arguments.value("spool") == nil)
@@ -184,8 +186,8 @@ public struct RunCommand: Command {
             plan.outputs.append(OutputPaths.Output(option: option.name, path: path, kind: Self.outputKind(option.name)))
         }
         // The retry file beside the report (RetryFile), written when devices did not succeed.
-        let retryPath = RetryFile.path(forReport: reportPath)
-        plan.outputs.append(OutputPaths.Output(option: "retry", path: retryPath, kind: .document, isDefault: arguments.value("report") == nil,
+        let retryPath = besideReport.path("retry", report: reportPath)
+        plan.outputs.append(OutputPaths.Output(option: "retry", path: retryPath, kind: .document, isDefault: besideReport.isDefault(arguments.value("report")),
                                                shownAs: "the retry file \(retryPath) (beside the report)"))
         // One trace file per adapter (TraceOutputs names them).
         let tracePaths = arguments.value("trace").map { TraceOutputs.paths(for: $0, adapters: specs) } ?? []

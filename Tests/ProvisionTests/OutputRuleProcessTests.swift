@@ -158,6 +158,27 @@ import Glibc
         #expect(used.count == 7)
     }
 
+    @Test func aReportOnStandardOutputIsWrittenThereAndWhatGoesBesideItGoesToReports() async throws {
+        let (line, args) = try Self.line()
+        defer { line.remove() }
+        let dir = line.directory
+        // One device fails (no advertising), so there is a retry file to write.
+        _ = try line.write(count: 3, faults: [2: "{ faults: { no_advertise: true } }"])
+        let child = try ChildProcess(args + ["--report", "/dev/stdout"], directory: dir)
+        var stdout = ""
+        for await l in child.lines { stdout += l + "\n" }
+        let stderr = await child.stderr()
+        #expect(await child.wait() == 1, "\(stderr)")
+        #expect(stdout.contains("\"devices\"") && stdout.contains("SN-0002"), "\(stdout.prefix(300))")
+        // The journal and the retry file went to reports/, never beside /dev/stdout.
+        let reports = try FileManager.default.contentsOfDirectory(atPath: dir + "/reports")
+        #expect(reports.contains { $0.hasSuffix(".journal") }, "\(reports)")
+        #expect(reports.contains { $0.hasSuffix(".retry") }, "\(reports)")
+        for name in ["stdout.journal", "stdout.retry", "stdout.json"] {
+            #expect(!FileManager.default.fileExists(atPath: "/dev/" + name), "/dev/\(name) was created")
+        }
+    }
+
     @Test func aJournalOrAStateFileThatIsAFIFOIsRefusedBeforeAnythingIsTouched() async throws {
         let (line, args) = try Self.line()
         defer { line.remove() }
