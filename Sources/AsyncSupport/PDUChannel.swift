@@ -13,25 +13,12 @@
 /// - One receiver: a receive called while another one waits returns nil at once.
 public final class PDUChannel: Sendable {
     private struct State {
-        var buffer: [[UInt8]] = []
-        var head = 0
+        var buffer = FIFOBuffer<[UInt8]>()
         var finished = false
         /// Told each time the receiver starts waiting (tests observe the wait instead of sleeping).
         var waitObserver: (@Sendable () -> Void)?
 
-        mutating func pop() -> [UInt8]? {
-            guard head < buffer.count else { return nil }
-            let pdu = buffer[head]
-            head += 1
-            if head == buffer.count {
-                buffer.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 64, head * 2 >= buffer.count {
-                buffer.removeFirst(head)
-                head = 0
-            }
-            return pdu
-        }
+        mutating func pop() -> [UInt8]? { buffer.removeFirst() }
     }
 
     /// The receiver's wait: granted a PDU, or nil at the end.

@@ -38,48 +38,30 @@ public final class Timeouts: Sendable {
     private struct Queue {
         let id: UInt64
         let limit: Duration
-        var items: [Entry] = []
-        var head = 0
-        /// Position of `items[0]` (entries before it were dropped).
-        var base: UInt64 = 0
+        var items = FIFOBuffer<Entry>()
 
         init(id: UInt64, limit: Duration) {
             self.id = id
             self.limit = limit
         }
 
-        var first: Entry? { head < items.count ? items[head] : nil }
-        var isEmpty: Bool { head >= items.count }
+        var first: Entry? { items.first }
+        var isEmpty: Bool { items.isEmpty }
 
-        mutating func append(_ e: Entry) -> UInt64 {
-            items.append(e)
-            return base + UInt64(items.count - 1)
-        }
+        mutating func append(_ e: Entry) -> UInt64 { items.append(e) }
 
-        mutating func dropFirst() {
-            head += 1
-            if head == items.count {
-                base += UInt64(items.count)
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024 && head * 2 >= items.count {
-                base += UInt64(head)
-                items.removeFirst(head)
-                head = 0
-            }
-        }
+        mutating func dropFirst() { items.removeFirst() }
 
         /// Drops cancelled entries at the head.
         mutating func trim() {
-            while head < items.count, items[head].handler == nil { dropFirst() }
+            while let f = items.first, f.handler == nil { items.removeFirst() }
         }
 
         /// Clears the entry at `position`, if it is still queued; returns its handler.
         mutating func cancel(at position: UInt64) -> (@Sendable () -> Void)? {
-            guard position >= base + UInt64(head), position < base + UInt64(items.count) else { return nil }
-            let i = Int(position - base)
-            let handler = items[i].handler
-            items[i].handler = nil
+            guard let i = items.offset(of: position) else { return nil }
+            let handler = items[offset: i].handler
+            items[offset: i].handler = nil
             trim()
             return handler
         }

@@ -59,9 +59,8 @@ public struct Waiters<Value: Sendable>: Sendable {
         var place: Place
     }
 
-    /// Tickets in the order they joined (so in increasing id); entries before `head` are gone.
-    fileprivate var entries: [Entry] = []
-    fileprivate var head = 0
+    /// Tickets in the order they joined (so in increasing id); the first is never gone.
+    fileprivate var entries = FIFOBuffer<Entry>()
     fileprivate var live = 0
     /// Outcomes of tickets that ended before their task suspended, kept until it asks.
     fileprivate var early: [UInt64: WaitOutcome<Value>] = [:]
@@ -76,18 +75,11 @@ public struct Waiters<Value: Sendable>: Sendable {
     public var isEmpty: Bool { live == 0 }
 
     /// The oldest waiter, if any.
-    public var first: WaitTicket? {
-        var i = head
-        while i < entries.count {
-            if case .gone = entries[i].place { i += 1; continue }
-            return WaitTicket(id: entries[i].id)
-        }
-        return nil
-    }
+    public var first: WaitTicket? { entries.first.map { WaitTicket(id: $0.id) } }
 
     /// Every waiter, oldest first.
     public var tickets: [WaitTicket] {
-        entries[head...].compactMap { e in
+        entries.elements.compactMap { e in
             if case .gone = e.place { return nil }
             return WaitTicket(id: e.id)
         }
@@ -130,7 +122,7 @@ public struct Waiters<Value: Sendable>: Sendable {
     @discardableResult
     fileprivate mutating func end(_ id: UInt64, _ outcome: WaitOutcome<Value>) -> Bool {
         guard let i = index(of: id) else { return false }
-        switch entries[i].place {
+        switch entries[offset: i].place {
         case .queued:
             early[id] = outcome
         case .waiting(let c, let timer):
@@ -139,33 +131,22 @@ public struct Waiters<Value: Sendable>: Sendable {
         case .gone:
             return false
         }
-        entries[i].place = .gone
+        entries[offset: i].place = .gone
         live -= 1
-        trim()
+        while case .gone? = entries.first?.place { entries.removeFirst() }
         return true
     }
 
-    /// The index of a waiting entry (binary search: ids increase along the array).
+    /// The offset of a waiting entry (binary search: ids increase along the buffer).
     fileprivate func index(of id: UInt64) -> Int? {
-        var lo = head, hi = entries.count
+        var lo = 0, hi = entries.count
         while lo < hi {
             let mid = lo + (hi - lo) / 2
-            if entries[mid].id < id { lo = mid + 1 } else { hi = mid }
+            if entries[offset: mid].id < id { lo = mid + 1 } else { hi = mid }
         }
-        guard lo < entries.count, entries[lo].id == id else { return nil }
-        if case .gone = entries[lo].place { return nil }
+        guard lo < entries.count, entries[offset: lo].id == id else { return nil }
+        if case .gone = entries[offset: lo].place { return nil }
         return lo
-    }
-
-    private mutating func trim() {
-        while head < entries.count, case .gone = entries[head].place { head += 1 }
-        if head == entries.count {
-            entries.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64, head * 2 >= entries.count {
-            entries.removeFirst(head)
-            head = 0
-        }
     }
 }
 
@@ -242,7 +223,7 @@ public final class WaiterQueue<State: Sendable, Value: Sendable>: Sendable {
                         assertionFailure("\(ticket) was waited on twice")
                         return .cancelled
                     }
-                    s.waiters.entries[i].place = .waiting(c, timer)
+                    s.waiters.entries[offset: i].place = .waiting(c, timer)
                     return nil
                 }
                 if let ready {

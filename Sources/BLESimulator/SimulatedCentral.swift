@@ -106,8 +106,8 @@ public final class SimulatedCentral: Central {
                     }
                 }
             }
-            if let security = model.security, !security.passkey.isEmpty {
-                switch Template.expand(security.passkey, { device.variables[$0] }) {
+            if let security = model.security, !security.passkey.source.isEmpty {
+                switch security.passkey.expand({ device.variables[$0] }) {
                 case .failure(let f):
                     throw SimulatorError("device \(spec.id): security.passkey: \(f.message)", file: inventoryFile, at: spec.overrides?.mark)
                 case .success(let text) where text.utf8.count != 6 || Passkey(text) == nil:

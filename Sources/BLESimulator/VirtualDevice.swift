@@ -45,7 +45,7 @@ package final class VirtualDevice: Sendable {
         for (k, v) in overrides.variables { vars[k] = v }
         variables = vars
         let name: String
-        switch Template.expand(model.advertising.name, { vars[$0] }) {
+        switch model.advertising.name.expand({ vars[$0] }) {
         case .success(let n): name = n
         case .failure: name = spec.name ?? spec.id
         }

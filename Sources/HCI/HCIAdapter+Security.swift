@@ -1,6 +1,7 @@
 import AsyncSupport
 import BLE
 import BLESecurity
+import Digests
 
 // The executor's side of link security: each link's Security Manager is attached when the link comes
 // up (the stored bond looked up under the station's identity address), callers' `secure` requests

@@ -7,6 +7,7 @@ import Foundation
 import LineDatabase
 import LineStore
 import PostgresClient
+import Support
 import Workflow
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import Workflow
 
 /// Positionals every characteristic command takes.

@@ -3,6 +3,7 @@ import Foundation
 import LineDatabase
 import LineStore
 import PostgresClient
+import Support
 import Workflow
 
 /// `--line URL` (or `PROVISION_LINE`): the line database a command works on, as a libpq connection

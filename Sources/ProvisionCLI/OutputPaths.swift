@@ -157,6 +157,34 @@ struct OutputPaths {
     }
 }
 
+extension OutputPaths {
+    /// Where the files kept beside the report go (the journal, the spool, the retry file): the report's
+    /// path with another extension, unless the report is written as it is (a FIFO, a device, a standard
+    /// stream), whose directory is no place for files (`/dev`): then `fallback` with that extension, in
+    /// the default `reports/` directory.
+    struct Beside {
+        var report: String?
+        var fallback: String
+        var currentDirectory: String
+
+        /// True when the given report is written as it is.
+        var reportIsAsIs: Bool {
+            guard let report else { return false }
+            if case .asIs? = try? OutputPath.resolve(ValueSpec.resolve(path: report, baseDirectory: currentDirectory)) { return true }
+            return false
+        }
+
+        /// The file with extension `ext` beside `report` (the given one when nil).
+        func path(_ ext: String, report given: String? = nil) -> String {
+            guard let base = given ?? report, !reportIsAsIs else { return fallback + "." + ext }
+            return RunPaths.replacingExtension(base, with: ext)
+        }
+
+        /// Whether a file beside the report is in the default directory (created before the run).
+        func isDefault(_ given: String?) -> Bool { given == nil || reportIsAsIs }
+    }
+}
+
 /// A path's real location and, when it exists, its device and inode: two paths name the same file when
 /// either matches (`./x` and `x`, a link and its target, two hard links).
 struct FileIdentity {

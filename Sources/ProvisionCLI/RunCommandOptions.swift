@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import LineDatabase
 import PostgresClient
+import Support
 import Workflow
 
 /// `provision run`'s command line, parsed once: every option as the value it means. Nothing after

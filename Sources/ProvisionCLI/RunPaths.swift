@@ -18,11 +18,12 @@ struct RunPaths {
     var plan: OutputPaths
 
     init(_ o: RunCommandOptions, workflowName: String, inputs: [InputFile], currentDirectory: String, stamp: String = RunPaths.timestamp()) {
-        journal = o.resume ?? o.journal
-            ?? (o.report.map { Self.replacingExtension($0, with: "journal") } ?? "reports/\(Self.slug(workflowName))-\(stamp).journal")
+        // Files kept beside the report go to `reports/` when the report is a FIFO, a device or a stream.
+        let beside = OutputPaths.Beside(report: o.report, fallback: "reports/\(Self.slug(workflowName))-\(stamp)", currentDirectory: currentDirectory)
+        journal = o.resume ?? o.journal ?? beside.path("journal")
         report = o.report ?? Self.replacingExtension(journal, with: "json")
-        spool = o.spool ?? Self.replacingExtension(report, with: "spool")
-        retry = RetryFile.path(forReport: report)
+        spool = o.spool ?? beside.path("spool", report: report)
+        retry = beside.path("retry", report: report)
         traces = o.trace.map { TraceOutputs.paths(for: $0, adapters: o.adapters.map(\.spec)) } ?? []
         typealias Output = OutputPaths.Output
         var outputs = [
@@ -37,7 +38,7 @@ struct RunPaths {
             ("sim-state", o.simState, .state), ("sim-dump", o.simDump, .document),
         ]
         for case let (option, path?, kind) in others { outputs.append(Output(option: option, path: path, kind: kind)) }
-        outputs.append(Output(option: "retry", path: retry, kind: .document, isDefault: o.report == nil,
+        outputs.append(Output(option: "retry", path: retry, kind: .document, isDefault: beside.isDefault(o.report),
                               shownAs: "the retry file \(retry) (beside the report)"))
         for path in traces { outputs.append(Output(option: "trace", path: path, kind: .stream)) }
         plan = OutputPaths(outputs: outputs, inputs: inputs, currentDirectory: currentDirectory)

@@ -2,6 +2,7 @@ import BLE
 import BLESimulator
 import Foundation
 import HCI
+import Support
 import Workflow
 
 /// `provision scan --adapter SPEC [--timeout 5s] [--json]`: the devices in range, like

@@ -5,6 +5,7 @@ import Dispatch
 import Engine
 import Foundation
 import LineStore
+import Support
 import SystemIO
 import Trace
 import Workflow

@@ -1,3 +1,4 @@
+import Support
 import Workflow
 
 /// A command-line option with the rule that turns its text into a value: the one home of an option's

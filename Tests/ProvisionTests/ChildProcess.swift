@@ -48,6 +48,13 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     }
 
     private static func readAll(_ handle: FileHandle) async -> String {
+        for await text in drain(handle) { return text }
+        return ""
+    }
+
+    /// Everything `handle` delivers up to its end, read by a thread of its own (blocking reads, no
+    /// polling), as one string.
+    private static func drain(_ handle: FileHandle) -> AsyncStream<String> {
         let (text, done) = AsyncStream.makeStream(of: String.self)
         Thread.detachNewThread {
             var data = Data()
@@ -59,8 +66,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
             done.yield(String(decoding: data, as: UTF8.self))
             done.finish()
         }
-        for await t in text { return t }
-        return ""
+        return text
     }
 
     let process = Process()
@@ -97,19 +103,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
             continuation.finish()
         }
         // Drain stderr so the child never blocks on a full pipe; keep it for `stderr()`.
-        let errHandle = stderrPipe.fileHandleForReading
-        let (errStream, errContinuation) = AsyncStream.makeStream(of: String.self)
-        stderrText = errStream
-        Thread.detachNewThread {
-            var data = Data()
-            while true {
-                let chunk = errHandle.availableData
-                if chunk.isEmpty { break }
-                data.append(chunk)
-            }
-            errContinuation.yield(String(decoding: data, as: UTF8.self))
-            errContinuation.finish()
-        }
+        stderrText = Self.drain(stderrPipe.fileHandleForReading)
         let (exitStream, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
         exited = exitStream
         process.terminationHandler = { p in

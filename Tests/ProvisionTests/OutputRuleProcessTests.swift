@@ -39,7 +39,7 @@ import Glibc
         var readers: [String: FIFOReader] = [:]
         for name in ["events.fifo", "trace.fifo", "report.fifo"] {
             #expect(mkfifo(dir + "/" + name, 0o644) == 0)
-            readers[name] = try FIFOReader(dir + "/" + name)
+            readers[name] = try FIFOReader(path: dir + "/" + name)
         }
         let modes = readers.keys.reduce(into: [String: mode_t]()) { $0[$1] = Self.info(dir + "/" + $1)?.st_mode }
         let r = try await Self.run(args + ["--events", "events.fifo", "--trace", "trace.fifo", "--report", "report.fifo",
@@ -158,6 +158,27 @@ import Glibc
         #expect(used.count == 7)
     }
 
+    @Test func aReportOnStandardOutputIsWrittenThereAndWhatGoesBesideItGoesToReports() async throws {
+        let (line, args) = try Self.line()
+        defer { line.remove() }
+        let dir = line.directory
+        // One device fails (no advertising), so there is a retry file to write.
+        _ = try line.write(count: 3, faults: [2: "{ faults: { no_advertise: true } }"])
+        let child = try ChildProcess(args + ["--report", "/dev/stdout"], directory: dir)
+        var stdout = ""
+        for await l in child.lines { stdout += l + "\n" }
+        let stderr = await child.stderr()
+        #expect(await child.wait() == 1, "\(stderr)")
+        #expect(stdout.contains("\"devices\"") && stdout.contains("SN-0002"), "\(stdout.prefix(300))")
+        // The journal and the retry file went to reports/, never beside /dev/stdout.
+        let reports = try FileManager.default.contentsOfDirectory(atPath: dir + "/reports")
+        #expect(reports.contains { $0.hasSuffix(".journal") }, "\(reports)")
+        #expect(reports.contains { $0.hasSuffix(".retry") }, "\(reports)")
+        for name in ["stdout.journal", "stdout.retry", "stdout.json"] {
+            #expect(!FileManager.default.fileExists(atPath: "/dev/" + name), "/dev/\(name) was created")
+        }
+    }
+
     @Test func aJournalOrAStateFileThatIsAFIFOIsRefusedBeforeAnythingIsTouched() async throws {
         let (line, args) = try Self.line()
         defer { line.remove() }
@@ -178,57 +199,3 @@ struct ReportShape: Decodable {
     var devices: [Device]
 }
 
-/// The reading end of a FIFO, opened before the writer runs (without waiting for it) and read to the
-/// end on a thread of its own (blocking reads never hold a thread of the cooperative pool).
-final class FIFOReader: Sendable {
-    private let result: AsyncStream<[UInt8]>
-    private let path: String
-
-    init(_ path: String) throws {
-        self.path = path
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
-        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        result = stream
-        Thread.detachNewThread {
-            continuation.yield(Self.readToEnd(fd))
-            continuation.finish()
-        }
-    }
-
-    /// Everything written, once the writer has closed its end. Call it after the writing process has
-    /// exited: a writer of our own comes and goes first, so a FIFO the process never opened ends too
-    /// (the test then fails on what it got, not on its time limit).
-    func bytes() async -> [UInt8] {
-        let fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-        if fd >= 0 { close(fd) }
-        for await bytes in result { return bytes }
-        return []
-    }
-
-    /// poll, then read: until a writer has come and closed its end (a FIFO read before any writer came
-    /// returns 0 without meaning the end; poll reports the hang-up only once a writer has come and gone).
-    private static func readToEnd(_ fd: Int32) -> [UInt8] {
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        var wrote = false
-        while true {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, -1) < 0 {
-                if errno == EINTR { continue }
-                break
-            }
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                wrote = true
-                out += buffer[0..<n]
-            } else if n == 0 {
-                if wrote || p.revents & Int16(POLLHUP) != 0 { break }
-            } else if errno != EAGAIN && errno != EINTR {
-                break
-            }
-        }
-        close(fd)
-        return out
-    }
-}

@@ -7,7 +7,7 @@ import TestSupport
 /// its bonds; `--bonds` in the output-path check; no key in anything a run writes or prints.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct SecurityProcessTests {
     /// A copy of the example line in a temporary directory.
-    private func line() throws -> String { try SecureLine().directory }
+    private func line() throws -> String { try SecureLine.copy() }
 
     private func run(_ arguments: [String], in dir: String) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await ChildProcess.run(arguments, in: dir)

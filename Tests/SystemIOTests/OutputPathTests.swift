@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SystemIO
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -113,17 +114,15 @@ struct OutputPathTests {
         #expect { try AtomicFile.write(Array("x".utf8), to: dir.file("a")) } throws: { ($0 as? FileError)?.errno == ELOOP }
     }
 
-    @Test func aFIFOWithAReaderReceivesTheDocumentAndStaysAFIFO() throws {
+    @Test func aFIFOWithAReaderReceivesTheDocumentAndStaysAFIFO() async throws {
         let dir = try Scratch()
         let fifo = dir.file("events")
         #expect(mkfifo(fifo, 0o640) == 0)
         // The reader opens first (without waiting for a writer), then reads to the end on a thread.
-        let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        #expect(reader >= 0)
-        let received = readInBackground(reader)
+        let received = try FIFOReader(path: fifo)
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
         try AtomicFile.write(payload, to: fifo, mode: 0o600)
-        #expect(received.value() == payload)
+        #expect(await received.bytes() == payload)
         #expect(fileType(dir.info("events")) == S_IFIFO)
         #expect(dir.info("events")!.st_mode & 0o777 == 0o640 & ~currentUmask())
         #expect(dir.names == ["events"])
@@ -153,16 +152,15 @@ struct OutputPathTests {
         }
     }
 
-    @Test func aNonBlockingPipeReadSlowlyGetsEveryByteInOrder() throws {
+    @Test func aNonBlockingPipeReadSlowlyGetsEveryByteInOrder() async throws {
         var fds: [Int32] = [-1, -1]
         #expect(pipe(&fds) == 0)
         _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
-        let reader = fds[0]
-        let received = readInBackground(reader, chunk: 4096)
+        let received = FIFOReader(descriptor: fds[0], chunk: 4096)
         let payload = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         try FileIO.writeAll(fds[1], payload, path: "pipe")
         close(fds[1])
-        #expect(received.value() == payload)
+        #expect(await received.bytes() == payload)
     }
 
     @Test func aCharacterDeviceIsWrittenAsItIs() throws {
@@ -223,47 +221,3 @@ func currentUmask() -> mode_t {
     return mask
 }
 
-/// What a reader thread reads, to the end of the file. A thread of its own: a blocking reader must
-/// never hold one of the cooperative pool's few threads, which the writer under test may need.
-final class BackgroundRead: @unchecked Sendable { // `bytes` is written by the thread before `done` is signalled, read after
-    private var bytes: [UInt8] = []
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ fd: Int32, chunk: Int) {
-        Thread { [self] in
-            bytes = readToEnd(fd, chunk: chunk)
-            done.signal()
-        }.start()
-    }
-
-    /// Waits for the end of file (at most a minute).
-    func value() -> [UInt8]? {
-        done.wait(timeout: .now() + 60) == .success ? bytes : nil
-    }
-}
-
-func readInBackground(_ fd: Int32, chunk: Int = 65536) -> BackgroundRead { BackgroundRead(fd, chunk: chunk) }
-
-/// Reads `fd` until end of file (poll, then read: the descriptor may be non-blocking), then closes it.
-func readToEnd(_ fd: Int32, chunk: Int = 65536) -> [UInt8] {
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: chunk)
-    var sawWriter = false
-    while true {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        if poll(&p, 1, -1) < 0 { if errno == EINTR { continue } else { break } }
-        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n > 0 {
-            sawWriter = true
-            out += buffer[0..<n]
-        } else if n == 0 {
-            // A FIFO opened without a writer reads 0 until one comes; poll reports POLLHUP only after a
-            // writer has come and gone.
-            if sawWriter || p.revents & Int16(POLLHUP) != 0 { break }
-        } else if errno != EAGAIN && errno != EINTR {
-            break
-        }
-    }
-    close(fd)
-    return out
-}

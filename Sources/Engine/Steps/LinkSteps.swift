@@ -132,7 +132,7 @@ struct LinkSteps: StepExecutor {
         let asked = try c.security.request(level: c.security.level.securityLevel, lookup: context.text)
         let options = SessionOptions(
             connect: ConnectOptions(timeout: context.timeout, preferredMTU: c.mtu ?? 247),
-            reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
+            reconnect: c.reconnect,
             discovery: run.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: run.allowUndeclared,
             attTimeout: run.attTimeout,
