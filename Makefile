@@ -2,8 +2,9 @@
 SWIFT      ?= swift
 VENV       ?= .venv
 APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev pkg-config
-# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files.
-TEST_APT_PKGS := chromium tshark
+# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files;
+# zsh loads `provision completion zsh`.
+TEST_APT_PKGS := chromium tshark zsh
 BIN_DEBUG  := .build/debug/provision
 BIN        := .build/release/provision
 
@@ -30,7 +31,7 @@ postgres:
 
 # Test tools (never the product). tshark's package asks whether non-root users may capture: no.
 test-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1; then \
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1 || ! command -v zsh >/dev/null 2>&1; then \
 	  echo "installing $(TEST_APT_PKGS)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections; \

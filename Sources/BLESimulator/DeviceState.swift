@@ -1,4 +1,5 @@
 import BLE
+import Digests
 
 /// What a virtual device remembers across connections (and, with a state file, across runs): the
 /// configuration, the blob, the state value, counters and the command history. A value type; the

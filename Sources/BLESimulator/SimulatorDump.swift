@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Foundation
 
 /// The device side of a simulated run: what every virtual device received and where it ended.

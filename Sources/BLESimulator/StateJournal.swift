@@ -2,6 +2,7 @@ import BLE
 import Foundation
 import Support
 import Synchronization
+import SystemIO
 
 /// The simulator's state file (`--sim-state PATH`): one JSON line per device state change, appended as
 /// it happens, so a resumed run meets the devices as a crashed run left them.
@@ -25,11 +26,14 @@ final class StateJournal: Sendable {
     let path: String
     private let fd: Mutex<Int32>
 
-    /// Opens (creating) the file, returns it with the events to replay in order.
+    /// Opens (creating it readable by its owner only: it holds what devices received, secrets
+    /// included) the file, returns it with the events to replay in order.
     static func open(path: String) throws(SimulatorError) -> (StateJournal, [(String, DeviceEvent)]) {
-        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
+        let fd: Int32
+        do throws(FileError) {
+            fd = try FileIO.open(path, O_RDWR | O_APPEND | O_CREAT, mode: 0o600)
+        } catch {
+            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(error.errno)))", file: path)
         }
         // Another process opening the file waits here until this one has read it and cut a torn line.
         while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
@@ -77,26 +81,18 @@ final class StateJournal: Sendable {
     /// Appends one event line. A failed write is reported once on stderr and the simulation goes on:
     /// the state file is a test aid, not the run's journal.
     func append(id: String, _ event: DeviceEvent) {
-        var bytes = Array(Self.line(id: id, event).utf8)
+        let bytes = Array(Self.line(id: id, event).utf8)
         fd.withLock { fd in
             guard fd >= 0 else { return }
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeMutableBufferPointer { p in
-                    Glibc.write(fd, p.baseAddress.map { $0 + offset }, p.count - offset)
-                }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(errno))); no longer recording\n"
-                    try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
-                    Glibc.close(fd)
-                    fd = -1
-                    return
-                }
-                offset += n
+            do throws(FileError) {
+                try FileIO.writeAll(fd, bytes, path: path)
+            } catch {
+                let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(error.errno))); no longer recording\n"
+                try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
+                FileIO.close(fd)
+                fd = -1
             }
         }
-        bytes.removeAll()
     }
 
     /// One event as a JSON line (with its newline).

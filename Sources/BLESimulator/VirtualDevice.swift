@@ -50,7 +50,7 @@ package final class VirtualDevice: Sendable {
             Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
                           defaults: model.defaults)
         }
-        switch Template.expand(model.advertising.name, lookup) {
+        switch model.advertising.name.expand(lookup) {
         case .success(let n): name = n
         case .failure: name = spec.name ?? spec.id
         }

@@ -1,5 +1,6 @@
 import BLE
 import Workflow
+import YAML
 
 /// The kind of a device failure as reports show it (`error.kind`).
 public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {

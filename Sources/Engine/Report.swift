@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import SystemIO
 import Workflow
 
 /// The JSON report of a run (schema `provision.report/2`, documented in docs/report.md and
@@ -560,13 +561,14 @@ enum EngineJSON {
 }
 
 extension RunReport {
-    /// Writes the report atomically: a temporary file beside it, fsync, rename, fsync of the directory.
+    /// Writes the report by the output-path rule (`AtomicFile`): a regular file is replaced atomically (a
+    /// temporary file beside it, fsync, rename, fsync of the directory); a FIFO or device is written as it is.
     public func write(to path: String) throws {
         // Streamed in chunks of about 1 MiB: at 10,000 devices the whole text (~40 MB) and its copy
         // were most of the run's peak memory.
-        try AtomicFile.write(to: path) { emit in
-            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try emit($0) }
-            try emit(Data([0x0A]))
+        try AtomicFile.write(to: path) { file in
+            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try file.write($0) }
+            try file.write([0x0A])
         }
     }
 

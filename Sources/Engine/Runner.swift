@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Synchronization
+import SystemIO
 import Workflow
 
 /// When to stop the line: after `count` failures, or when failures reach `percent` of finished devices
@@ -113,7 +114,8 @@ final class RunContext: Sendable {
     private let cutReasons = Mutex<[String: String]>([:])
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
-         options: RunOptions, executors: [any StepExecutor]) {
+         options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices()) {
+        self.reached = reached
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -129,6 +131,9 @@ final class RunContext: Sendable {
                                        adapterCount: adapters.adapters.count, seed: options.seed, emits: events.isListening)
         self.executors = executors
     }
+
+    /// Which devices have connected, and which a stop cut before they did (shared with the stop coordinator).
+    let reached: ReachedDevices
 
     /// Records why a device is about to be cut (before its task is cancelled).
     func noteCut(_ device: String, _ reason: String) {
@@ -190,7 +195,8 @@ public enum Runner {
         }
 
         // Planning.
-        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
+        let reached = ReachedDevices()
+        let stopper = StopCoordinator(events: events, grace: options.stopGrace, reached: reached)
         let journal = RunJournal(store: store) { error in
             stopper.beginStop(StopInfo(reason: .journalFailed,
                                        message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes"))
@@ -229,7 +235,7 @@ public enum Runner {
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
-                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) })
+                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         stopper.follow(controller)

@@ -1,5 +1,6 @@
 import BLE
 import Workflow
+import YAML
 
 /// What a step executor gets for one attempt of one step: the step and its deadline, the device's
 /// values and secrets, its session, the journal for irreversible actions, and the run's events. Made by

@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import Workflow
 
 /// Positionals every characteristic command takes.
@@ -70,7 +71,7 @@ public struct ReadCommand: Command {
             out.err(escaping: "error: \(device.shown): read \(path): \(error.message)")
             return ExitCode.someDevicesFailed
         }
-        if arguments.flag("json") {
+        if arguments.flag(SharedOptions.json) {
             out.out(OneDevice.jsonLine(["device": .string(device.found.id ?? device.found.address.description),
                                         "address": .string(device.found.address.description),
                                         "service": .string(path.service.description), "characteristic": .string(path.characteristic.description),
@@ -151,7 +152,7 @@ public struct WriteCommand: Command {
         await session.disconnect()
         await device.close()
         let shownBytes = secret ? Inventory.redacted : bytes.hexString
-        if arguments.flag("json") {
+        if arguments.flag(SharedOptions.json) {
             out.out(OneDevice.jsonLine(["device": .string(device.found.id ?? device.found.address.description),
                                         "address": .string(device.found.address.description),
                                         "service": .string(path.service.description), "characteristic": .string(path.characteristic.description),
@@ -249,7 +250,7 @@ public struct SubscribeCommand: Command {
             await device.close()
             return OneDevice.report(OneDevice.failure(error, doing: "subscribe \(path)", on: device.shown), usage: usage, output: out)
         }
-        let json = arguments.flag("json")
+        let json = arguments.flag(SharedOptions.json)
         let id = device.found.id ?? device.found.address.description
         let wanted = count
         let received: Result<Int, any Error>

@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Engine
 import Foundation
 import Workflow

@@ -12,6 +12,7 @@ final class ProgressDisplay: RunEventSink {
         var succeeded = 0
         var failed = 0
         var interrupted = 0
+        var skipped = 0
         var inflight = 0
         var retries = 0
         var dirty = false
@@ -28,12 +29,17 @@ final class ProgressDisplay: RunEventSink {
     private let color: Bool
     private let timer = Mutex<Task<Void, Never>?>(nil)
     private let slots: @Sendable () -> [(id: String, used: Int, capacity: Int)]
+    /// Whether the operator asked for the stop (a signal): that is acknowledged where it is caught, so
+    /// the display does not say "stopping:" a second time.
+    private let operatorStopped: @Sendable () -> Bool
 
-    init(output: Output, interactive: Bool, color: Bool, slots: @escaping @Sendable () -> [(id: String, used: Int, capacity: Int)]) {
+    init(output: Output, interactive: Bool, color: Bool, slots: @escaping @Sendable () -> [(id: String, used: Int, capacity: Int)],
+         operatorStopped: @escaping @Sendable () -> Bool = { false }) {
         self.output = output
         self.interactive = interactive
         self.color = color
         self.slots = slots
+        self.operatorStopped = operatorStopped
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(interactive ? 100 : 1000))
@@ -60,14 +66,15 @@ final class ProgressDisplay: RunEventSink {
                 switch f.outcome {
                 case .succeeded: s.succeeded += 1
                 case .failed: s.failed += 1
-                case .interrupted, .skipped: s.interrupted += 1
+                case .interrupted: s.interrupted += 1
+                case .skipped: s.skipped += 1
                 }
                 if !interactive || f.outcome != .succeeded {
                     line = Self.deviceLine(f, color: color)
                 }
             case .stopRequested(let message):
                 s.stopping = message
-                line = "stopping: \(ControlCharacters.escaped(message))"
+                if !operatorStopped() { line = "stopping: \(ControlCharacters.escaped(message))" }
             case .leaseLost(let device, let message):
                 line = "\(ControlCharacters.escaped(device))  \(ControlCharacters.escaped(message))"
             case .storeUnavailable(let message), .storeAvailable(let message):
@@ -94,7 +101,10 @@ final class ProgressDisplay: RunEventSink {
         switch e.outcome {
         case .succeeded:
             return "\(id)  \(color ? "\u{1B}[32msucceeded\u{1B}[0m" : "succeeded")  \(ms)"
-        case .failed, .interrupted, .skipped:
+        case .skipped:
+            // Only a stop makes a started device `skipped`: it was cut before anything was sent to it.
+            return "\(id)  skipped  (stopped before anything was sent to it)"
+        case .failed, .interrupted:
             let outcome = e.outcome.rawValue
             let err = e.error.map { ControlCharacters.escaped("\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)") } ?? ""
             return "\(id)  \(color ? "\u{1B}[31m\(outcome)\u{1B}[0m" : outcome)  \(ms)  \(err)"
@@ -104,7 +114,7 @@ final class ProgressDisplay: RunEventSink {
     private func tick() {
         let (text, summary): (String?, String?) = state.withLock { s in
             if s.finished { return (nil, nil) }
-            let done = s.succeeded + s.failed + s.interrupted
+            let done = s.succeeded + s.failed + s.interrupted + s.skipped
             let elapsed = (ContinuousClock.now - s.started)
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             let rate = seconds > 0 ? Double(done) / seconds * 60 : 0

@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import LineStore
 import PostgresClient
+import SystemIO
 import Workflow
 
 /// `provision report REPORT [--where EXPR] [--group-by FIELD] [--compare OLDER] [--csv | --json]
@@ -123,9 +124,9 @@ public struct ReportCommand: Command {
             let page = HTMLReport(report: newer.report, devices: selected, source: newer.label, comparison: comparison,
                                   selection: filter?.expression.source)
             do {
-                try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
+                try AtomicFile.write(Array(page.html.utf8), to: plan.absolute(htmlPath))
             } catch {
-                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+                out.err(escaping: "error: cannot write \(htmlPath): \(error)")
                 return ExitCode.environment
             }
             out.err(escaping: "html: \(htmlPath)")

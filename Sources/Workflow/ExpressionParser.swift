@@ -349,3 +349,7 @@ struct ExpressionParser {
         }
     }
 }
+
+extension Unicode.Scalar {
+    var isASCIILetter: Bool { ("a"..."z").contains(self) || ("A"..."Z").contains(self) }
+}

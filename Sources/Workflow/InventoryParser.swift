@@ -1,3 +1,4 @@
+import Digests
 import Foundation
 import BLE
 import Support
@@ -26,13 +27,7 @@ public struct InventoryParser: Sendable {
             return (sink.hasErrors ? nil : inventory, sink.diagnostics)
         }
         var reader = NodeReader(path: path)
-        let root: YAMLNode?
-        do {
-            root = try YAMLParser().parse(bytes)
-        } catch {
-            reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics)
-        }
+        guard case .parsed(let root) = reader.document(bytes) else { return (nil, reader.sink.diagnostics) }
         guard let root else {
             reader.error("the inventory is empty", at: SourceMark(line: 1, column: 1), hint: "an inventory needs `devices:` with a list of devices")
             return (nil, reader.sink.diagnostics)

@@ -1,5 +1,6 @@
 import BLE
 import Synchronization
+import YAML
 
 /// A concrete test on the bytes of a notification, an indication or a `confirm` read: what `await`
 /// checks, after templates are rendered. (`verify` checks typed values with `MeasurementLimits`.)

@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Support
 import YAML
 
@@ -27,13 +28,7 @@ public struct WorkflowParser: Sendable {
     /// cross-checks do not repeat an error as "unknown variable".
     func parseWithCaptures(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic], captures: Set<String>) {
         var reader = NodeReader(path: path)
-        let root: YAMLNode?
-        do {
-            root = try YAMLParser().parse(bytes)
-        } catch {
-            reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics, [])
-        }
+        guard case .parsed(let root) = reader.document(bytes) else { return (nil, reader.sink.diagnostics, []) }
         guard let root else {
             reader.error("the workflow is empty", at: SourceMark(line: 1, column: 1),
                          hint: "a workflow needs at least `name:` and `steps:`")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import SystemIO
 import TestSupport
 #if canImport(Glibc)
 import Glibc

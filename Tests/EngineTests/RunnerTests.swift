@@ -7,6 +7,7 @@ import Workflow
 import TestSupport
 import YAML
 import Synchronization
+import SystemIO
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {

@@ -1,3 +1,4 @@
+import AsyncSupport
 import TestSupport
 import BLE
 import Foundation
@@ -6,48 +7,24 @@ import Testing
 
 /// PDUs received on a bearer, taken one at a time with a deadline.
 actor PDUInbox {
-    private var queue: [[UInt8]] = []
-    private var finished = false
-    private var waiter: (id: Int, continuation: CheckedContinuation<[UInt8]?, Never>)?
-    private var nextID = 0
+    private let channel = PDUChannel()
     /// Requests sent through `RawATT.request`.
     private(set) var requests = 0
 
     func countRequest() { requests += 1 }
 
-    func push(_ pdu: [UInt8]) {
-        if let w = waiter {
-            waiter = nil
-            w.continuation.resume(returning: pdu)
-        } else {
-            queue.append(pdu)
-        }
-    }
+    func push(_ pdu: [UInt8]) { channel.send(pdu) }
 
-    func finish() {
-        finished = true
-        if let w = waiter {
-            waiter = nil
-            w.continuation.resume(returning: nil)
-        }
-    }
+    func finish() { channel.finish() }
 
     func next(timeout: Duration) async throws -> [UInt8] {
-        if !queue.isEmpty { return queue.removeFirst() }
-        if finished { throw BLEError.disconnected(.remoteUserTerminated) }
-        nextID += 1
-        let id = nextID
-        let timer = Timeouts.shared.schedule(after: timeout) { Task { await self.expire(id) } }
-        let value = await withCheckedContinuation { waiter = (id, $0) }
-        Timeouts.shared.cancel(timer)
-        guard let value else { throw BLEError.timeout(operation: "ATT PDU", limit: timeout) }
-        return value
-    }
-
-    private func expire(_ id: Int) {
-        guard let w = waiter, w.id == id else { return }
-        waiter = nil
-        w.continuation.resume(returning: nil)
+        let channel = self.channel
+        switch await withTimeLimit(timeout, { await channel.receive() }) {
+        case .finished(.success(let pdu?)): return pdu
+        case .finished: throw BLEError.disconnected(.remoteUserTerminated)
+        case .timedOut: throw BLEError.timeout(operation: "ATT PDU", limit: timeout)
+        case .cancelled: throw BLEError.cancelled
+        }
     }
 }
 

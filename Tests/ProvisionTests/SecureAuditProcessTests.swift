@@ -99,11 +99,7 @@ import TestSupport
         """
 
     private func run(_ arguments: [String], in dir: String) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ChildProcess(arguments, directory: dir)
-        var stdout = ""
-        for await l in child.lines { stdout += l + "\n" }
-        let stderr = await child.stderr()
-        return (await child.wait(), stdout, stderr)
+        try await ChildProcess.run(arguments, in: dir)
     }
 
     private func json(_ path: String) throws -> [String: Any] {

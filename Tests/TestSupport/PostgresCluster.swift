@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Foundation
 import PostgresClient
@@ -364,42 +365,19 @@ public final class PostgresCluster: Sendable {
 
 /// Waits for a child process's exit status, with a limit.
 private final class ExitWaiter: Sendable {
-    private struct State {
-        var status: Int32?
-        var waiter: CheckedContinuation<Int32?, Never>?
-        var timer: Timeouts.Token?
-    }
-    private let state = Mutex(State())
+    /// The status once the child exited; the tasks waiting for it.
+    private let state = WaiterQueue<Int32?, Int32>(nil)
 
     func exited(_ status: Int32) {
-        let (w, timer) = state.withLock { s -> (CheckedContinuation<Int32?, Never>?, Timeouts.Token?) in
-            s.status = status
-            defer { s.waiter = nil }
-            return (s.waiter, s.timer)
+        state.withLock { s, waiters in
+            s = status
+            waiters.resumeAll(status)
         }
-        if let timer { Timeouts.shared.cancel(timer) }
-        w?.resume(returning: status)
     }
 
+    /// The exit status, or nil when `timeout` passed first (or the task was cancelled).
     func wait(timeout: Duration) async -> Int32? {
-        await withCheckedContinuation { (c: CheckedContinuation<Int32?, Never>) in
-            let done = state.withLock { s -> Int32? in
-                if let status = s.status { return status }
-                s.waiter = c
-                return nil
-            }
-            if let done {
-                c.resume(returning: done)
-                return
-            }
-            let timer = Timeouts.shared.schedule(after: timeout) { [self] in
-                let w = state.withLock { s -> CheckedContinuation<Int32?, Never>? in
-                    defer { s.waiter = nil }
-                    return s.waiter
-                }
-                w?.resume(returning: nil)
-            }
-            state.withLock { $0.timer = timer }
-        }
+        if case .granted(let status) = await state.wait(timeout: timeout, { s, _ in s }) { return status }
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import BLE
 import BLESimulator
+import Digests
 import Foundation
 import Workflow
 import Engine

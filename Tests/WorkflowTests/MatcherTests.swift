@@ -1,5 +1,6 @@
 import Testing
 @testable import Workflow
+import YAML
 
 @Suite struct MatcherTests {
     @Test func equalsComparesBytes() {

@@ -46,7 +46,7 @@ import YAML
         #expect(scan.services == [BluetoothUUID(0xFFF0), BluetoothUUID(0x180A)])
         #expect(scan.manufacturer == Step.ManufacturerFilter(company: 0x004C, prefix: [0x02, 0x15]))
         #expect(scan.minRSSI == -80)
-        #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: ReconnectPolicy(attempts: 2, delay: .milliseconds(500)))))
+        #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: .limited(maxAttempts: 2, delays: [.milliseconds(500)]))))
         guard case .pair(let pair) = w.steps[2].kind else { Issue.record("not a pair"); return }
         #expect(pair.security.level == .authenticated && pair.security.passkey?.referencedNames == ["passkey"])
         #expect(w.steps[2].name == "pair authenticated")

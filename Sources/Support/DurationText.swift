@@ -1,4 +1,5 @@
-/// Durations as written in workflow files: always with a unit (`250ms`, `10s`, `1.5s`, `2m`, `1h`).
+/// Durations as written in files and on the command line: always with a unit (`250ms`, `10s`, `1.5s`,
+/// `2m`, `1h`): workflows, simulator models, options.
 public enum DurationText {
     /// Why a duration could not be read.
     public enum ParseError: Error, Sendable, Equatable {
@@ -68,7 +69,8 @@ extension Duration {
 }
 
 extension StringProtocol {
-    var trimmingSpaces: String {
+    /// Without leading and trailing spaces and tabs.
+    public var trimmingSpaces: String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }

@@ -1,10 +1,10 @@
-import YAML
-
-/// A string with `${name}` references, parsed once. `$${` writes a literal `${`.
+/// A string with `${name}` references, parsed once: the one template language of workflow values,
+/// inventory paths and simulator models. `$${` writes a literal `${`.
 ///
-/// Names are letters, digits, `_`, `-` and `.`, starting with a letter or `_`. References resolve, in
-/// order, to a value captured by an earlier `read` step, a built-in (`id`, `name`, `address`) or an
-/// inventory variable; validation proves every reference resolves before anything runs.
+/// Names are letters, digits, `_`, `-` and `.`, starting with a letter or `_`. In a workflow, references
+/// resolve, in order, to a value captured by an earlier `read` step, a built-in (`id`, `name`, `address`)
+/// or an inventory variable, and validation proves every reference resolves before anything runs; in a
+/// simulator model, to the model's `defaults:` and the device's variables.
 public struct Template: Sendable, Equatable, CustomStringConvertible {
     /// One piece of a template.
     public enum Part: Sendable, Equatable {
@@ -19,6 +19,22 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
         public var description: String { message }
     }
 
+    /// What a reference without a value means, said in the words of where the template comes from.
+    public enum MissingName: Sendable, Equatable {
+        /// A workflow's value: "`${x}` has no value" (a capture that was not made, a variable a device
+        /// lacks).
+        case noValue
+        /// A simulator model's: the variable is not defined ("define it under `defaults:` or per device").
+        case undefinedVariable
+
+        func message(_ name: String) -> String {
+            switch self {
+            case .noValue: return "`${\(name)}` has no value"
+            case .undefinedVariable: return "unknown variable `${\(name)}`; define it under `defaults:` or per device"
+            }
+        }
+    }
+
     public let source: String
     public let parts: [Part]
 
@@ -29,6 +45,12 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
     public init(literal text: String) {
         source = text
         parts = text.isEmpty ? [] : [.literal(text)]
+    }
+
+    /// A template that is one reference (`${name}`), for a default.
+    public init(reference name: String) {
+        source = "${\(name)}"
+        parts = [.reference(name, SourceMark(line: 1, column: 1))]
     }
 
     /// Parses `text`. `mark` is where the text starts in its file; references get marks offset from it
@@ -77,8 +99,9 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
 
     /// True when `name` can be a variable name.
     public static func isValidName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, first.isASCIILetter || first == "_" else { return false }
-        return name.unicodeScalars.allSatisfy { $0.isASCIILetter || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "." }
+        func letter(_ c: Unicode.Scalar) -> Bool { c.isASCII && c.properties.isAlphabetic }
+        guard let first = name.unicodeScalars.first, letter(first) || first == "_" else { return false }
+        return name.unicodeScalars.allSatisfy { letter($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == "-" || $0 == "." }
     }
 
     /// The referenced names with where each appears, in order (duplicates kept).
@@ -95,15 +118,17 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
     /// True when the template has no references.
     public var isLiteral: Bool { references.isEmpty }
 
-    /// Substitutes every reference; throws when `lookup` has no value for one.
-    public func render(_ lookup: (String) -> String?) throws(TemplateError) -> String {
+    /// Substitutes every reference; throws when `lookup` has no value for one (saying so as `missing`
+    /// says).
+    public func render(_ lookup: (String) -> String?, missing: MissingName = .noValue) throws(TemplateError) -> String {
+        if case .literal(let text)? = parts.first, parts.count == 1 { return text }
         var out = ""
         for part in parts {
             switch part {
             case .literal(let text): out += text
             case .reference(let name, let mark):
                 guard let value = lookup(name) else {
-                    throw TemplateError(message: "`${\(name)}` has no value", mark: mark)
+                    throw TemplateError(message: missing.message(name), mark: mark)
                 }
                 out += value
             }
@@ -112,8 +137,4 @@ public struct Template: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { source }
-}
-
-extension Unicode.Scalar {
-    var isASCIILetter: Bool { ("a"..."z").contains(self) || ("A"..."Z").contains(self) }
 }

@@ -15,13 +15,13 @@ import Synchronization
 /// this runs for every operation of every device). A handler runs at most once, on the driver task, at
 /// or after its deadline; one that was already due may still run just after `cancel` returns, so
 /// handlers must tolerate a wait that already ended (every handler here only wakes a waiter, if any).
-package final class Timeouts: Sendable {
+public final class Timeouts: Sendable {
     /// The process-wide instance.
-    package static let shared = Timeouts()
+    public static let shared = Timeouts()
 
-    package init() {}
+    public init() {}
 
-    package struct Token: Sendable, Hashable {
+    public struct Token: Sendable, Hashable {
         /// The queue (one per limit) and the entry's position in it since the queue was made.
         fileprivate let queue: UInt64
         fileprivate let position: UInt64
@@ -38,48 +38,30 @@ package final class Timeouts: Sendable {
     private struct Queue {
         let id: UInt64
         let limit: Duration
-        var items: [Entry] = []
-        var head = 0
-        /// Position of `items[0]` (entries before it were dropped).
-        var base: UInt64 = 0
+        var items = FIFOBuffer<Entry>()
 
         init(id: UInt64, limit: Duration) {
             self.id = id
             self.limit = limit
         }
 
-        var first: Entry? { head < items.count ? items[head] : nil }
-        var isEmpty: Bool { head >= items.count }
+        var first: Entry? { items.first }
+        var isEmpty: Bool { items.isEmpty }
 
-        mutating func append(_ e: Entry) -> UInt64 {
-            items.append(e)
-            return base + UInt64(items.count - 1)
-        }
+        mutating func append(_ e: Entry) -> UInt64 { items.append(e) }
 
-        mutating func dropFirst() {
-            head += 1
-            if head == items.count {
-                base += UInt64(items.count)
-                items.removeAll(keepingCapacity: true)
-                head = 0
-            } else if head >= 1024 && head * 2 >= items.count {
-                base += UInt64(head)
-                items.removeFirst(head)
-                head = 0
-            }
-        }
+        mutating func dropFirst() { items.removeFirst() }
 
         /// Drops cancelled entries at the head.
         mutating func trim() {
-            while head < items.count, items[head].handler == nil { dropFirst() }
+            while let f = items.first, f.handler == nil { items.removeFirst() }
         }
 
         /// Clears the entry at `position`, if it is still queued; returns its handler.
         mutating func cancel(at position: UInt64) -> (@Sendable () -> Void)? {
-            guard position >= base + UInt64(head), position < base + UInt64(items.count) else { return nil }
-            let i = Int(position - base)
-            let handler = items[i].handler
-            items[i].handler = nil
+            guard let i = items.offset(of: position) else { return nil }
+            let handler = items[offset: i].handler
+            items[offset: i].handler = nil
             trim()
             return handler
         }
@@ -116,7 +98,7 @@ package final class Timeouts: Sendable {
     private let state = Mutex(State())
 
     /// Runs `handler` once `limit` has passed, unless cancelled first.
-    package func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
+    public func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
         let deadline = ContinuousClock.now + limit
         let (token, start) = state.withLock { s -> (Token, UInt64?) in
             let i = s.queueIndex(for: limit)
@@ -132,7 +114,7 @@ package final class Timeouts: Sendable {
     }
 
     /// Cancels a timeout; after this returns its handler does not run.
-    package func cancel(_ token: Token) {
+    public func cancel(_ token: Token) {
         // The handler (and what it holds) is released outside the lock.
         let released: (@Sendable () -> Void)? = state.withLock { s in
             guard let i = s.queues.firstIndex(where: { $0.id == token.queue }) else { return nil }
