@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support", "SystemIO"]),
         .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "Benchmarks"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["Digests", "SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

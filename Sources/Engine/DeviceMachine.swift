@@ -173,8 +173,8 @@ struct DeviceMachine: Sendable {
         case .secured(let outcome):
             security = security.map { $0.followed(by: outcome) } ?? outcome
             return []
-        case .linkClosed(let outcome, let trips, let record, let at):
-            if let record { linkRecord = record }
+        case .linkClosed(let outcome, let trips, let got, let at):
+            if let got { linkRecord = got }
             if let outcome { security = security.map { $0.followed(by: outcome) } ?? outcome }
             roundTrips += trips
             var out = lease.handle(.closed).compactMap { action -> Action? in
