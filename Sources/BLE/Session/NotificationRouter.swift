@@ -1,8 +1,5 @@
 import Synchronization
 
-/// Identifies a subscription across links: never a handle, which may change after a reconnect.
-typealias SubscriptionKey = CharacteristicPath
-
 /// Routes notifications from the ATT reader (synchronously, in arrival order) to every consumer of the
 /// subscription bound to the handle. Bindings belong to one link generation; a new link starts empty.
 final class NotificationRouter: Sendable {
