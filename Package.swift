@@ -18,15 +18,18 @@ let package = Package(
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes.
         .target(name: "Support"),
+        // Async primitives, the one home of each: a FIFO waiter queue with cancellation and time limits,
+        // the shared timeout driver, time limits on a body, a semaphore, a one-shot, a packet channel.
+        .target(name: "AsyncSupport"),
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
-        .target(name: "BLE"),
+        .target(name: "BLE", dependencies: ["AsyncSupport"]),
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
-        .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
+        .target(name: "BLESimulator", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "YAML", "Support"]),
+        .target(name: "HCI", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "CBlueZ"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
@@ -37,7 +40,7 @@ let package = Package(
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
-        .target(name: "Engine", dependencies: ["BLE", "Workflow", "Support"]),
+        .target(name: "Engine", dependencies: ["AsyncSupport", "BLE", "Workflow", "Support"]),
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
@@ -49,20 +52,21 @@ let package = Package(
 
         // Test support: a Bumble fleet, a throwaway PostgreSQL cluster (initdb in a temporary directory, as an
         // unprivileged user), a TCP proxy. Nothing of the engine or the simulator.
-        .target(name: "TestSupport", dependencies: ["BLE", "PostgresClient"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["AsyncSupport", "BLE", "PostgresClient"], path: "Tests/TestSupport"),
         // Test support for the engine and above: a small production line in a temporary directory (workflow,
         // inventory, blobs, model).
         .target(name: "EngineTestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE"], path: "Tests/EngineTestSupport"),
 
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
+        .testTarget(name: "AsyncSupportTests", dependencies: ["AsyncSupport"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
-        .testTarget(name: "BLETests", dependencies: ["BLE", "Support"]),
+        .testTarget(name: "BLETests", dependencies: ["AsyncSupport", "BLE", "Support"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
-        .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity"]),
+        .testTarget(name: "BLESimulatorTests", dependencies: ["AsyncSupport", "BLESimulator", "BLE", "BLESecurity"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "Support", "TestSupport"]),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
+        .testTarget(name: "HCITests", dependencies: ["AsyncSupport", "HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support"]),
         .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "EngineTestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport"]),

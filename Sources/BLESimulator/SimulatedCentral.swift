@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import BLESecurity
 import Synchronization
@@ -32,7 +33,7 @@ public final class SimulatedCentral: Central {
     /// When the fleet started advertising (paced connects wait for each device's next advertising event).
     let epoch = ContinuousClock.now
     /// One pending LE connection at a time.
-    let connectGate = AsyncSemaphore(permits: 1)
+    let connectGate = AsyncSemaphore(permits: 1, cancellationError: BLEError.cancelled)
     private let journal: StateJournal?
 
     private struct WeakCursor {

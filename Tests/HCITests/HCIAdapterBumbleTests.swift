@@ -1,3 +1,4 @@
+import AsyncSupport
 import TestSupport
 import BLE
 import Foundation

@@ -1,4 +1,4 @@
-import BLE
+import AsyncSupport
 import Synchronization
 
 /// Waits, without blocking a thread, for a child process's exit status, with a limit (`Process`

@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 
 /// A notification or indication received from the peer's GATT server.

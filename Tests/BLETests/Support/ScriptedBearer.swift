@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 @testable import BLE
 
@@ -77,7 +78,7 @@ final class ScriptedBearer: ATTBearer {
     init(localMaxMTU: Int = 517, credits: Int? = nil) {
         (incoming, input) = AsyncStream.makeStream(of: [UInt8].self)
         self.localMaxMTU = localMaxMTU
-        gate = credits.map { AsyncSemaphore(permits: $0) }
+        gate = credits.map { AsyncSemaphore(permits: $0, cancellationError: BLEError.cancelled) }
     }
 
     func send(_ pdu: [UInt8]) async throws {
@@ -96,7 +97,7 @@ final class ScriptedBearer: ATTBearer {
             return true
         }
         guard first else { return }
-        gate?.close(.disconnected(reason))
+        gate?.close(BLEError.disconnected(reason))
         input.finish()
     }
 

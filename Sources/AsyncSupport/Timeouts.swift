@@ -15,13 +15,13 @@ import Synchronization
 /// this runs for every operation of every device). A handler runs at most once, on the driver task, at
 /// or after its deadline; one that was already due may still run just after `cancel` returns, so
 /// handlers must tolerate a wait that already ended (every handler here only wakes a waiter, if any).
-package final class Timeouts: Sendable {
+public final class Timeouts: Sendable {
     /// The process-wide instance.
-    package static let shared = Timeouts()
+    public static let shared = Timeouts()
 
-    package init() {}
+    public init() {}
 
-    package struct Token: Sendable, Hashable {
+    public struct Token: Sendable, Hashable {
         /// The queue (one per limit) and the entry's position in it since the queue was made.
         fileprivate let queue: UInt64
         fileprivate let position: UInt64
@@ -116,7 +116,7 @@ package final class Timeouts: Sendable {
     private let state = Mutex(State())
 
     /// Runs `handler` once `limit` has passed, unless cancelled first.
-    package func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
+    public func schedule(after limit: Duration, _ handler: @escaping @Sendable () -> Void) -> Token {
         let deadline = ContinuousClock.now + limit
         let (token, start) = state.withLock { s -> (Token, UInt64?) in
             let i = s.queueIndex(for: limit)
@@ -132,7 +132,7 @@ package final class Timeouts: Sendable {
     }
 
     /// Cancels a timeout; after this returns its handler does not run.
-    package func cancel(_ token: Token) {
+    public func cancel(_ token: Token) {
         // The handler (and what it holds) is released outside the lock.
         let released: (@Sendable () -> Void)? = state.withLock { s in
             guard let i = s.queues.firstIndex(where: { $0.id == token.queue }) else { return nil }
