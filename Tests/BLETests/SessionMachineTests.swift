@@ -35,6 +35,16 @@ private struct Script {
         on(.prepared(1), [.disarm(.attempt(1)), .publish(.ready), .resume(1, .success(1))], sourceLocation: sourceLocation)
     }
 
+    /// Link 1, ready with `restore` subscribed, is lost; attempt 2 (after its 1 s backoff) brings up link 2,
+    /// which starts restoring them.
+    mutating func restoringOnLink2(_ restore: [M.Restore], sourceLocation: SourceLocation = #_sourceLocation) {
+        on(.linkLost(1, lost), [.closeLink(1, .disconnected(lost)), .publish(.reconnecting(attempt: 1)), .arm(.backoff(2), .seconds(1))],
+           sourceLocation: sourceLocation)
+        on(.deadline(.backoff(2)), [.arm(.attempt(2), .seconds(2)), .connect(2, security: nil)], sourceLocation: sourceLocation)
+        on(.linkUp(2), [.adopt(2, 2), .publish(.connected), .prepare(2, 2, security: nil)], sourceLocation: sourceLocation)
+        on(.prepared(2), [.publish(.discovering), .restore(2, 2, restore)], sourceLocation: sourceLocation)
+    }
+
     /// Consumer `id` subscribes to `key` on link `g` as the first consumer and enables it.
     mutating func subscribe(_ id: UInt64, _ key: SubscriptionKey, on g: UInt64, cccd: UInt16,
                             sourceLocation: SourceLocation = #_sourceLocation) {
@@ -74,22 +84,30 @@ private struct Script {
     @Test func aLinkDeliveredJustAsItsDeadlinePassedIsDroppedNotLeaked() {
         var s = Script()
         s.on(.connect(1), [.publish(.connecting), .arm(.attempt(1), .seconds(2)), .connect(1, security: nil)])
-        s.on(.deadline(.attempt(1)), [.cancelAttempt(1), .publish(.failed(connectTimeout)), .resume(1, .failure(connectTimeout))])
+        // The deadline gives the attempt up; it fails once its connect has reported back.
+        s.on(.deadline(.attempt(1)), [.cancelAttempt(1)])
+        #expect(s.machine.state == .connecting)
         // The connect completed as it was cancelled: that link belongs to nobody.
-        s.on(.linkUp(1), [.dropLink(1)])
+        s.on(.linkUp(1), [.dropLink(1), .publish(.failed(connectTimeout)), .resume(1, .failure(connectTimeout))])
         s.on(.connectFailed(1, .cancelled), [])
+        s.on(.linkUp(1), [.dropLink(1)])
         #expect(s.machine.currentLink == nil)
+
+        // Or the cancelled connect ends without a link.
+        var t = Script()
+        t.on(.connect(1), [.publish(.connecting), .arm(.attempt(1), .seconds(2)), .connect(1, security: nil)])
+        t.on(.deadline(.attempt(1)), [.cancelAttempt(1)])
+        t.on(.connectFailed(1, .cancelled), [.publish(.failed(connectTimeout)), .resume(1, .failure(connectTimeout))])
     }
 
     @Test func aDeviceThatConnectsButNeverAnswersFailsAtTheConnectDeadlineAndItsLinkIsClosed() {
         var s = Script()
         s.on(.connect(1), [.publish(.connecting), .arm(.attempt(1), .seconds(2)), .connect(1, security: nil)])
         s.on(.linkUp(1), [.adopt(1, 1), .publish(.connected), .prepare(1, 1, security: nil)])
-        s.on(.deadline(.attempt(1)), [.cancelAttempt(1), .closeLink(1, manual), .publish(.failed(connectTimeout)),
-                                      .resume(1, .failure(connectTimeout))])
-        // What the cancelled preparation and the closed link report afterwards changes nothing.
-        s.on(.establishFailed(1, .cancelled), [])
+        s.on(.deadline(.attempt(1)), [.cancelAttempt(1), .closeLink(1, manual)])
+        // The closed link's news changes nothing; the cancelled preparation ends the attempt.
         s.on(.linkLost(1, .localHostTerminated), [])
+        s.on(.establishFailed(1, .cancelled), [.publish(.failed(connectTimeout)), .resume(1, .failure(connectTimeout))])
         s.on(.prepared(1), [])
     }
 
@@ -134,10 +152,7 @@ private struct Script {
         var s = Script()
         s.ready()
         s.subscribe(10, acks, on: 1, cccd: 0x21)
-        s.on(.linkLost(1, lost), [.closeLink(1, .disconnected(lost)), .publish(.reconnecting(attempt: 1)), .arm(.backoff(2), .seconds(1))])
-        s.on(.deadline(.backoff(2)), [.arm(.attempt(2), .seconds(2)), .connect(2, security: nil)])
-        s.on(.linkUp(2), [.adopt(2, 2), .publish(.connected), .prepare(2, 2, security: nil)])
-        s.on(.prepared(2), [.publish(.discovering), .restore(2, 2, [M.Restore(key: acks, indicate: false)])])
+        s.restoringOnLink2([M.Restore(key: acks, indicate: false)])
         s.on(.rebound(acks, 2, M.Handles(value: 0x30, cccd: 0x31)), [])
         s.on(.restored(2), [.disarm(.attempt(2)), .publish(.ready)])
         // Link 1's late news.
@@ -159,10 +174,7 @@ private struct Script {
             var s = Script()
             s.ready()
             s.subscribe(10, acks, on: 1, cccd: 0x21)
-            s.on(.linkLost(1, lost), [.closeLink(1, .disconnected(lost)), .publish(.reconnecting(attempt: 1)), .arm(.backoff(2), .seconds(1))])
-            s.on(.deadline(.backoff(2)), [.arm(.attempt(2), .seconds(2)), .connect(2, security: nil)])
-            s.on(.linkUp(2), [.adopt(2, 2), .publish(.connected), .prepare(2, 2, security: nil)])
-            s.on(.prepared(2), [.publish(.discovering), .restore(2, 2, [M.Restore(key: acks, indicate: false)])])
+            s.restoringOnLink2([M.Restore(key: acks, indicate: false)])
             s.on(.awaitReady(20), [])
             return s
         }
@@ -172,9 +184,9 @@ private struct Script {
         a.on(.linkLost(2, lost), [.closeLink(2, .disconnected(lost)), .publish(.reconnecting(attempt: 1)), .arm(.backoff(3), .seconds(1))])
         // The loss first: attempt 1 failed, attempt 2 follows, and the waiter keeps waiting.
         var b = restoring()
-        b.on(.linkLost(2, lost), [.closeLink(2, .disconnected(lost)), .cancelAttempt(2), .disarm(.attempt(2)),
-                                  .log("reconnect attempt 1 to \(peer) failed: \(BLEError.disconnected(lost))"),
-                                  .publish(.reconnecting(attempt: 2)), .arm(.backoff(3), .seconds(2))])
+        b.on(.linkLost(2, lost), [.closeLink(2, .disconnected(lost)), .cancelAttempt(2), .disarm(.attempt(2))])
+        b.on(.restored(2), [.log("reconnect attempt 1 to \(peer) failed: \(BLEError.disconnected(lost))"),
+                            .publish(.reconnecting(attempt: 2)), .arm(.backoff(3), .seconds(2))])
         b.on(.restored(2), [])
         for (s, waiter) in [(a, [M.Action]()), (b, [.resume(20, .success(3))])] {
             var s = s
@@ -210,8 +222,9 @@ private struct Script {
         s.ready()
         s.on(.linkLost(1, lost), [.closeLink(1, .disconnected(lost)), .publish(.reconnecting(attempt: 1)),
                                   .arm(.attempt(2), .seconds(2)), .connect(2, security: nil)])
-        s.on(.deadline(.attempt(2)), [.cancelAttempt(2), .log("reconnect attempt 1 to \(peer) failed: \(connectTimeout)"),
-                                      .publish(.failed(connectTimeout))])
+        s.on(.deadline(.attempt(2)), [.cancelAttempt(2)])
+        s.on(.connectFailed(2, .cancelled), [.log("reconnect attempt 1 to \(peer) failed: \(connectTimeout)"),
+                                             .publish(.failed(connectTimeout))])
         s.on(.linkUp(2), [.dropLink(2)])
     }
 
@@ -269,9 +282,10 @@ private struct Script {
         s.on(.cancelWait(2), [.resume(2, .failure(.cancelled))])
         s.on(.cancelWait(2), [])
         s.on(.linkUp(1), [.adopt(1, 1), .publish(.connected), .prepare(1, 1, security: nil)])
-        // Nobody waits for the first connect any more: it is given up, its link closed.
-        s.on(.cancelWait(1), [.resume(1, .failure(.cancelled)), .cancelAttempt(1), .disarm(.attempt(1)), .closeLink(1, manual),
-                              .publish(.failed(.cancelled))])
+        // Nobody else waits for the first connect: it is given up, its link closed, and its caller is
+        // answered once the attempt's work has ended.
+        s.on(.cancelWait(1), [.cancelAttempt(1), .disarm(.attempt(1)), .closeLink(1, manual)])
+        s.on(.establishFailed(1, .cancelled), [.publish(.failed(.cancelled)), .resume(1, .failure(.cancelled))])
         s.on(.prepared(1), [])
     }
 

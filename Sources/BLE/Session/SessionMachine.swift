@@ -159,6 +159,14 @@ struct SessionMachine: Sendable {
         var id: AttemptID
         var stage: Stage
         var link: Generation?
+        /// Why it was given up (deadline, loss of its link, its last caller gone). Its work is cancelled;
+        /// it fails with this once that work has reported back, so nothing it made outlives it.
+        var givenUp: BLEError?
+
+        init(id: AttemptID, stage: Stage) {
+            self.id = id
+            self.stage = stage
+        }
     }
 
     private enum Phase: Sendable, Equatable {
@@ -230,10 +238,18 @@ struct SessionMachine: Sendable {
             linkUp(attempt, &actions)
         case .connectFailed(let id, let error):
             guard let a = attempt(id), a.stage == .connecting else { return [] }
-            actions.append(.disarm(.attempt(a.id)))
-            attemptFailed(error, &actions)
+            if let reason = a.givenUp {
+                attemptFailed(reason, &actions)
+            } else {
+                actions.append(.disarm(.attempt(a.id)))
+                attemptFailed(error, &actions)
+            }
         case .prepared(let g):
             guard var a = attempt(linkedTo: g), a.stage == .preparing else { return [] }
+            if let reason = a.givenUp {
+                attemptFailed(reason, &actions)
+                return actions
+            }
             let active = restoreList()
             if active.isEmpty {
                 becomeReady(a, &actions)
@@ -248,12 +264,20 @@ struct SessionMachine: Sendable {
             subscriptions[key]?.handles = handles
         case .restored(let g):
             guard let a = attempt(linkedTo: g), a.stage == .restoring else { return [] }
-            becomeReady(a, &actions)
+            if let reason = a.givenUp {
+                attemptFailed(reason, &actions)
+            } else {
+                becomeReady(a, &actions)
+            }
         case .establishFailed(let g, let error):
             guard let a = attempt(linkedTo: g) else { return [] }
-            actions.append(.disarm(.attempt(a.id)))
-            actions.append(.closeLink(g, .disconnected(.localHostTerminated)))
-            attemptFailed(error, &actions)
+            if let reason = a.givenUp {
+                attemptFailed(reason, &actions)
+            } else {
+                actions.append(.disarm(.attempt(a.id)))
+                actions.append(.closeLink(g, .disconnected(.localHostTerminated)))
+                attemptFailed(error, &actions)
+            }
         case .linkLost(let g, let reason):
             linkLost(g, reason, &actions)
         case .deadline(let d):
@@ -350,8 +374,10 @@ struct SessionMachine: Sendable {
     }
 
     private mutating func linkUp(_ id: AttemptID, _ actions: inout [Action]) {
-        guard var a = attempt(id), a.stage == .connecting else {
+        guard var a = attempt(id), a.stage == .connecting, a.givenUp == nil else {
+            // Nobody's link: the attempt was given up (or is long over).
             actions.append(.dropLink(id))
+            if let a = attempt(id), a.stage == .connecting, let reason = a.givenUp { attemptFailed(reason, &actions) }
             return
         }
         lastGeneration += 1
@@ -420,32 +446,40 @@ struct SessionMachine: Sendable {
         guard currentLink == g else { return }
         lastReason = reason
         let error = BLEError.disconnected(reason)
-        actions.append(.closeLink(g, error))
-        if case .ready = phase {
-            if maxAttempts > 0 {
-                reconnect(attempt: 1, &actions)
-            } else {
-                phase = .disconnected
-                publish(&actions)
-                endSubscriptions(error, &actions)
-            }
+        if let a = currentAttempt {
+            // Lost while an attempt was preparing or restoring it: the attempt failed (unless it was
+            // already given up, and its link closed).
+            guard a.givenUp == nil else { return }
+            actions.append(.closeLink(g, error))
+            giveUp(a, error, closing: false, &actions)
             return
         }
-        // Lost while an attempt was preparing or restoring it: the attempt failed.
-        if let a = currentAttempt {
-            actions.append(.cancelAttempt(a.id))
-            actions.append(.disarm(.attempt(a.id)))
+        actions.append(.closeLink(g, error))
+        if maxAttempts > 0 {
+            reconnect(attempt: 1, &actions)
+        } else {
+            phase = .disconnected
+            publish(&actions)
+            endSubscriptions(error, &actions)
         }
-        attemptFailed(error, &actions)
+    }
+
+    /// The attempt failed before its work ended: that work is cancelled (its link closed), and the
+    /// attempt fails with `error` when it reports back.
+    private mutating func giveUp(_ attempt: Attempt, _ error: BLEError, closing: Bool = true, _ actions: inout [Action]) {
+        var a = attempt
+        a.givenUp = error
+        setAttempt(a)
+        actions.append(.cancelAttempt(a.id))
+        if error != connectTimeoutError { actions.append(.disarm(.attempt(a.id))) }
+        if closing, let g = a.link { actions.append(.closeLink(g, .disconnected(.localHostTerminated))) }
     }
 
     private mutating func deadline(_ d: Deadline, _ actions: inout [Action]) {
         switch d {
         case .attempt(let id):
-            guard let a = attempt(id), a.stage != .backoff else { return }
-            actions.append(.cancelAttempt(id))
-            if let g = a.link { actions.append(.closeLink(g, .disconnected(.localHostTerminated))) }
-            attemptFailed(connectTimeoutError, &actions)
+            guard let a = attempt(id), a.stage != .backoff, a.givenUp == nil else { return }
+            giveUp(a, connectTimeoutError, &actions)
         case .backoff(let id):
             guard let a = attempt(id), a.stage == .backoff else { return }
             startAttempt(&actions)
@@ -514,15 +548,14 @@ struct SessionMachine: Sendable {
 
     private mutating func cancelWait(_ id: WaiterID, _ actions: inout [Action]) {
         if let i = readyWaiters.firstIndex(of: id) {
+            // The last one waiting for the first connect gave up: so does the attempt, and the caller is
+            // answered when the attempt's work has ended (a reconnect goes on whoever waits).
+            if readyWaiters.count == 1, case .connecting(let a) = phase {
+                if a.givenUp == nil { giveUp(a, .cancelled, &actions) }
+                return
+            }
             readyWaiters.remove(at: i)
             resumeWaiter(id, .failure(.cancelled), &actions)
-            // Everyone who asked for the first connect gave up: so does the attempt (a reconnect goes on).
-            if readyWaiters.isEmpty, case .connecting(let a) = phase {
-                actions.append(.cancelAttempt(a.id))
-                actions.append(.disarm(.attempt(a.id)))
-                if let g = a.link { actions.append(.closeLink(g, .disconnected(.localHostTerminated))) }
-                attemptFailed(.cancelled, &actions)
-            }
             return
         }
         for key in order {
