@@ -286,14 +286,6 @@ public final class BumbleFleet: Sendable {
     /// Runs `body` with a fresh fleet and always stops it.
     public static func with<T>(_ arguments: [String] = ["--devices", "4"],
                         _ body: (BumbleFleet) async throws -> T) async throws -> T {
-        let fleet = try await start(arguments: arguments)
-        do {
-            let result = try await body(fleet)
-            await fleet.stop()
-            return result
-        } catch {
-            await fleet.stop()
-            throw error
-        }
+        try await scoped(try await start(arguments: arguments), stop: { await $0.stop() }, body)
     }
 }

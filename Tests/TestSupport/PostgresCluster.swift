@@ -222,15 +222,7 @@ public final class PostgresCluster: Sendable {
 
     /// Runs `body` with a new cluster of its own and always stops it.
     public static func with<T>(fsync: Bool = false, _ body: (PostgresCluster) async throws -> T) async throws -> T {
-        let cluster = try await start(fsync: fsync)
-        do {
-            let result = try await body(cluster)
-            await cluster.stop()
-            return result
-        } catch {
-            await cluster.stop()
-            throw error
-        }
+        try await scoped(try await start(fsync: fsync), stop: { await $0.stop() }, body)
     }
 
     /// Restarts the server: `fast` ends sessions with "terminating connection due to administrator
