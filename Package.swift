@@ -56,9 +56,12 @@ let package = Package(
         .target(name: "ProvisionCLI", dependencies: ["AsyncSupport", "Digests", "SystemIO", "Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient", "Benchmarks"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),
 
-        // Test support: a small production line in a temporary directory (workflow, inventory, blobs, model).
-        // Also a throwaway PostgreSQL cluster (initdb in a temporary directory, as an unprivileged user).
-        .target(name: "TestSupport", dependencies: ["AsyncSupport", "Digests", "Engine", "Workflow", "BLESimulator", "BLE", "PostgresClient"], path: "Tests/TestSupport"),
+        // Test support: a Bumble fleet, a throwaway PostgreSQL cluster (initdb in a temporary directory, as an
+        // unprivileged user), a TCP proxy. Nothing of the engine or the simulator.
+        .target(name: "TestSupport", dependencies: ["AsyncSupport", "BLE", "Digests", "PostgresClient", "SystemIO"], path: "Tests/TestSupport"),
+        // Test support for the engine and above: a small production line in a temporary directory (workflow,
+        // inventory, blobs, model).
+        .target(name: "EngineTestSupport", dependencies: ["AsyncSupport", "Digests", "Engine", "Workflow", "BLESimulator", "BLE", "SystemIO"], path: "Tests/EngineTestSupport"),
 
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "AsyncSupportTests", dependencies: ["AsyncSupport"]),
@@ -66,16 +69,17 @@ let package = Package(
         .testTarget(name: "DigestsTests", dependencies: ["Digests"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
-        .testTarget(name: "BLETests", dependencies: ["AsyncSupport", "Digests", "BLE", "Support", "Benchmarks"]),
-        .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE", "Benchmarks"]),
-        .testTarget(name: "BLESimulatorTests", dependencies: ["AsyncSupport", "Digests", "BLESimulator", "BLE", "BLESecurity", "Benchmarks"]),
+        .testTarget(name: "BLETests", dependencies: ["AsyncSupport", "Digests", "BLE", "Support"]),
+        .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
+        .testTarget(name: "BLESimulatorTests", dependencies: ["AsyncSupport", "Digests", "BLESimulator", "BLE", "BLESecurity"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
-        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator", "Benchmarks"]),
+        .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "Support", "TestSupport"]),
         .testTarget(name: "HCITests", dependencies: ["AsyncSupport", "HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support", "SystemIO"]),
-        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
-        .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "Benchmarks"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
+        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "EngineTestSupport"]),
+        .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport"]),
+        .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "BLE", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient", "TestSupport"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

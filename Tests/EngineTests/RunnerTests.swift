@@ -1,10 +1,10 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 import YAML
 import Synchronization
 import SystemIO

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision report`: what an auditor reads back from runs.
 @Suite struct ReportCommandTests {
