@@ -42,7 +42,7 @@ let package = Package(
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
         // Benchmarks (`provision bench`): the engine's layers measured apart, kept out of the library targets.
-        .target(name: "Benchmarks", dependencies: ["BLE", "BLESecurity", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient"]),
+        .target(name: "Benchmarks", dependencies: ["BLE", "BLESecurity", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient", "Support"]),
         // The command line: argument parsing, commands, progress display, exit codes.
         .target(name: "ProvisionCLI", dependencies: ["Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient", "Benchmarks"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),

@@ -1,4 +1,5 @@
 import Foundation
+import Support
 import Workflow
 
 /// The JSON report of a run (schema `provision.report/2`, documented in docs/report.md and
@@ -160,16 +161,13 @@ public struct Summary: Codable, Sendable, Equatable {
             if d.outcome == .succeeded, d.carriedOver != true, let rt = d.attRoundTrips { roundTrips.append(rt) }
         }
         durations.sort()
-        func pct(_ p: Double) -> Double {
-            guard !durations.isEmpty else { return 0 }
-            let rank = Int((p * Double(durations.count - 1)).rounded())
-            return durations[min(durations.count - 1, max(0, rank))]
-        }
+        // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+        func pct(_ p: Int) -> Double { Percentile.of(durations, percent: p) ?? 0 }
         let wallMs = wall.milliseconds
         return Summary(
             total: devices.count, outcomes: outcomes, errors: errors,
             devicesPerMinute: wallMs > 0 ? (Double(finishedHere) / (wallMs / 60_000)).rounded(toPlaces: 1) : 0,
-            durationMs: durations.isEmpty ? nil : Percentiles(p50: pct(0.5), p95: pct(0.95), max: durations.last ?? 0),
+            durationMs: durations.isEmpty ? nil : Percentiles(p50: pct(50), p95: pct(95), max: durations.last ?? 0),
             wallMs: wallMs.rounded(toPlaces: 1),
             attRoundTripsPerDevice: roundTrips.isEmpty
                 ? nil : (Double(roundTrips.reduce(0, +)) / Double(roundTrips.count)).rounded(toPlaces: 1))
