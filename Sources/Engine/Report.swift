@@ -355,9 +355,10 @@ extension DeviceRecord {
     /// a report: the line database's outcomes, a station's spool).
     public func jsonText() -> String { String(decoding: RecordEncoder.compact(self), as: UTF8.self) }
 
-    /// A record read back from `jsonText()` (or from a report's `devices` entry).
+    /// A record read back from `jsonText()` (or from a report's `devices` entry), through the engine's
+    /// `RecordDecoder` (every number range-checked; an error says where).
     public static func read(json: some DataProtocol) throws -> DeviceRecord {
-        try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json))
+        try RecordDecoder().decode(DeviceRecord.self, from: Array(json))
     }
 }
 
