@@ -19,6 +19,8 @@ public struct RunCommand: Command {
     public init() {}
 
     public let name = "run"
+    /// `run` stops a line its own way on signals (`SignalWatcher`: no new devices, then cut).
+    public let handlesInterruption = true
     public let summary = "run a workflow over every selected device of an inventory"
     public let discussion = """
         Every device ends in a definite outcome, journaled durably as soon as it is known; the run ends
