@@ -36,9 +36,35 @@ package final class RecordDecoder {
         return try decode(type, from: tape)
     }
 
+    /// Whether a type is a `[String: Value]` map (read with its keys as written), by type: the
+    /// dynamic cast is made once per type, not once per value.
+    private var maps: [ObjectIdentifier: Bool] = [:]
+
+    fileprivate func isMap(_ type: Any.Type) -> Bool {
+        let id = ObjectIdentifier(type)
+        if let known = maps[id] { return known }
+        let answer = type is any StringKeyedDecodableMap.Type
+        maps[id] = answer
+        return answer
+    }
+
+    /// What an omitted member reads as.
+    package enum Omitted: Sendable {
+        /// An empty list (`steps`).
+        case emptyList
+        /// Absent (an optional member: `measurements`).
+        case absent
+    }
+
     /// Decodes `type` from a parsed text (its root, or the value at token `token`).
-    package func decode<T: Decodable>(_ type: T.Type, from tape: JSONTape, at token: Int = 0) throws(RecordDecodingError) -> T {
-        let root = TapeDecoder(tape: tape, token: token, codingPath: [], jsonPath: [], context: self)
+    ///
+    /// `omitting` names members of the top-level object (as written: `steps`) that are not decoded: each
+    /// reads as its `Omitted` value, whatever the text holds there (it was parsed as JSON, nothing
+    /// more). A reader that needs only part of a record (`provision report` answering a query that
+    /// names no step) saves most of the decoding this way.
+    package func decode<T: Decodable>(_ type: T.Type, from tape: JSONTape, at token: Int = 0,
+                                      omitting: [String: Omitted] = [:]) throws(RecordDecodingError) -> T {
+        let root = TapeDecoder(tape: Tape(tape, context: self, omitting: omitting), token: token, parent: nil, key: nil)
         do {
             return try root.decode(type)
         } catch let e as RecordDecodingError {
@@ -48,11 +74,80 @@ package final class RecordDecoder {
         }
     }
 
+    /// The member name a coding key is written as.
     fileprivate func name(_ key: some CodingKey) -> [UInt8] {
         if let hit = names[key.stringValue] { return hit }
         let converted = Array(SnakeCase.convert(key.stringValue).utf8)
         names[key.stringValue] = converted
         return converted
+    }
+
+    /// How many bytes `key` is written as (a capital that starts a word adds its `_`).
+    @inline(__always)
+    fileprivate func writtenLength(_ key: String) -> Int {
+        var k = key
+        return k.withUTF8 { u -> Int in
+            guard let first = u.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z") else { return slowLength(key) }
+            var n = u.count
+            for i in 0..<u.count {
+                let c = u[i]
+                if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") {
+                    if i + 1 < u.count, !(u[i + 1] >= UInt8(ascii: "a") && u[i + 1] <= UInt8(ascii: "z")) { return slowLength(key) }
+                    n += 1
+                } else if c >= 0x80 {
+                    return slowLength(key)
+                }
+            }
+            return n
+        }
+    }
+
+    private func slowLength(_ key: String) -> Int {
+        if let hit = names[key] { return hit.count }
+        let name = Array(SnakeCase.convert(key).utf8)
+        names[key] = name
+        return name.count
+    }
+
+    /// True when member name `name` (bytes `start..<end` of `p`) is how `key` is written. Keys in
+    /// lower camel case whose capitals each start a word (`startMs`, `attRoundTrips`) are compared
+    /// in place, without converting them; any other key through `name(_:)`.
+    @inline(__always)
+    fileprivate func matches(_ key: String, _ p: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        var k = key
+        return k.withUTF8 { u -> Bool in
+            guard let first = u.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z") else { return slowMatch(key, p, start, end) }
+            var j = start
+            var i = 0
+            while i < u.count {
+                let c = u[i]
+                if c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") {
+                    // A capital that starts a word: `_` and its lower case. Anything else (two capitals,
+                    // a capital before a digit) follows SnakeCase's rules: the slow way.
+                    if i + 1 < u.count, !(u[i + 1] >= UInt8(ascii: "a") && u[i + 1] <= UInt8(ascii: "z")) { return slowMatch(key, p, start, end) }
+                    guard j + 1 < end, p[j] == UInt8(ascii: "_"), p[j + 1] == c + 32 else { return false }
+                    j += 2
+                } else if c >= 0x80 {
+                    return slowMatch(key, p, start, end)
+                } else {
+                    guard j < end, p[j] == c else { return false }
+                    j += 1
+                }
+                i += 1
+            }
+            return j == end
+        }
+    }
+
+    private func slowMatch(_ key: String, _ p: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        let name: [UInt8]
+        if let hit = names[key] { name = hit } else {
+            name = Array(SnakeCase.convert(key).utf8)
+            names[key] = name
+        }
+        guard name.count == end - start else { return false }
+        for i in 0..<name.count where p[start + i] != name[i] { return false }
+        return true
     }
 }
 
@@ -90,26 +185,91 @@ package struct RecordDecodingError: Error, Sendable, Equatable, CustomStringConv
 
 // MARK: - The decoder
 
-private final class TapeDecoder: Decoder {
-    let tape: JSONTape
-    let token: Int
-    let codingPath: [any CodingKey]
-    let jsonPath: [JSONTape.PathComponent]
+/// One record's text and tokens, shared by the decoders of its values.
+private final class Tape {
+    let source: JSONTape
+    let tokens: [JSONTape.Token]
+    let bytes: [UInt8]
     let context: RecordDecoder
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(tape: JSONTape, token: Int, codingPath: [any CodingKey], jsonPath: [JSONTape.PathComponent], context: RecordDecoder) {
-        self.tape = tape
-        self.token = token
-        self.codingPath = codingPath
-        self.jsonPath = jsonPath
+    /// Top-level members read as something else (`RecordDecoder.Omitted`), by the token they read as.
+    let omitted: [(name: [UInt8], token: Int)]
+
+    init(_ source: JSONTape, context: RecordDecoder, omitting: [String: RecordDecoder.Omitted] = [:]) {
+        self.source = source
+        var tokens = source.tokens
+        var omitted: [([UInt8], Int)] = []
+        if !omitting.isEmpty {
+            // Two tokens past the text's own: an empty list and a null, for omitted members to point at.
+            let list = tokens.count
+            tokens.append(JSONTape.Token(start: 0, end: list + 1, count: 0, kind: .array, escaped: false))
+            tokens.append(JSONTape.Token(start: 0, end: 0, count: 0, kind: .null, escaped: false))
+            for (name, o) in omitting { omitted.append((Array(name.utf8), o == .emptyList ? list : list + 1)) }
+        }
+        self.tokens = tokens
+        self.omitted = omitted
+        bytes = source.bytes
         self.context = context
     }
 
-    var kind: JSONTape.Kind { tape.tokens[token].kind }
+    @inline(__always) func kind(_ i: Int) -> JSONTape.Kind { tokens[i].kind }
+
+    /// Where token `i` is written (an omitted member's stand-in is nowhere: the start).
+    func offset(_ i: Int) -> Int { i < source.tokens.count ? source.offset(of: i) : 0 }
+}
+
+/// A coding key one step down from a decoder; the path component it is written as is made only for a
+/// message (`component`).
+private struct Step {
+    var key: any CodingKey
+
+    var component: JSONTape.PathComponent {
+        if let m = key as? MemberKey { return m.index.map { .index($0) } ?? .key(m.name) }
+        return .key(SnakeCase.convert(key.stringValue))
+    }
+}
+
+/// The decoder of one value (an object, a list or a scalar). Scalars inside containers are read
+/// straight from the tape; a decoder is made only for a nested record, list or map. Its paths (the
+/// coding path, the JSON path) are kept as a link to its parent and made only when asked for.
+private final class TapeDecoder: Decoder {
+    let tape: Tape
+    let token: Int
+    let parent: TapeDecoder?
+    let step: Step?
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(tape: Tape, token: Int, parent: TapeDecoder?, key: Step?) {
+        self.tape = tape
+        self.token = token
+        self.parent = parent
+        self.step = key
+    }
+
+    var codingPath: [any CodingKey] {
+        var out: [any CodingKey] = []
+        var d: TapeDecoder? = self
+        while let x = d, let s = x.step {
+            out.append(s.key)
+            d = x.parent
+        }
+        return out.reversed()
+    }
+
+    var jsonPath: [JSONTape.PathComponent] {
+        var out: [JSONTape.PathComponent] = []
+        var d: TapeDecoder? = self
+        while let x = d, let s = x.step {
+            out.append(s.component)
+            d = x.parent
+        }
+        return out.reversed()
+    }
+
+    var kind: JSONTape.Kind { tape.kind(token) }
 
     func fail(_ message: String, at token: Int? = nil, path: [JSONTape.PathComponent]? = nil) -> RecordDecodingError {
-        RecordDecodingError(offset: tape.offset(of: token ?? self.token), path: path ?? jsonPath, message: message)
+        RecordDecodingError(offset: tape.offset(token ?? self.token), path: path ?? jsonPath, message: message)
     }
 
     /// What a token holds, for "is not text (found a number)".
@@ -124,86 +284,109 @@ private final class TapeDecoder: Decoder {
         }
     }
 
-    func mismatch(_ expected: String) -> RecordDecodingError {
-        kind == .null ? fail("is null, but \(expected) is needed") : fail("is \(Self.found(kind)), not \(expected)")
-    }
-
     /// A decoder for child token `child`, one step further down.
-    func child(_ child: Int, key: any CodingKey, component: JSONTape.PathComponent) -> TapeDecoder {
-        TapeDecoder(tape: tape, token: child, codingPath: codingPath + [key], jsonPath: jsonPath + [component], context: context)
+    func child(_ child: Int, key: any CodingKey) -> TapeDecoder {
+        TapeDecoder(tape: tape, token: child, parent: self, key: Step(key: key))
     }
 
-    // MARK: Scalars
+    // MARK: Scalars, read at a token (of this decoder, or a member or element of it)
 
-    func string() throws(RecordDecodingError) -> String {
-        guard kind == .string else { throw mismatch("text") }
+    /// The failure for a value at `token` that is one step below this decoder (`step`), or this
+    /// decoder's own value (`step` nil).
+    func fail(_ message: String, token t: Int, step s: () -> Step?) -> RecordDecodingError {
+        RecordDecodingError(offset: tape.offset(t), path: jsonPath + (s().map { [$0.component] } ?? []), message: message)
+    }
+
+    func mismatch(_ expected: String, token t: Int, step s: () -> Step?) -> RecordDecodingError {
+        let k = tape.kind(t)
+        return k == .null ? fail("is null, but \(expected) is needed", token: t, step: s) : fail("is \(Self.found(k)), not \(expected)", token: t, step: s)
+    }
+
+    func mismatch(_ expected: String) -> RecordDecodingError { mismatch(expected, token: token, step: { nil }) }
+
+    func string(_ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> String {
+        guard tape.kind(t) == .string else { throw mismatch("text", token: t, step: s) }
         do {
-            return try tape.string(token)
+            return try tape.source.string(t)
         } catch {
-            throw fail(error.message)
+            throw fail(error.message, token: t, step: s)
         }
     }
 
-    func bool() throws(RecordDecodingError) -> Bool {
-        switch kind {
+    func bool(_ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> Bool {
+        switch tape.kind(t) {
         case .true: return true
         case .false: return false
-        default: throw mismatch("true or false")
+        default: throw mismatch("true or false", token: t, step: s)
         }
     }
 
-    func double() throws(RecordDecodingError) -> Double {
-        guard kind == .number else { throw mismatch("a number") }
-        guard let d = tape.double(token) else {
-            throw fail("\(tape.numberText(token)) is out of range for a number (0, or about 2.2e-308 to 1.8e308 either side of it)")
+    func double(_ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> Double {
+        guard tape.kind(t) == .number else { throw mismatch("a number", token: t, step: s) }
+        guard let d = tape.source.double(t) else {
+            throw fail("\(tape.source.numberText(t)) is out of range for a number (0, or about 2.2e-308 to 1.8e308 either side of it)", token: t, step: s)
         }
         return d
     }
 
-    func integer<I: FixedWidthInteger>(_ type: I.Type) throws(RecordDecodingError) -> I {
-        guard kind == .number else { throw mismatch("a whole number") }
-        let text = tape.numberText(token)
-        let range = "\(I.min) to \(I.max)"
-        if let v = tape.int64(token) {
-            guard let exact = I(exactly: v) else { throw fail("\(text) is out of range (\(range))") }
-            return exact
-        }
+    func float(_ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> Float {
+        let d = try double(t, s())
+        guard abs(d) <= Double(Float.greatestFiniteMagnitude) else { throw fail("\(d) is out of range for a Float", token: t, step: s) }
+        return Float(d)
+    }
+
+    func integer<I: FixedWidthInteger>(_ type: I.Type, _ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> I {
+        guard tape.kind(t) == .number else { throw mismatch("a whole number", token: t, step: s) }
+        if let v = tape.source.int64(t), let exact = I(exactly: v) { return exact }
+        let text = tape.source.numberText(t)
         // Beyond Int64: only a UInt64 (or wider) can hold it, written as digits.
-        if I.bitWidth >= 64, !I.isSigned, tape.isIntegerSyntax(token), let v = UInt64(text), let exact = I(exactly: v) { return exact }
-        if tape.isIntegerSyntax(token) || tape.double(token).map({ $0 == $0.rounded() }) == true {
-            throw fail("\(text) is out of range (\(range))")
+        if I.bitWidth >= 64, !I.isSigned, tape.source.isIntegerSyntax(t), let v = UInt64(text), let exact = I(exactly: v) { return exact }
+        if tape.source.isIntegerSyntax(t) || tape.source.double(t).map({ $0 == $0.rounded() }) == true {
+            throw fail("\(text) is out of range (\(I.min) to \(I.max))", token: t, step: s)
         }
-        throw fail("\(text) is not a whole number")
+        throw fail("\(text) is not a whole number", token: t, step: s)
     }
 
     /// A JSON scalar as written: a number in integer form must fit an Int64.
-    func scalar() throws(RecordDecodingError) -> JSONScalar {
-        switch kind {
+    func scalar(_ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> JSONScalar {
+        switch tape.kind(t) {
         case .null: return .null
         case .true: return .boolean(true)
         case .false: return .boolean(false)
-        case .string: return .string(try string())
+        case .string: return .string(try string(t, s()))
         case .number:
-            if let n = tape.int64(token) { return .integer(n) }
-            if tape.isIntegerSyntax(token) {
-                throw fail("\(tape.numberText(token)) is out of range for an integer (\(Int64.min) to \(Int64.max))")
+            if let n = tape.source.int64(t) { return .integer(n) }
+            if tape.source.isIntegerSyntax(t) {
+                throw fail("\(tape.source.numberText(t)) is out of range for an integer (\(Int64.min) to \(Int64.max))", token: t, step: s)
             }
-            return .real(try double())
+            return .real(try double(t, s()))
         case .object, .array:
-            throw mismatch("a single value (text, a number, true, false or null)")
+            throw mismatch("a single value (text, a number, true, false or null)", token: t, step: s)
         }
+    }
+
+    /// The types records are made of, read straight from the tape (no decoder in between).
+    @inline(__always)
+    static func isFast(_ type: Any.Type) -> Bool {
+        type == String.self || type == Double.self || type == Int.self || type == Bool.self || type == JSONScalar.self
+    }
+
+    /// A value of one of the `isFast` types. The bit casts are exact: each follows the check that `T`
+    /// is that very type (a dynamic cast here cost more than the rest of reading a value).
+    func fast<T>(_ type: T.Type, _ t: Int, _ s: @autoclosure () -> Step?) throws(RecordDecodingError) -> T {
+        if T.self == String.self { return unsafeBitCast(try string(t, s()), to: T.self) }
+        if T.self == Double.self { return unsafeBitCast(try double(t, s()), to: T.self) }
+        if T.self == Int.self { return unsafeBitCast(try integer(Int.self, t, s()), to: T.self) }
+        if T.self == Bool.self { return unsafeBitCast(try bool(t, s()), to: T.self) }
+        if T.self == JSONScalar.self { return unsafeBitCast(try scalar(t, s()), to: T.self) }
+        throw fail("\(T.self) is not read here", token: t, step: s)
     }
 
     // MARK: Values
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        // The types records are made of, read straight from the tape (no container in between).
-        if T.self == String.self, let v = try string() as? T { return v }
-        if T.self == Double.self, let v = try double() as? T { return v }
-        if T.self == Int.self, let v = try integer(Int.self) as? T { return v }
-        if T.self == Bool.self, let v = try bool() as? T { return v }
-        if T.self == JSONScalar.self, let v = try scalar() as? T { return v }
-        if let map = T.self as? any StringKeyedDecodableMap.Type, let v = try map.decodeMap(from: self) as? T { return v }
+        if Self.isFast(T.self) { return try fast(type, token, nil) }
+        if tape.context.isMap(T.self), let map = T.self as? any StringKeyedDecodableMap.Type, let v = try map.decodeMap(from: self) as? T { return v }
         do {
             return try T(from: self)
         } catch let e as RecordDecodingError {
@@ -213,14 +396,21 @@ private final class TapeDecoder: Decoder {
         }
     }
 
+    /// `type` at child token `t`, one step down.
+    func decode<T: Decodable>(_ type: T.Type, at t: Int, _ s: @autoclosure () -> Step) throws -> T {
+        if Self.isFast(T.self) { return try fast(type, t, s()) }
+        return try TapeDecoder(tape: tape, token: t, parent: self, key: s()).decode(type)
+    }
+
     /// An error a type's own `init(from:)` threw (`DecodingError`, or its own), placed at the value
     /// its coding path leads to from here.
     func positioned(_ error: any Error) -> RecordDecodingError {
         guard let e = error as? DecodingError else { return fail("\(error)") }
+        let depth = codingPath.count
         func place(_ context: DecodingError.Context) -> (Int, [JSONTape.PathComponent]) {
             var path = jsonPath
             var t = token
-            for key in context.codingPath.dropFirst(codingPath.count) {
+            for key in context.codingPath.dropFirst(depth) {
                 let component: JSONTape.PathComponent
                 if let i = key.intValue {
                     component = .index(i)
@@ -228,14 +418,14 @@ private final class TapeDecoder: Decoder {
                     component = .key(key is MemberKey ? key.stringValue : SnakeCase.convert(key.stringValue))
                 }
                 path.append(component)
-                if let next = tape.locate([component], from: t) { t = next }
+                if let next = tape.source.locate([component], from: t) { t = next }
             }
             return (t, path)
         }
         switch e {
         case .dataCorrupted(let c):
             let (t, path) = place(c)
-            if tape.tokens[t].kind == .string, let text = try? tape.string(t), c.debugDescription.hasPrefix("Cannot initialize") {
+            if tape.kind(t) == .string, let text = try? tape.source.string(t), c.debugDescription.hasPrefix("Cannot initialize") {
                 // An enumeration's raw value this version does not have (`"outcome": "weird"`).
                 return fail("\(JSONString.quoted(text)) is not a value this version of provision knows", at: t, path: path)
             }
@@ -245,7 +435,7 @@ private final class TapeDecoder: Decoder {
             return fail("`\(SnakeCase.convert(key.stringValue))` is missing", at: t, path: path)
         case .typeMismatch(let type, let c):
             let (t, path) = place(c)
-            return fail("is \(Self.found(tape.tokens[t].kind)), not \(type)", at: t, path: path)
+            return fail("is \(Self.found(tape.kind(t))), not \(type)", at: t, path: path)
         case .valueNotFound(_, let c):
             let (t, path) = place(c)
             return fail("is null", at: t, path: path)
@@ -270,56 +460,82 @@ private final class TapeDecoder: Decoder {
 }
 
 /// `[String: Value]` read member by member, the keys as written (no snake_case conversion).
-private protocol StringKeyedDecodableMap {
+fileprivate protocol StringKeyedDecodableMap {
     static func decodeMap(from decoder: TapeDecoder) throws -> Self
 }
 
 extension Dictionary: StringKeyedDecodableMap where Key == String, Value: Decodable {
     fileprivate static func decodeMap(from decoder: TapeDecoder) throws -> Self {
         guard decoder.kind == .object else { throw decoder.mismatch("an object") }
+        let tape = decoder.tape
         var out: [String: Value] = [:]
-        let members = decoder.tape.members(of: decoder.token)
-        out.reserveCapacity(members.count)
-        for m in members {
+        let n = Int(tape.tokens[decoder.token].count)
+        out.reserveCapacity(n)
+        var k = decoder.token + 1
+        for _ in 0..<n {
             let key: String
             do {
-                key = try decoder.tape.string(m.key)
+                key = try tape.source.string(k)
             } catch {
-                throw decoder.fail(error.message, at: m.key)
+                throw decoder.fail(error.message, at: k)
             }
-            let child = decoder.child(m.value, key: MemberKey(key), component: .key(key))
-            out[key] = try child.decode(Value.self)
+            out[key] = try decoder.decode(Value.self, at: k + 1, Step(key: MemberKey(key)))
+            k = tape.source.next(after: k + 1)
         }
         return out
     }
 }
 
-/// A coding key for a dictionary's member or an array's element.
+/// A coding key for a dictionary's member (its name as written) or an array's element (its index);
+/// the text of an index is made only when asked for.
 private struct MemberKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-    init(_ s: String) { stringValue = s }
-    init(index: Int) { stringValue = "Index \(index)"; intValue = index }
-    init?(stringValue: String) { self.stringValue = stringValue }
+    var name: String
+    var index: Int?
+    init(_ s: String) { name = s }
+    init(index: Int) { name = ""; self.index = index }
+    init?(stringValue: String) { name = stringValue }
     init?(intValue: Int) { self.init(index: intValue) }
+    var stringValue: String { index.map { "Index \($0)" } ?? name }
+    var intValue: Int? { index }
 }
 
 // MARK: - Containers
 
-private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+/// A class, not a struct: `KeyedDecodingContainer` boxes it and calls it for every member, and a struct
+/// (a decoder and a member list) was copied, retained and released at each call.
+private final class KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: TapeDecoder
-    let members: [(key: Int, value: Int)]
+    /// The value token of each member, and where its name is (`start..<end` of the bytes; escaped
+    /// names are compared after unescaping).
+    private let members: [Member]
+
+    struct Member {
+        var start: Int
+        var end: Int
+        var escaped: Bool
+        var value: Int
+    }
 
     init(decoder: TapeDecoder) {
         self.decoder = decoder
-        members = decoder.tape.members(of: decoder.token)
+        let tape = decoder.tape
+        let n = Int(tape.tokens[decoder.token].count)
+        var members: [Member] = []
+        members.reserveCapacity(n)
+        var k = decoder.token + 1
+        for _ in 0..<n {
+            let t = tape.tokens[k]
+            members.append(Member(start: t.start, end: t.end, escaped: t.escaped, value: k + 1))
+            k = tape.source.next(after: k + 1)
+        }
+        self.members = members
     }
 
     var codingPath: [any CodingKey] { decoder.codingPath }
 
     /// Keys as `convertFromSnakeCase` shows them (`att_round_trips` → `attRoundTrips`).
     var allKeys: [Key] {
-        members.compactMap { m in (try? decoder.tape.string(m.key)).flatMap { Key(stringValue: Self.camel($0)) } }
+        members.compactMap { m in (try? decoder.tape.source.string(m.value - 1)).flatMap { Key(stringValue: Self.camel($0)) } }
     }
 
     static func camel(_ name: String) -> String {
@@ -331,73 +547,82 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     /// The member's value token, the last one when a name is written twice (as `JSONDecoder`).
     func value(_ key: Key) -> Int? {
-        let name = decoder.context.name(key)
-        var found: Int?
-        for m in members where decoder.tape.stringEquals(m.key, name) { found = m.value }
-        return found
+        let tape = decoder.tape
+        if !tape.omitted.isEmpty, decoder.parent == nil, decoder.token == 0 {
+            let written = tape.context.name(key)
+            if let o = tape.omitted.first(where: { $0.name == written }) { return o.token }
+        }
+        let context = tape.context
+        let name = key.stringValue
+        let length = context.writtenLength(name)
+        return tape.bytes.withUnsafeBufferPointer { p -> Int? in
+            var found: Int?
+            for m in members {
+                if m.escaped {
+                    if let text = try? tape.source.string(m.value - 1), Array(text.utf8) == context.name(key) { found = m.value }
+                } else if m.end - m.start == length, context.matches(name, p, m.start, m.end) {
+                    found = m.value
+                }
+            }
+            return found
+        }
+    }
+
+    func step(_ key: Key) -> Step { Step(key: key) }
+
+    /// The value token of `key`, or the error that it is missing.
+    func token(_ key: Key) throws(RecordDecodingError) -> Int {
+        guard let v = value(key) else {
+            throw decoder.fail("`\(String(decoding: decoder.tape.context.name(key), as: UTF8.self))` is missing")
+        }
+        return v
     }
 
     func child(_ key: Key) throws(RecordDecodingError) -> TapeDecoder {
-        let name = decoder.context.name(key)
-        guard let v = value(key) else {
-            throw decoder.fail("`\(String(decoding: name, as: UTF8.self))` is missing")
-        }
-        return decoder.child(v, key: key, component: .key(String(decoding: name, as: UTF8.self)))
+        let v = try token(key)
+        return TapeDecoder(tape: decoder.tape, token: v, parent: decoder, key: step(key))
     }
 
     func contains(_ key: Key) -> Bool { value(key) != nil }
 
-    func decodeNil(forKey key: Key) throws -> Bool { try child(key).kind == .null }
+    func decodeNil(forKey key: Key) throws -> Bool { decoder.tape.kind(try token(key)) == .null }
 
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try child(key).bool() }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try child(key).string() }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).double() }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
-        let c = try child(key)
-        let d = try c.double()
-        guard let f = Float(exactly: d) ?? (abs(d) <= Double(Float.greatestFiniteMagnitude) ? Float(d) : nil) else {
-            throw c.fail("\(d) is out of range for a Float")
-        }
-        return f
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.bool(try token(key), step(key)) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.string(try token(key), step(key)) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decoder.double(try token(key), step(key)) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decoder.float(try token(key), step(key)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.integer(Int.self, try token(key), step(key)) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.integer(Int8.self, try token(key), step(key)) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.integer(Int16.self, try token(key), step(key)) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.integer(Int32.self, try token(key), step(key)) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.integer(Int64.self, try token(key), step(key)) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.integer(UInt.self, try token(key), step(key)) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.integer(UInt8.self, try token(key), step(key)) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.integer(UInt16.self, try token(key), step(key)) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.integer(UInt32.self, try token(key), step(key)) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.integer(UInt64.self, try token(key), step(key)) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try decoder.decode(type, at: try token(key), step(key)) }
+
+    // Optional members: absent or null is nil (the common case, read without a decoder).
+    private func present(_ key: Key) -> Int? {
+        guard let v = value(key), decoder.tape.kind(v) != .null else { return nil }
+        return v
     }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).integer(Int.self) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).integer(Int8.self) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).integer(Int16.self) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try child(key).integer(Int32.self) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try child(key).integer(Int64.self) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try child(key).integer(UInt.self) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try child(key).integer(UInt8.self) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).integer(UInt16.self) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try child(key).integer(UInt32.self) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try child(key).integer(UInt64.self) }
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decode(type) }
-
-    // Optional members: absent or null is nil (the common case, read without a container).
     func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        guard let c = try optionalChild(key) else { return nil }
-        return try c.string()
+        try present(key).map { t throws(RecordDecodingError) in try decoder.string(t, step(key)) }
     }
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        guard let c = try optionalChild(key) else { return nil }
-        return try c.bool()
+        try present(key).map { t throws(RecordDecodingError) in try decoder.bool(t, step(key)) }
     }
     func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        guard let c = try optionalChild(key) else { return nil }
-        return try c.double()
+        try present(key).map { t throws(RecordDecodingError) in try decoder.double(t, step(key)) }
     }
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
-        guard let c = try optionalChild(key) else { return nil }
-        return try c.integer(Int.self)
+        try present(key).map { t throws(RecordDecodingError) in try decoder.integer(Int.self, t, step(key)) }
     }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let c = try optionalChild(key) else { return nil }
-        return try c.decode(type)
-    }
-
-    private func optionalChild(_ key: Key) throws(RecordDecodingError) -> TapeDecoder? {
-        guard value(key) != nil else { return nil }
-        let c = try child(key)
-        return c.kind == .null ? nil : c
+        guard let t = present(key) else { return nil }
+        return try decoder.decode(type, at: t, step(key))
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -431,62 +656,66 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     var codingPath: [any CodingKey] { decoder.codingPath }
     var isAtEnd: Bool { currentIndex >= (count ?? 0) }
 
-    private mutating func element() throws(RecordDecodingError) -> TapeDecoder {
+    /// The next element's token and step, consumed.
+    private mutating func element() throws(RecordDecodingError) -> (Int, Step) {
         guard !isAtEnd else {
             throw decoder.fail("has \(count ?? 0) element(s); more were expected")
         }
-        let c = decoder.child(next, key: MemberKey(index: currentIndex), component: .index(currentIndex))
-        next = decoder.tape.next(after: next)
+        let t = next
+        let s = Step(key: MemberKey(index: currentIndex))
+        next = decoder.tape.source.next(after: next)
         currentIndex += 1
-        return c
+        return (t, s)
+    }
+
+    private mutating func child() throws(RecordDecodingError) -> TapeDecoder {
+        let (t, s) = try element()
+        return TapeDecoder(tape: decoder.tape, token: t, parent: decoder, key: s)
     }
 
     mutating func decodeNil() throws -> Bool {
         guard !isAtEnd else { throw decoder.fail("has \(count ?? 0) element(s); more were expected") }
-        guard decoder.tape.tokens[next].kind == .null else { return false }
+        guard decoder.tape.kind(next) == .null else { return false }
         _ = try element()
         return true
     }
 
-    mutating func decode(_ type: Bool.Type) throws -> Bool { try element().bool() }
-    mutating func decode(_ type: String.Type) throws -> String { try element().string() }
-    mutating func decode(_ type: Double.Type) throws -> Double { try element().double() }
-    mutating func decode(_ type: Int.Type) throws -> Int { try element().integer(Int.self) }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try element().integer(Int64.self) }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try element().integer(UInt64.self) }
-    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try element().decode(type) }
+    mutating func decode(_ type: Bool.Type) throws -> Bool { let (t, s) = try element(); return try decoder.bool(t, s) }
+    mutating func decode(_ type: String.Type) throws -> String { let (t, s) = try element(); return try decoder.string(t, s) }
+    mutating func decode(_ type: Double.Type) throws -> Double { let (t, s) = try element(); return try decoder.double(t, s) }
+    mutating func decode(_ type: Int.Type) throws -> Int { let (t, s) = try element(); return try decoder.integer(Int.self, t, s) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { let (t, s) = try element(); return try decoder.integer(Int64.self, t, s) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { let (t, s) = try element(); return try decoder.integer(UInt64.self, t, s) }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { let (t, s) = try element(); return try decoder.decode(type, at: t, s) }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-        try element().container(keyedBy: type)
+        try child().container(keyedBy: type)
     }
 
-    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try element().unkeyedContainer() }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try child().unkeyedContainer() }
 
-    mutating func superDecoder() throws -> any Decoder { try element() }
+    mutating func superDecoder() throws -> any Decoder { try child() }
 }
 
 private struct SingleContainer: SingleValueDecodingContainer {
     let decoder: TapeDecoder
     var codingPath: [any CodingKey] { decoder.codingPath }
+    var t: Int { decoder.token }
 
     func decodeNil() -> Bool { decoder.kind == .null }
-    func decode(_ type: Bool.Type) throws -> Bool { try decoder.bool() }
-    func decode(_ type: String.Type) throws -> String { try decoder.string() }
-    func decode(_ type: Double.Type) throws -> Double { try decoder.double() }
-    func decode(_ type: Float.Type) throws -> Float {
-        let d = try decoder.double()
-        guard abs(d) <= Double(Float.greatestFiniteMagnitude) else { throw decoder.fail("\(d) is out of range for a Float") }
-        return Float(d)
-    }
-    func decode(_ type: Int.Type) throws -> Int { try decoder.integer(Int.self) }
-    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(Int8.self) }
-    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(Int16.self) }
-    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(Int32.self) }
-    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(Int64.self) }
-    func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(UInt.self) }
-    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(UInt8.self) }
-    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(UInt16.self) }
-    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(UInt32.self) }
-    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(UInt64.self) }
+    func decode(_ type: Bool.Type) throws -> Bool { try decoder.bool(t, nil) }
+    func decode(_ type: String.Type) throws -> String { try decoder.string(t, nil) }
+    func decode(_ type: Double.Type) throws -> Double { try decoder.double(t, nil) }
+    func decode(_ type: Float.Type) throws -> Float { try decoder.float(t, nil) }
+    func decode(_ type: Int.Type) throws -> Int { try decoder.integer(Int.self, t, nil) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.integer(Int8.self, t, nil) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.integer(Int16.self, t, nil) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.integer(Int32.self, t, nil) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.integer(Int64.self, t, nil) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decoder.integer(UInt.self, t, nil) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.integer(UInt8.self, t, nil) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.integer(UInt16.self, t, nil) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.integer(UInt32.self, t, nil) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.integer(UInt64.self, t, nil) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decode(type) }
 }

@@ -24,6 +24,14 @@ package struct JSONTape: Sendable {
         package var kind: Kind
         /// A string with at least one escape (`\n`, `\u00e9`): it must be unescaped.
         package var escaped: Bool
+
+        package init(start: Int, end: Int, count: Int32, kind: Kind, escaped: Bool) {
+            self.start = start
+            self.end = end
+            self.count = count
+            self.kind = kind
+            self.escaped = escaped
+        }
     }
 
     /// Why the text is not JSON, and where.
