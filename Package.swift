@@ -14,6 +14,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CPCRE2", pkgConfig: "libpcre2-8", providers: [.apt(["libpcre2-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes.
@@ -29,8 +30,8 @@ let package = Package(
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
-        // Workflow and inventory models, validation, templates, codecs.
-        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support"]),
+        // Workflow and inventory models, validation, templates, codecs, matchers (regexes bounded in time, over PCRE2).
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support", "CPCRE2"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["CLibPQ"]),

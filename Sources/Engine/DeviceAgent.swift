@@ -167,7 +167,7 @@ actor DeviceAgent {
             }
             if let id = r.id { capture(id, value) }
         case .verify(let v):
-            try verify(v, index: index)
+            try verify(v, index: index, deadline: .now + timeout)
         case .derive(let d):
             try derive(d)
         case .write(let w):
@@ -452,7 +452,7 @@ actor DeviceAgent {
         let s = try requireSession(step)
         let expected = try c.matcher.resolve(variables: lookup, baseDirectory: context.inventory.baseDirectory)
         let value = try await s.read(service: c.target.service, characteristic: c.target.characteristic, timeout: timeout)
-        let done = expected.matches(value)
+        let done = try expected.matches(value, deadline: .now + timeout, timeout: timeout)
         if !done { irreversibleSent = false }
         return done
     }
@@ -544,7 +544,7 @@ actor DeviceAgent {
 
     /// Checks a verify's value against its limits for this device and records the measurement, passed
     /// or failed; a failed one fails the step (`verify_failed`) with the measurement's message.
-    private func verify(_ v: Step.Verify, index: Int) throws {
+    private func verify(_ v: Step.Verify, index: Int, deadline: ContinuousClock.Instant) throws {
         let value: TypedValue?
         if let name = v.value.loneReference {
             value = typed(name)
@@ -554,11 +554,13 @@ actor DeviceAgent {
         var result: MeasurementResult
         do {
             let limits = try v.limits.resolve(valueType: v.valueType, typed: typed, text: lookup)
-            result = limits.check(value, name: v.measurementName, unit: v.unit)
+            result = limits.check(value, name: v.measurementName, unit: v.unit, deadline: deadline)
         } catch {
             result = MeasurementResult(name: v.measurementName, value: value, limits: MeasurementLimits(), unit: v.unit, outcome: .fail,
                                        message: "\(v.measurementName): the limits cannot be made for this device: \(error.message)")
         }
+        // A regex cut by a stop: the device is interrupted, its measurement not failed.
+        try Task.checkCancellation()
         let secret = v.value.referencedNames.contains(where: context.secretNames.contains)
             || v.limits.templates.contains { $0.referencedNames.contains(where: context.secretNames.contains) }
         var record = MeasurementRecord(step: index, result: result)
@@ -752,9 +754,10 @@ final class Mailbox: Sendable {
             switch next {
             case .value(let v):
                 last = v
-                if matcher.matches(v) { return .matched(v) }
-                if let busy, busy.matches(v) { return .busy(v) }
-                if let failsOn, failsOn.matches(v) { return .failed(v) }
+                // Regexes on a device's values are bounded and stop at the deadline (`BoundedRegex`).
+                if try matcher.matches(v, deadline: deadline, timeout: timeout) { return .matched(v) }
+                if let busy, try busy.matches(v, deadline: deadline, timeout: timeout) { return .busy(v) }
+                if let failsOn, try failsOn.matches(v, deadline: deadline, timeout: timeout) { return .failed(v) }
                 continue
             case .error(let e):
                 throw e
