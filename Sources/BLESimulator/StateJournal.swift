@@ -27,7 +27,8 @@ final class StateJournal: Sendable {
 
     /// Opens (creating) the file, returns it with the events to replay in order.
     static func open(path: String) throws(SimulatorError) -> (StateJournal, [(String, DeviceEvent)]) {
-        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        // 0600: the file holds what devices received, secrets included (like --sim-dump and the traces).
+        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
         }

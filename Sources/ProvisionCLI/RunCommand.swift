@@ -380,7 +380,7 @@ public struct RunCommand: Command {
             let names = inventory.secrets.sorted().map { "`\($0)`" }.joined(separator: ", ")
             for (option, path) in [("sim-dump", arguments.value("sim-dump")), ("sim-state", arguments.value("sim-state"))] {
                 guard let path else { continue }
-                out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted\(option == "sim-dump" ? " (written readable by its owner only)" : "")")
+                out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted (written readable by its owner only)")
             }
         }
         for c in centrals { await c.close() }
