@@ -31,7 +31,9 @@ actor DeviceAgent {
     private var prefetched: [Int: Result<[UInt8], BLEError>] = [:]
     /// Hides this device's secrets in every record, event and message it makes; learns the bytes it
     /// writes from values that use a secret.
-    private var redactor: Redactor
+    /// The device's secrets: names and values in every rendering, learnt as values are captured and
+    /// written (`SecretScope`, the one home of what is hidden).
+    private var secrets: SecretScope
     /// This attempt sent an irreversible write that may have reached the device (no answer said it
     /// was not executed, no `confirm` said it did not take effect).
     private var irreversibleSent = false
@@ -43,7 +45,7 @@ actor DeviceAgent {
         self.context = context
         self.attemptNumber = attemptNumber
         self.resumed = resumed
-        self.redactor = context.inventory.redactor(for: device)
+        self.secrets = SecretScope(names: context.secretNames, redactor: context.inventory.redactor(for: device))
         var declared: [String: TypedValue] = [:]
         for (name, declaration) in context.workflow.variables {
             // Validation checked every selected device's values; a value that does not read is absent.
@@ -503,7 +505,7 @@ actor DeviceAgent {
     /// Keeps a captured value; a value derived from a secret is a secret too, in every message.
     private func capture(_ id: String, _ value: TypedValue) {
         captured[id] = value
-        if context.secretNames.contains(id) { redactor.addSecret(value.description) }
+        secrets.captured(id, value)
     }
 
     /// The captured values as the report keeps them: the JSON of each type, and `***` for a value
@@ -512,7 +514,7 @@ actor DeviceAgent {
         var out: [String: JSONScalar] = [:]
         for (k, v) in captured {
             let shown = v.description
-            let hidden = context.secretNames.contains(k) || (!redactor.isEmpty && redactor.redact(shown) != shown)
+            let hidden = secrets.hides(shown, name: k)
             out[k] = hidden ? .string(Redactor.mask) : v.jsonScalar
         }
         return out
@@ -536,10 +538,10 @@ actor DeviceAgent {
         if result == nil, !missing.isEmpty {
             reason += ": " + missing.map { "`\($0)` has no value" }.joined(separator: ", ")
         } else {
-            let shown = names.filter { !context.secretNames.contains($0) }.compactMap { n in typed(n).map { "\(n) \($0.quotedForMessage)" } }
+            let shown = names.filter { !secrets.names.contains($0) }.compactMap { n in typed(n).map { "\(n) \($0.quotedForMessage)" } }
             if !shown.isEmpty { reason += " (" + shown.joined(separator: ", ") + ")" }
         }
-        return .success(redactor.redact(reason))
+        return .success(secrets.redact(reason))
     }
 
     /// Checks a verify's value against its limits for this device and records the measurement, passed
@@ -561,8 +563,8 @@ actor DeviceAgent {
         }
         // A regex cut by a stop: the device is interrupted, its measurement not failed.
         try Task.checkCancellation()
-        let secret = v.value.referencedNames.contains(where: context.secretNames.contains)
-            || v.limits.templates.contains { $0.referencedNames.contains(where: context.secretNames.contains) }
+        let secret = v.value.referencedNames.contains(where: secrets.names.contains)
+            || v.limits.templates.contains { $0.referencedNames.contains(where: secrets.names.contains) }
         var record = MeasurementRecord(step: index, result: result)
         if secret || revealsSecret(result) {
             record.redacted = true
@@ -570,7 +572,7 @@ actor DeviceAgent {
             record.result.limits = hidingSecrets(result.limits, all: secret)
             // Every rendering of a secret is known to the redactor but one too short to match safely.
             let short = secret && (value?.description.count ?? 0) < 2
-            record.result.message = short ? "\(v.measurementName) *** \(result.outcome == .pass ? "passes" : "fails")" : redactor.redact(result.message)
+            record.result.message = short ? "\(v.measurementName) *** \(result.outcome == .pass ? "passes" : "fails")" : secrets.redact(result.message)
         }
         measurements.removeAll { $0.step == index }
         measurements.append(record)
@@ -578,15 +580,15 @@ actor DeviceAgent {
     }
 
     private func revealsSecret(_ r: MeasurementResult) -> Bool {
-        guard !redactor.isEmpty else { return false }
+        guard !secrets.redactor.isEmpty else { return false }
         let texts = [r.message, r.value?.description ?? "", r.limits.description(unit: r.unit)]
-        return texts.contains { redactor.redact($0) != $0 }
+        return texts.contains(where: secrets.reveals)
     }
 
     /// The limits without those that show a secret (all of them when the value is secret).
     private func hidingSecrets(_ l: MeasurementLimits, all: Bool) -> MeasurementLimits {
         guard !all else { return MeasurementLimits() }
-        func keep(_ v: TypedValue?) -> TypedValue? { v.flatMap { redactor.redact($0.description) == $0.description ? $0 : nil } }
+        func keep(_ v: TypedValue?) -> TypedValue? { v.flatMap { secrets.reveals($0.description) ? nil : $0 } }
         var out = l
         out.min = keep(l.min)
         out.max = keep(l.max)
@@ -620,15 +622,14 @@ actor DeviceAgent {
     }
 
     private func redacted(_ f: DeviceFailure) -> DeviceFailure {
-        guard !redactor.isEmpty else { return f }
-        return DeviceFailure(f.kind, redactor.redact(f.message), causes: f.causes.map { redactor.redact($0) })
+        guard !secrets.redactor.isEmpty else { return f }
+        return DeviceFailure(f.kind, secrets.redact(f.message), causes: f.causes.map { secrets.redact($0) })
     }
 
     /// The bytes of a value made from a secret are secret too, in whatever form a message shows them.
     private func learnSecretBytes(_ data: [UInt8], from value: ValueSpec) {
-        guard !redactor.isEmpty,
-              value.templates.contains(where: { $0.referencedNames.contains(where: context.secretNames.contains) }) else { return }
-        redactor.add(bytes: data)
+        guard !secrets.redactor.isEmpty else { return }
+        secrets.wrote(data, from: value)
     }
 
     // MARK: - Clean-up
