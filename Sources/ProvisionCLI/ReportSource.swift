@@ -126,21 +126,21 @@ struct ReportFile: ReportSource {
                 return .failure(ReportLoadProblem(message: Self.notJSON(ReportFileReader.Failure(message: error.message, offset: at.offset + error.offset), reader)))
             }
         }
-        let run: RunInfo, summary: Summary
-        switch decode(RunInfo.self, "run", runBytes) {
-        case .success(let (r, tape)):
-            if let p = ReportChecks.check(r) {
-                return .failure(failure("run", runBytes, tape.locate(p.path).map { tape.offset(of: $0) } ?? 0, p.path, p.message))
+        /// `run` or `summary` decoded and checked, or why not.
+        func checked<T: Decodable>(_ type: T.Type, _ key: String, _ at: (offset: Int, bytes: [UInt8]),
+                                   _ check: (T) -> ReportChecks.Problem?) -> Result<T, ReportLoadProblem> {
+            decode(type, key, at).flatMap { value, tape in
+                guard let p = check(value) else { return .success(value) }
+                return .failure(failure(key, at, tape.locate(p.path).map { tape.offset(of: $0) } ?? 0, p.path, p.message))
             }
-            run = r
+        }
+        let run: RunInfo, summary: Summary
+        switch checked(RunInfo.self, "run", runBytes, ReportChecks.check) {
+        case .success(let r): run = r
         case .failure(let f): return .failure(f)
         }
-        switch decode(Summary.self, "summary", summaryBytes) {
-        case .success(let (s, tape)):
-            if let p = ReportChecks.check(s) {
-                return .failure(failure("summary", summaryBytes, tape.locate(p.path).map { tape.offset(of: $0) } ?? 0, p.path, p.message))
-            }
-            summary = s
+        switch checked(Summary.self, "summary", summaryBytes, ReportChecks.check) {
+        case .success(let s): summary = s
         case .failure(let f): return .failure(f)
         }
         return .success(OpenedReport(label: path, schema: schema, run: run, summary: summary,

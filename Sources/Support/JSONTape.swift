@@ -203,15 +203,28 @@ package struct JSONTape: Sendable {
     package func int64(_ i: Int) -> Int64? {
         let t = tokens[i]
         guard t.kind == .number else { return nil }
-        enum Digits { case value(Int64), outOfRange, notDigits }
-        let plain: Digits = bytes.withUnsafeBufferPointer { p in
+        switch digits(t) {
+        case .value(let v): return v
+        case .outOfRange: return nil
+        case .notDigits:
+            // A fraction or an exponent: a whole number in range is accepted.
+            guard let d = double(i), d == d.rounded(), d >= -9.223372036854775808e18, d < 9.223372036854775808e18 else { return nil }
+            return Int64(d)
+        }
+    }
+
+    private enum Digits { case value(Int64), outOfRange, notDigits }
+
+    /// A number token written as digits only, read exactly (no fraction or exponent: `notDigits`).
+    private func digits(_ t: Token) -> Digits {
+        bytes.withUnsafeBufferPointer { p in
             var j = t.start
             let negative = p[j] == UInt8(ascii: "-")
             if negative { j += 1 }
             var magnitude: UInt64 = 0
             while j < t.end {
                 let b = p[j]
-                guard b >= 0x30, b <= 0x39 else { return .notDigits }  // a fraction or an exponent
+                guard b >= 0x30, b <= 0x39 else { return .notDigits }
                 let (m, o1) = magnitude.multipliedReportingOverflow(by: 10)
                 let (a, o2) = m.addingReportingOverflow(UInt64(b - 0x30))
                 if o1 || o2 { return .outOfRange }
@@ -224,14 +237,6 @@ package struct JSONTape: Sendable {
             }
             guard magnitude <= UInt64(Int64.max) else { return .outOfRange }
             return .value(Int64(magnitude))
-        }
-        switch plain {
-        case .value(let v): return v
-        case .outOfRange: return nil
-        case .notDigits:
-            // A fraction or an exponent: a whole number in range is accepted.
-            guard let d = double(i), d == d.rounded(), d >= -9.223372036854775808e18, d < 9.223372036854775808e18 else { return nil }
-            return Int64(d)
         }
     }
 
@@ -250,8 +255,8 @@ package struct JSONTape: Sendable {
     package func double(_ i: Int) -> Double? {
         let t = tokens[i]
         guard t.kind == .number else { return nil }
-        // Short integers (most numbers in a record) without going through text.
-        if t.end - t.start <= 15, let n = shortInteger(t) { return Double(n) }
+        // Short integers (most numbers in a record) without going through text: exact in a Double.
+        if t.end - t.start <= 15, case .value(let n) = digits(t) { return Double(n) }
         guard let d = Double(numberText(i)), d.isFinite else { return nil }
         if d == 0 {
             // Zero written as zero (`0`, `-0.0`, `0e5`) is zero; anything else underflowed.
@@ -266,22 +271,6 @@ package struct JSONTape: Sendable {
             if nonZero { return nil }
         }
         return d
-    }
-
-    private func shortInteger(_ t: Token) -> Int64? {
-        bytes.withUnsafeBufferPointer { p -> Int64? in
-            var j = t.start
-            let negative = p[j] == UInt8(ascii: "-")
-            if negative { j += 1 }
-            var v: Int64 = 0
-            while j < t.end {
-                let b = p[j]
-                guard b >= 0x30, b <= 0x39 else { return nil }
-                v = v * 10 + Int64(b - 0x30)
-                j += 1
-            }
-            return negative ? -v : v
-        }
     }
 
     // MARK: - Positions
