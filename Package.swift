@@ -14,6 +14,7 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CPCRE2", pkgConfig: "libpcre2-8", providers: [.apt(["libpcre2-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes, hex, civil-calendar day numbers.
@@ -38,8 +39,8 @@ let package = Package(
         .target(name: "HCI", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "CBlueZ", "Digests", "Support"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE", "SystemIO"]),
-        // Workflow and inventory models, validation, templates, codecs.
-        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support"]),
+        // Workflow and inventory models, validation, templates, codecs, matchers (regexes bounded in time, over PCRE2).
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support", "CPCRE2"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["AsyncSupport", "CLibPQ", "Support"]),
@@ -51,7 +52,7 @@ let package = Package(
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["AsyncSupport", "Engine", "Workflow", "LineDatabase", "PostgresClient", "SystemIO"]),
         // Benchmarks (`provision bench`): the engine's layers measured apart, kept out of the library targets.
-        .target(name: "Benchmarks", dependencies: ["BLE", "BLESecurity", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient"]),
+        .target(name: "Benchmarks", dependencies: ["BLE", "BLESecurity", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient", "Support"]),
         // The command line: argument parsing, commands, progress display, exit codes.
         .target(name: "ProvisionCLI", dependencies: ["AsyncSupport", "Digests", "SystemIO", "Engine", "Workflow", "YAML", "BLE", "BLESecurity", "BLESimulator", "HCI", "Trace", "Support", "LineStore", "LineDatabase", "PostgresClient", "Benchmarks"]),
         .executableTarget(name: "provision", dependencies: ["ProvisionCLI"]),

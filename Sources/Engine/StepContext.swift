@@ -108,7 +108,8 @@ public final class StepContext {
         do {
             try await agent.run.journal.intent(device: device.id, step: step.name, stepIndex: index)
         } catch {
-            throw DeviceFailure(.interrupted, "not sent: the journal could not record the intent of the irreversible step `\(step.name)`",
+            // Named by its store (`r.journal`, or `line … run …`): on a line it is the line that failed.
+            throw DeviceFailure(.interrupted, "not sent: the intent of the irreversible step `\(step.name)` could not be recorded in \(agent.run.journal.store.location)",
                                 causes: ["\(error)"])
         }
         agent.note(.irreversible(.sent))

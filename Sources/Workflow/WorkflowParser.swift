@@ -437,8 +437,8 @@ struct ParserState {
     }
 
     /// A reference to a capture must come after the step that captures it.
-    mutating func checkReferences(_ template: Template, laterCaptures: [String: Int]) {
-        for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) {
+    mutating func checkReferences(_ template: Template, laterCaptures: [String: Int], except: String? = nil) {
+        for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) && name != except {
             if let later = laterCaptures[name] {
                 reader.error("`${\(name)}` is captured by step \(later), which runs after this one", at: mark,
                              hint: "move this step after step \(later)")
