@@ -1,7 +1,7 @@
 # provision: build, demo and test. Each target installs what it needs on a fresh Debian machine.
 SWIFT      ?= swift
 VENV       ?= .venv
-APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev pkg-config
+APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev libcbor-dev pkg-config
 # Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files.
 TEST_APT_PKGS := chromium tshark
 BIN_DEBUG  := .build/debug/provision
@@ -11,9 +11,9 @@ BIN        := .build/release/provision
 
 all: build
 
-# System libraries through pkg-config (libyaml, libbluetooth, libcrypto, libpq). apt only when something is missing.
+# System libraries through pkg-config (libyaml, libbluetooth, libcrypto, libpq, libcbor). apt only when something is missing.
 deps:
-	@if ! pkg-config --exists yaml-0.1 bluez libcrypto libpq 2>/dev/null; then \
+	@if ! pkg-config --exists yaml-0.1 bluez libcrypto libpq libcbor 2>/dev/null; then \
 	  echo "installing $(APT_PKGS)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \

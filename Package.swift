@@ -14,12 +14,15 @@ let package = Package(
         .systemLibrary(name: "CBlueZ", pkgConfig: "bluez", providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CLibCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes.
         .target(name: "Support"),
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
+        // CBOR (RFC 8949) values over libcbor: bounded decoding of hostile bytes, preferred-form encoding.
+        .target(name: "CBOR", dependencies: ["CLibCBOR", "Support"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
         .target(name: "BLE"),
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
@@ -52,6 +55,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Engine", "Workflow", "BLESimulator", "BLE", "PostgresClient"], path: "Tests/TestSupport"),
 
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
+        .testTarget(name: "CBORTests", dependencies: ["CBOR", "Support"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
