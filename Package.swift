@@ -30,6 +30,8 @@ let package = Package(
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
+        // MCUboot image files: header, TLV areas, the SHA-256 TLV verified through libcrypto.
+        .target(name: "MCUboot", dependencies: ["BLE", "CLibCrypto"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
@@ -56,6 +58,7 @@ let package = Package(
 
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "Support"]),
+        .testTarget(name: "MCUbootTests", dependencies: ["MCUboot", "BLE"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
