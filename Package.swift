@@ -32,6 +32,8 @@ let package = Package(
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // MCUboot image files: header, TLV areas, the SHA-256 TLV verified through libcrypto.
         .target(name: "MCUboot", dependencies: ["BLE", "CLibCrypto"]),
+        // MCUmgr's SMP over GATT: frames, messages, errors, the client, the upload engine, the DFU decisions.
+        .target(name: "McuMgr", dependencies: ["BLE", "CBOR", "MCUboot"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
@@ -59,6 +61,7 @@ let package = Package(
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "Support"]),
         .testTarget(name: "MCUbootTests", dependencies: ["MCUboot", "BLE"]),
+        .testTarget(name: "McuMgrTests", dependencies: ["McuMgr", "MCUboot", "CBOR", "BLE", "Support"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
