@@ -28,7 +28,7 @@ let package = Package(
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
+        .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support", "CBOR", "MCUboot", "McuMgr"]),
         .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
         // MCUboot image files: header, TLV areas, the SHA-256 TLV verified through libcrypto.
         .target(name: "MCUboot", dependencies: ["BLE", "CLibCrypto"]),
@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "SupportTests", dependencies: ["Support"]),
         .testTarget(name: "CBORTests", dependencies: ["CBOR", "Support"]),
         .testTarget(name: "MCUbootTests", dependencies: ["MCUboot", "BLE"]),
-        .testTarget(name: "McuMgrTests", dependencies: ["McuMgr", "MCUboot", "CBOR", "BLE", "Support"]),
+        .testTarget(name: "McuMgrTests", dependencies: ["McuMgr", "MCUboot", "CBOR", "BLE", "Support", "BLESimulator", "YAML"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
