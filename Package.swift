@@ -37,14 +37,14 @@ let package = Package(
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.
-        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support"]),
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support", "MCUboot"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["CLibPQ"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
-        .target(name: "Engine", dependencies: ["BLE", "Workflow", "Support"]),
+        .target(name: "Engine", dependencies: ["BLE", "Workflow", "Support", "McuMgr", "MCUboot"]),
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["Engine", "Workflow", "LineDatabase", "PostgresClient"]),
@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "MCUbootTests", dependencies: ["MCUboot", "BLE"]),
         .testTarget(name: "McuMgrTests", dependencies: ["McuMgr", "MCUboot", "CBOR", "BLE", "Support", "BLESimulator", "YAML"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
-        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
+        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support", "MCUboot"]),
         .testTarget(name: "BLETests", dependencies: ["BLE", "Support", "Benchmarks"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE", "Benchmarks"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["BLESimulator", "BLE", "BLESecurity", "Benchmarks"]),

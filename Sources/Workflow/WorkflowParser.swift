@@ -65,6 +65,11 @@ public struct WorkflowParser: Sendable {
         "sleep": ["duration"],
         "disconnect": [],
         "set": ["id", "crc", "of", "slice", "start", "length", "concat"],
+        // The MCUmgr family (WorkflowParser+McuMgr.swift).
+        "dfu": ["image", "confirm", "upgrade_only", "reboot_timeout", "version", "image_number", "window"],
+        "file_upload": ["file", "value", "to", "allow_empty", "verify"],
+        "settings": ["write", "save"],
+        "mcumgr": ["command", "capture", "image", "text", "slot"],
     ]
 }
 
@@ -399,11 +404,14 @@ struct ParserState {
             let d = derive(options, number: number, laterCaptures: laterCaptures)
             if let d { derivedName = "set \(d.id)" }
             kind = d.map { .derive($0) }
+        case "dfu", "file_upload", "settings", "mcumgr":
+            needsConnection(kindName, mark)
+            kind = mcumgrStep(kindName, options, number: number, laterCaptures: laterCaptures, derivedName: &derivedName)
         default:
             kind = nil
         }
         guard let kind else { return nil }
-        let effectiveTimeout = timeout ?? defaults.timeout
+        let effectiveTimeout = timeout ?? ParserState.mcumgrDefaultTimeout(kindName, defaults)
         var step = Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
