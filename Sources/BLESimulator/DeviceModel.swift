@@ -220,7 +220,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Values the built-in variables take while a model is checked on its own.
-    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00"]
+    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00", "running_version": "1.0.0"]
 
     private static func parseAdvertising(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> Advertising {
         var a = Advertising()

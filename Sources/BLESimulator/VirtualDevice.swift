@@ -69,9 +69,13 @@ package final class VirtualDevice: Sendable {
         ConnectionEvents(anchor: epoch + firstAdvertisement.scaled(scale), interval: advertisingInterval.scaled(scale))
     }
 
-    /// The value of a characteristic for this device (templates resolved).
+    /// The value of a characteristic for this device (templates resolved). `${running_version}` is the
+    /// version of the image an MCUmgr device runs now (so a Firmware Revision follows an update).
     func value(_ c: DeviceModel.Characteristic) -> Result<[UInt8], TemplateFailure> {
-        c.value.resolve { self.variables[$0] }
+        c.value.resolve { name in
+            if name == "running_version", let smp = self.smpState { return smp.primary.version }
+            return self.variables[name]
+        }
     }
 
     /// The state value a fresh device starts with: the model's initial value of the state characteristic.

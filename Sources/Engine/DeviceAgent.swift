@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import McuMgr
 import Support
 import Synchronization
 import Workflow
@@ -37,6 +38,8 @@ actor DeviceAgent {
     private var irreversibleSent = false
     /// What securing this device's links achieved, over every session so far.
     private var security: SecurityOutcome?
+    /// The device's MCUmgr endpoint on its current session (MCUmgr parameters asked once).
+    private var smpDevice: (session: ObjectIdentifier, device: SessionSMPDevice)?
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
         self.device = device
@@ -203,7 +206,28 @@ actor DeviceAgent {
             try await Task.sleep(for: s.duration)
         case .disconnect:
             await closeSession()
+        case .dfu, .fileUpload, .settings, .mcumgr:
+            try await mcumgr(step, index: index)
         }
+    }
+
+    /// A step of the MCUmgr family (`McuMgrSteps`), with what it needs of this device.
+    private func mcumgr(_ step: Step, index: Int) async throws {
+        let s = try requireSession(step)
+        if smpDevice?.session != ObjectIdentifier(s) { smpDevice = (ObjectIdentifier(s), SessionSMPDevice(session: s)) }
+        let captured = self.captured, declared = self.declared, device = self.device
+        let host = McuMgrAgentHost(
+            step: step, index: index, session: s, smp: smpDevice?.device ?? SessionSMPDevice(session: s),
+            baseDirectory: context.inventory.baseDirectory,
+            values: { name in (captured[name] ?? declared[name])?.description ?? device.value(of: name) },
+            journaledActions: context.journaledActions[device.id]?[index] ?? [],
+            store: context.store, deviceID: device.id)
+        defer {
+            for (spec, data) in host.made { learnSecretBytes(data, from: spec) }
+            if host.sentIrreversible { irreversibleSent = true }
+            if host.wasRefused { irreversibleSent = false }
+        }
+        for (name, value) in try await McuMgrSteps().run(host) { capture(name, value) }
     }
 
     private func scan(_ s: Step.Scan, index: Int, timeout: Duration) async throws {

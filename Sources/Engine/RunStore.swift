@@ -72,6 +72,13 @@ extension RunStore {
         try await record(.intent(device: device, step: step, stepIndex: stepIndex, at: WallClock.iso(WallClock.now())))
     }
 
+    /// The intent of one irreversible action of a step that checks its actions on the device (a `dfu`'s
+    /// `test`, `reset`, `confirm`): written as the step's name and the action, joined by U+001F (which a
+    /// step name cannot hold), so a resume knows which of them went out (`JournalState.journaledActions`).
+    func intent(device: String, step: String, stepIndex: Int, action: String) async throws {
+        try await intent(device: device, step: step + JournalState.actionSeparator + action, stepIndex: stepIndex)
+    }
+
     func outcome(_ record: DeviceRecord) async throws {
         try await self.record(.outcome(record, at: WallClock.iso(WallClock.now())))
     }

@@ -117,8 +117,12 @@ final class RunContext: Sendable {
     /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
     /// captures derived from them.
     let secretNames: Set<String>
+    /// Actions of checked steps that earlier runs journaled, per device and step (a resumed `dfu`).
+    let journaledActions: [String: [Int: Set<String>]]
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions,
+         journaledActions: [String: [Int: Set<String>]] = [:]) {
+        self.journaledActions = journaledActions
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -219,7 +223,8 @@ public enum Runner {
         // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options)
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options,
+                                 journaledActions: plan.journaledActions)
         events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         let stopper = StopCoordinator(events: events, grace: options.stopGrace)
