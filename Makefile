@@ -55,10 +55,20 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-# The demo line: 48 simulated sensor-v2 units with a realistic fault mix (a silent unit, old firmware,
-# flaky links, lost and busy acks), then eight passkey-protected units provisioned and audited over
-# their bonds. Exit 1 ("some devices failed") is the expected result here.
+# The demo line: first a firmware update of 16 simulated units over MCUmgr (2.4.1 to 2.5.0, then
+# provisioned; a dropped link, a revert, a downgrade and an image that cannot boot among them: docs/dfu.md),
+# run twice: the second run finds every updated unit current and uploads nothing. Then 48 simulated
+# sensor-v2 units with a realistic fault mix (a silent unit, old firmware, flaky links, lost and busy
+# acks), then eight passkey-protected units provisioned and audited over their bonds. Exit 1 ("some
+# devices failed") is the expected result here.
 demo: release
+	$(BIN) validate workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml
+	@dir=$$(mktemp -d) && \
+	  $(BIN) run workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml --adapter sim --concurrency 16 \
+	    --sim-state $$dir/devices.state --report $$dir/dfu.json; rc=$$?; [ $$rc -le 1 ] || { rm -rf $$dir; exit $$rc; }; \
+	  $(BIN) run workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml --adapter sim --concurrency 16 \
+	    --sim-state $$dir/devices.state --report $$dir/dfu-again.json; rc=$$?; \
+	  rm -rf $$dir; [ $$rc -le 1 ] || exit $$rc
 	$(BIN) validate workflows/sensor-v2.yaml --inventory inventory/demo-line.yaml
 	@$(BIN) run workflows/sensor-v2.yaml --inventory inventory/demo-line.yaml --adapter sim --concurrency 16; \
 	  rc=$$?; [ $$rc -le 1 ] || exit $$rc

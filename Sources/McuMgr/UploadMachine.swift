@@ -279,7 +279,12 @@ public struct UploadMachine: Sendable {
     }
 
     private mutating func send(at offset: Int, first: Bool, limits: SMPLinkLimits) -> [Action] {
-        guard let request = makeRequest(offset: offset, first: first, frameLimit: limits.maxRequestFrame) else {
+        // A first request sent to resume (the device holds bytes of this upload) is a probe: the device
+        // answers its offset and drops the data, so it carries only what a new upload's first chunk must
+        // (the image header), not a whole buffer.
+        let probe = first && acknowledged > 0 && isImage
+        guard let request = makeRequest(offset: offset, first: first, frameLimit: limits.maxRequestFrame,
+                                        maxData: probe ? Self.probeData : nil) else {
             return fail(.chunkTooSmall(frameLimit: limits.maxRequestFrame))
         }
         nextTag += 1
@@ -294,9 +299,13 @@ public struct UploadMachine: Sendable {
         return false
     }
 
-    /// The request for the chunk at `offset`, its data as long as the frame limit allows.
-    func makeRequest(offset: Int, first: Bool, frameLimit: Int) -> Request? {
-        let remaining = data.count - offset
+    /// Data in a first request that resumes: more than an MCUboot header (the device reads it when the
+    /// upload turns out to be new), a multiple of 4.
+    static let probeData = 256
+
+    /// The request for the chunk at `offset`, its data as long as the frame limit (and `maxData`) allows.
+    func makeRequest(offset: Int, first: Bool, frameLimit: Int, maxData: Int? = nil) -> Request? {
+        let remaining = min(data.count - offset, maxData ?? Int.max)
         func build(_ chunk: [UInt8]) -> Request {
             switch target {
             case .image(let number, let sha, let upgrade):
@@ -312,7 +321,7 @@ public struct UploadMachine: Sendable {
         let available = frameLimit - empty.frameSize + 1
         var n = min(remaining, max(0, available - 1))
         while n > 0 && n + CBOR.headSize(UInt64(n)) > available { n -= 1 }
-        if n < remaining && n >= 8 { n -= n % 4 }
+        if offset + n < data.count && n >= 8 { n -= n % 4 }
         guard n > 0 || remaining == 0 else { return nil }
         return build(Array(data[offset..<offset + n]))
     }

@@ -136,11 +136,12 @@ import Testing
         #expect(m.phase == .waitingForLink && m.acknowledged == 4856)
         #expect(lines(m.handle(.response(3, offset: 7304, match: nil))) == [])
         // The new link: the first request again; the device that kept the upload answers with its offset.
-        #expect(lines(m.handle(.start(Self.device))) == ["send 6 @0+2408 first 30s"])
+        // The device holds bytes of this upload: the first request is a probe with the header's worth of data.
+        #expect(lines(m.handle(.start(Self.device))) == ["send 6 @0+256 first 30s"])
         #expect(lines(m.handle(.response(6, offset: 7304, match: nil)))
-                == ["progress 7304 sent 12408", "send 7 @7304+2448", "send 8 @9752+248"])
+                == ["progress 7304 sent 10256", "send 7 @7304+2448", "send 8 @9752+248"])
         _ = m.handle(.response(7, offset: 9752, match: nil))
-        #expect(lines(m.handle(.response(8, offset: 10_000, match: nil))) == ["progress 10000 sent 15104", "finished"])
+        #expect(lines(m.handle(.response(8, offset: 10_000, match: nil))) == ["progress 10000 sent 12952", "finished"])
         #expect(m.linkLosses == 1)
     }
 
