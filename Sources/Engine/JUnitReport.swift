@@ -92,7 +92,7 @@ extension RunReport {
             for key in d.captured.keys.sorted() { properties.append(("captured." + key, d.captured[key]?.text ?? "")) }
             var suite = "  <testsuite name=\"\(Self.esc(d.id))\" tests=\"\(counts.tests)\" failures=\"\(counts.failures)\" errors=\"\(counts.errors)\""
             suite += " skipped=\"\(counts.skipped)\" time=\"\(Self.seconds(d.durationMs ?? 0))\" hostname=\"\(Self.esc(run.station))\""
-            if let started = d.started { suite += " timestamp=\"\(Self.esc(started))\"" }
+            if let started = d.started { suite += " timestamp=\"\(started.iso)\"" }
             suite += ">\n    <properties>\n"
             for (k, v) in properties { suite += Self.property(k, v, indent: 6) }
             suite += "    </properties>\n" + cases.joined() + "  </testsuite>\n"
@@ -104,7 +104,7 @@ extension RunReport {
         }
         var x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         x += "<testsuites name=\"\(Self.esc(workflowName))\" tests=\"\(totals.tests)\" failures=\"\(totals.failures)\" errors=\"\(totals.errors)\""
-        x += " skipped=\"\(totals.skipped)\" time=\"\(Self.seconds(summary.wallMs))\" timestamp=\"\(Self.esc(run.started))\">\n"
+        x += " skipped=\"\(totals.skipped)\" time=\"\(Self.seconds(summary.wallMs))\" timestamp=\"\(run.started.iso)\">\n"
         x += suites.joined()
         x += "</testsuites>\n"
         return x

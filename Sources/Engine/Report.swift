@@ -1,3 +1,4 @@
+import BLE
 import Foundation
 import Workflow
 
@@ -69,8 +70,8 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public var station: String
     public var toolVersion: String
     public var options: [String: String]
-    public var started: String
-    public var finished: String?
+    public var started: WallTime
+    public var finished: WallTime?
     /// The journal this run wrote (and resumed from, when `resumed` is true).
     public var journal: String?
     public var resumed: Bool
@@ -84,7 +85,7 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public var captureTypes: [String: ValueType]?
 
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
-                toolVersion: String, options: [String: String], started: String, finished: String? = nil,
+                toolVersion: String, options: [String: String], started: WallTime, finished: WallTime? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
                 captureTypes: [String: ValueType]? = nil) {
         self.id = id
@@ -107,14 +108,35 @@ public struct RunInfo: Codable, Sendable, Equatable {
 
 /// Why a run stopped early.
 public struct StopInfo: Codable, Sendable, Equatable {
-    /// `failure_threshold`, `interrupted` or `adapters_failed`.
-    public var reason: String
+    public var reason: StopReason
     public var message: String
-    public var at: String
-    public init(reason: String, message: String, at: String) {
+    public var at: WallTime
+    public init(reason: StopReason, message: String, at: WallTime = .now()) {
         self.reason = reason
         self.message = message
         self.at = at
+    }
+}
+
+/// Why a run stopped early, as `run.stopped.reason` writes it. Open: a reason another station or a
+/// newer provision wrote survives being read.
+public struct StopReason: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// `--max-failures` was crossed while devices were still waiting (they are `skipped`).
+    public static let failureThreshold = StopReason(rawValue: "failure_threshold")
+    /// An operator's stop (Ctrl-C, SIGTERM, SIGHUP).
+    public static let interrupted = StopReason(rawValue: "interrupted")
+    /// The journal could not be written: no device started after it.
+    public static let journalFailed = StopReason(rawValue: "journal_failed")
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
     }
 }
 
@@ -127,7 +149,8 @@ public struct Summary: Codable, Sendable, Equatable {
     }
 
     public var total: Int
-    public var outcomes: [String: Int]
+    /// Devices by outcome (every outcome, zero included).
+    public var outcomes: OutcomeCounts
     public var errors: [String: Int]
     public var devicesPerMinute: Double
     public var durationMs: Percentiles?
@@ -137,21 +160,20 @@ public struct Summary: Codable, Sendable, Equatable {
     /// The counts in words: `24 device(s): 21 succeeded, 2 failed, 1 skipped` (skipped and
     /// interrupted only when there are any).
     public var sentence: String {
-        var text = "\(total) device(s): \(outcomes["succeeded"] ?? 0) succeeded, \(outcomes["failed"] ?? 0) failed"
-        for o in ["skipped", "interrupted"] where (outcomes[o] ?? 0) > 0 { text += ", \(outcomes[o] ?? 0) \(o)" }
+        var text = "\(total) device(s): \(outcomes[.succeeded]) succeeded, \(outcomes[.failed]) failed"
+        for o in [DeviceOutcome.skipped, .interrupted] where outcomes[o] > 0 { text += ", \(outcomes[o]) \(o.rawValue)" }
         return text
     }
 
     /// Computes the summary from device records over a wall time.
     public static func compute(_ devices: [DeviceRecord], wall: Duration) -> Summary {
-        var outcomes: [String: Int] = [:]
-        for o in DeviceOutcome.allCases { outcomes[o.rawValue] = 0 }
+        var outcomes = OutcomeCounts()
         var errors: [String: Int] = [:]
         var durations: [Double] = []
         var roundTrips: [Int] = []
         var finishedHere = 0
         for d in devices {
-            outcomes[d.outcome.rawValue, default: 0] += 1
+            outcomes[d.outcome] += 1
             if let e = d.error { errors[e.kind.rawValue, default: 0] += 1 }
             if d.carriedOver != true, d.outcome == .succeeded || d.outcome == .failed {
                 finishedHere += 1
@@ -179,6 +201,48 @@ public struct Summary: Codable, Sendable, Equatable {
 /// How a device ended.
 public enum DeviceOutcome: String, Codable, Sendable, CaseIterable {
     case succeeded, failed, skipped, interrupted
+}
+
+/// How many devices ended each way: `summary.outcomes`, written as an object with every outcome.
+public struct OutcomeCounts: Codable, Sendable, Equatable {
+    private var counts: [Int]
+
+    public init() { counts = Array(repeating: 0, count: DeviceOutcome.allCases.count) }
+
+    private static func index(_ o: DeviceOutcome) -> Int {
+        switch o {
+        case .succeeded: return 0
+        case .failed: return 1
+        case .skipped: return 2
+        case .interrupted: return 3
+        }
+    }
+
+    public subscript(_ o: DeviceOutcome) -> Int {
+        get { counts[Self.index(o)] }
+        set { counts[Self.index(o)] = newValue }
+    }
+
+    /// As JSON: `{"failed": n, "interrupted": n, "skipped": n, "succeeded": n}` (an outcome missing
+    /// from a report read back counts 0; a name that is no outcome is an error).
+    public func encode(to encoder: any Encoder) throws {
+        var map: [String: Int] = [:]
+        for o in DeviceOutcome.allCases { map[o.rawValue] = self[o] }
+        var c = encoder.singleValueContainer()
+        try c.encode(map)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let map = try decoder.singleValueContainer().decode([String: Int].self)
+        self.init()
+        for (name, n) in map {
+            guard let o = DeviceOutcome(rawValue: name) else {
+                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: decoder.codingPath,
+                                                                        debugDescription: "`\(name)` is not a device outcome"))
+            }
+            self[o] = n
+        }
+    }
 }
 
 /// A failure as the report shows it.
@@ -213,7 +277,7 @@ public enum StepOutcome: String, Codable, Sendable, CaseIterable {
 /// One step of one device.
 public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var name: String
-    public var kind: String
+    public var kind: StepKind
     public var outcome: StepOutcome
     public var attempts: Int
     /// Start, in milliseconds after the device started.
@@ -233,7 +297,7 @@ public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         case attempts, continueOnError, durationMs, error, kind, name, optional, outcome, skipReason, startMs
     }
 
-    public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil,
+    public init(name: String, kind: StepKind, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil,
                 skipReason: String? = nil, optional: Bool? = nil, continueOnError: Bool? = nil) {
         self.name = name
         self.kind = kind
@@ -258,7 +322,7 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var attempts: Int
     public var adapter: String?
     public var rssi: Int?
-    public var started: String?
+    public var started: WallTime?
     public var durationMs: Double?
     /// Captured values by name, each as the JSON of its type (`run.capture_types`): numbers as numbers,
     /// bytes as lower-case hex, versions and text as strings. A value that is secret, or shows a
@@ -277,17 +341,15 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var security: SecurityRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
-    /// Set in memory when the outcome could not be journaled (never written to a report).
-    var journalError: String?
 
-    /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, measurements, name, outcome, resumed,
              rssi, security, skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
-                rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
+                rssi: Int? = nil, started: WallTime? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
                 measurements: [MeasurementRecord]? = nil, steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil,
                 carriedOver: Bool? = nil, attRoundTrips: Int? = nil, skipReason: String? = nil, security: SecurityRecord? = nil) {
         self.id = id
@@ -315,12 +377,12 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 /// whether a bond was made or used. Never a key.
 public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     /// `none`, `encrypted` or `authenticated`: what the device's last link reached.
-    public var level: String
+    public var level: SecurityLevel
     /// `just_works`, `passkey_entry`, `oob` or `numeric_comparison`: how the last pairing authenticated;
     /// absent when the link was encrypted with a stored bond (or not at all).
-    public var method: String?
+    public var method: SecurityMethod?
     /// `made` (pairing made a bond), `used` (a stored bond encrypted the link without pairing) or `none`.
-    public var bond: String
+    public var bond: BondUse
     /// The device had lost its bond and was paired again (`on_bond_lost: pair`).
     public var bondLost: Bool?
     /// Encryption key size in octets, when encrypted.
@@ -333,7 +395,7 @@ public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         case bond, bondLost, keySize, level, method, secureConnections
     }
 
-    public init(level: String, method: String? = nil, bond: String = "none", keySize: Int? = nil, secureConnections: Bool? = nil,
+    public init(level: SecurityLevel, method: SecurityMethod? = nil, bond: BondUse = .none, keySize: Int? = nil, secureConnections: Bool? = nil,
                 bondLost: Bool? = nil) {
         self.level = level
         self.method = method
@@ -341,6 +403,49 @@ public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.keySize = keySize
         self.secureConnections = secureConnections
         self.bondLost = bondLost
+    }
+
+    /// The level by its name (`SecurityLevel` is numbered in memory, named in reports).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let name = try c.decode(String.self, forKey: .level)
+        guard let level = SecurityLevel.allCases.first(where: { $0.name == name }) else {
+            throw DecodingError.dataCorruptedError(forKey: .level, in: c, debugDescription: "`\(name)` is not a security level")
+        }
+        self.level = level
+        method = try c.decodeIfPresent(SecurityMethod.self, forKey: .method)
+        bond = try c.decode(BondUse.self, forKey: .bond)
+        bondLost = try c.decodeIfPresent(Bool.self, forKey: .bondLost)
+        keySize = try c.decodeIfPresent(Int.self, forKey: .keySize)
+        secureConnections = try c.decodeIfPresent(Bool.self, forKey: .secureConnections)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(bond, forKey: .bond)
+        try c.encodeIfPresent(bondLost, forKey: .bondLost)
+        try c.encodeIfPresent(keySize, forKey: .keySize)
+        try c.encode(level.name, forKey: .level)
+        try c.encodeIfPresent(method, forKey: .method)
+        try c.encodeIfPresent(secureConnections, forKey: .secureConnections)
+    }
+}
+
+/// A step's kind as the report names it (`steps[].kind`): the workflow keyword (`read`, `write_blob`,
+/// `set`, ...). Open: a kind a newer provision (or another family of steps) writes survives being read.
+public struct StepKind: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    /// The kind of a workflow step.
+    public init(_ kind: Step.Kind) { rawValue = kind.keyword }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
     }
 }
 

@@ -35,33 +35,26 @@ public enum FailureThreshold: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Everything a run needs besides the workflow and the devices.
+/// Everything a run needs besides the workflow, the devices, the adapters and the store.
 public struct RunOptions: Sendable {
     public var concurrency: Int = 16
     /// Connection slots per adapter (default: each adapter's own limit).
     public var slotsPerAdapter: Int?
-    public var journalPath: String
     public var reportPath: String
     public var junitPath: String?
-    /// Resume from the journal at `journalPath` (which must exist).
-    public var resume: Bool = false
     /// On resume, also run again devices that failed before.
     public var retryFailed: Bool = false
     public var maxFailures: FailureThreshold?
     public var seed: UInt64 = 1
     /// How long in-flight devices may run on after a first stop request before they are cut.
     public var stopGrace: Duration = .seconds(30)
-    public var fsync: Bool = true
     public var attTimeout: Duration = .seconds(30)
     public var toolVersion: String = "dev"
     public var station: String = ProcessInfo.processInfo.hostName
     /// The command-line options, as the report shows them.
     public var reportOptions: [String: String] = [:]
-    /// Where the run's record goes; nil: a `FileJournal` at `journalPath` (with `fsync`).
-    public var store: (any RunStore)?
 
-    public init(journalPath: String, reportPath: String) {
-        self.journalPath = journalPath
+    public init(reportPath: String) {
         self.reportPath = reportPath
     }
 }
@@ -100,9 +93,9 @@ final class RunContext: Sendable {
     let workflow: Workflow
     let inventory: Inventory
     let adapters: AdapterPool
-    let store: any RunStore
+    /// The one writer of the run's record.
+    let journal: RunJournal
     let events: EventBus
-    let seed: UInt64
     let attTimeout: Duration
     /// Every service the workflow names (targeted discovery).
     let servicesUsed: [BluetoothUUID]
@@ -110,32 +103,31 @@ final class RunContext: Sendable {
     let allowUndeclared: Bool
     /// GATT layouts shared by the run's sessions (a later device of one layout skips discovery).
     let gattCache = GATTCache()
-    /// What the supervisor knows of each step.
-    let stepInfos: [StepSupervisor.StepInfo]
+    /// What every device's machine shares: the steps and what the supervisor knows of them.
+    let plan: DeviceMachine.Plan
+    /// The executor of each step, by step index.
+    let executors: [any StepExecutor]
+    /// Actions of checked steps (a `dfu`'s test, reset, confirm) earlier runs journaled, per device and step.
+    let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
-    /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
-    /// captures derived from them.
-    let secretNames: Set<String>
-    /// Actions of checked steps that earlier runs journaled, per device and step (a resumed `dfu`).
-    let journaledActions: [String: [Int: Set<String>]]
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions,
-         journaledActions: [String: [Int: Set<String>]] = [:]) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, events: EventBus, options: RunOptions,
+         executors: [any StepExecutor], journaledActions: [String: [Int: Set<String>]] = [:]) {
         self.journaledActions = journaledActions
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
-        self.secretNames = inventory.secrets.union(workflow.secretNames)
         self.adapters = adapters
-        self.store = store
+        self.journal = journal
         self.events = events
-        self.seed = options.seed
         self.attTimeout = options.attTimeout
         self.servicesUsed = workflow.usedServices
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
-        self.stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
+        self.plan = DeviceMachine.Plan(workflow: workflow, secretNames: inventory.secrets.union(workflow.secretNames),
+                                       adapterCount: adapters.adapters.count, seed: options.seed)
+        self.executors = executors
     }
 
     /// Records why a device is about to be cut (before its task is cancelled).
@@ -145,7 +137,7 @@ final class RunContext: Sendable {
 
     /// Why a device was cut, if it was cut on its own.
     func cutReason(_ device: String) -> String? {
-        cutReasons.withLock { $0[device] }
+        cutReasons.withLock { $0.isEmpty ? nil : $0[device] }
     }
 }
 
@@ -178,56 +170,58 @@ public enum Runner {
         }
     }
 
+    /// Runs `workflow` over `devices` on the adapters, recording into `opened` — a store the caller
+    /// opened for this run and closes after it (the runner never opens or closes a store). The report
+    /// (and JUnit) is written even when the journal failed; then `JournalFailure` is thrown.
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters centrals: [any Central],
-                           options: RunOptions, events: EventBus = EventBus(), controller: RunController = RunController(),
-                           monitor: RunMonitor? = nil) async throws -> RunReport {
+                           store opened: OpenedRunStore, options: RunOptions, events: EventBus = EventBus(),
+                           controller: RunController = RunController(), monitor: RunMonitor? = nil,
+                           executors: StepExecutors = .standard) async throws -> RunReport {
         let clock = ContinuousClock()
         let wallStart = clock.now
-        let startedAt = WallClock.iso(WallClock.now())
+        let startedAt = WallTime.now()
         let workflowRef = FileRef(name: workflow.name, path: workflow.path, sha256: workflow.sha256)
         let inventoryRef = FileRef(path: inventory.path, sha256: inventory.sha256)
+        let store = opened.store
+        let missing = executors.missing(in: workflow.steps)
+        guard missing.isEmpty else {
+            throw StartError(description: "no step executor for \(missing.map { "`\($0)`" }.joined(separator: ", ")) in this run")
+        }
 
         // Planning.
-        let store: any RunStore
-        do {
-            store = try options.store ?? FileJournal(path: options.journalPath, fsync: options.fsync, create: !options.resume)
-        } catch {
-            throw StartError(description: options.resume ? "cannot resume: \(error)" : "cannot open journal: \(error)")
+        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
+        let journal = RunJournal(store: store) { error in
+            stopper.beginStop(StopInfo(reason: .journalFailed,
+                                       message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes"))
         }
-        let plan: ResumePlan
-        do {
-            plan = try await Self.plan(workflow: workflow, workflowRef: workflowRef, inventory: inventory, inventoryRef: inventoryRef,
-                                       devices: devices, store: store, options: options, events: events)
-        } catch {
-            await store.close()
-            throw error
-        }
+        if let repair = opened.contents.repair { events.emit(.journalRepaired(message: repair)) }
+        let plan = try Self.plan(workflow: workflow, workflowRef: workflowRef, inventory: inventory, inventoryRef: inventoryRef,
+                                 devices: devices, opened: opened, options: options)
         // A line's run id is the line's (every station joins the same run).
         let runID = plan.runID ?? store.claims?.runID ?? makeRunID()
         do {
-            try await store.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
-                                                 options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
-                                                 resumed: plan.resumed, selected: plan.selected))
+            try await journal.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
+                                                   options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
+                                                   resumed: plan.resumed, selected: plan.selected))
             // The new needs-review outcomes, together: they share their fsyncs.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for entry in plan.entries {
-                    if case .needsReview(let r) = entry.decision { group.addTask { try await store.outcome(r) } }
+                    if case .needsReview(let r) = entry.decision { group.addTask { try await journal.review(r) } }
                 }
                 try await group.waitForAll()
             }
         } catch {
-            await store.close()
             throw StartError(description: "cannot write journal \(store.location): \(error)")
         }
 
         // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options,
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, events: events, options: options,
+                                 executors: workflow.steps.compactMap { executors.executor(for: $0.kind) },
                                  journaledActions: plan.journaledActions)
-        events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
+        events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
-        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
         stopper.follow(controller)
         let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
                                      maxFailures: options.maxFailures)
@@ -242,9 +236,8 @@ public enum Runner {
 
         // Reporting.
         let stop = stopper.info
-        let finishedAt = WallClock.iso(WallClock.now())
-        if scheduled.journalError == nil { try? await store.end(stopped: stop) }
-        await store.close()
+        let finishedAt = WallTime.now()
+        await journal.end(stopped: stop)
         var adapterInfo: [AdapterInfo] = []
         for a in pool.adapters {
             let hubFailure = await a.hub.failure
@@ -266,11 +259,11 @@ public enum Runner {
         } catch {
             reportError = "\(error)"
         }
-        events.emit(RunEvent(.runFinished, message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
-                                 + (scheduled.note.map { "; \($0)" } ?? ""),
-                             total: report.summary.total))
+        events.emit(.runFinished(message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
+                                     + (scheduled.note.map { "; \($0)" } ?? ""),
+                                 total: report.summary.total))
         await events.finish()
-        if let journalError = scheduled.journalError {
+        if let journalError = journal.failed {
             throw JournalFailure(error: journalError, journal: store.location, report: reportError == nil ? report : nil,
                                  reportPath: options.reportPath, reportError: reportError)
         }
@@ -280,15 +273,8 @@ public enum Runner {
 
     /// Planning: what the store holds (for a resume) and what happens to each device.
     static func plan(workflow: Workflow, workflowRef: FileRef, inventory: Inventory, inventoryRef: FileRef, devices: [InventoryDevice],
-                     store: any RunStore, options: RunOptions, events: EventBus) async throws -> ResumePlan {
-        var journal: JournalState?
-        do {
-            let contents = try await store.open(options.resume ? .resume : .start)
-            if let repair = contents.repair { events.emit(RunEvent(.journalRepaired, message: repair)) }
-            if options.resume { journal = JournalState(lines: contents.lines) }
-        } catch {
-            throw StartError(description: options.resume ? "cannot resume: \(error)" : "\(error)")
-        }
+                     opened: OpenedRunStore, options: RunOptions) throws(StartError) -> ResumePlan {
+        let journal = opened.mode == .resume ? JournalState(lines: opened.contents.lines) : nil
         var irreversible: [Int: String] = [:]
         for (i, step) in workflow.steps.enumerated() where step.irreversible { irreversible[i] = step.name }
         let inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
@@ -317,7 +303,7 @@ public enum Runner {
 
     static func makeRunID() -> String {
         var g = SystemRandomNumberGenerator()
-        let stamp = WallClock.iso(WallClock.now()).replacingOccurrences(of: ":", with: "").replacingOccurrences(of: "-", with: "")
+        let stamp = WallTime.now().iso.filter { $0 != ":" && $0 != "-" }
         return "run-\(stamp.prefix(15))-\(String(g.next() & 0xFFFFFF, radix: 16))"
     }
 }

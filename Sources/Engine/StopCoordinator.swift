@@ -8,7 +8,7 @@ final class StopCoordinator: Sendable {
         var graceful = false
         var hard = false
         var info: StopInfo?
-        var inflight: [String: Task<DeviceRecord?, Never>] = [:]
+        var inflight: [String: Task<Void, Never>] = [:]
         var peak = 0
         var graceTimer: Task<Void, Never>?
     }
@@ -31,16 +31,15 @@ final class StopCoordinator: Sendable {
         let grace = self.grace
         controller.onStop { [weak self] n in
             if n == 1 {
-                self?.beginStop(StopInfo(reason: "interrupted", message: "stop requested: no new devices; in-flight devices may finish for up to \(grace)",
-                                         at: WallClock.iso(WallClock.now())))
+                self?.beginStop(StopInfo(reason: .interrupted, message: "stop requested: no new devices; in-flight devices may finish for up to \(grace)"))
             } else {
-                self?.beginStop(StopInfo(reason: "interrupted", message: "stop requested twice: in-flight devices cut", at: WallClock.iso(WallClock.now())))
+                self?.beginStop(StopInfo(reason: .interrupted, message: "stop requested twice: in-flight devices cut"))
                 self?.cutAll()
             }
         }
     }
 
-    func started(_ id: String, _ task: Task<DeviceRecord?, Never>) {
+    func started(_ id: String, _ task: Task<Void, Never>) {
         let cut = state.withLock { s -> Bool in
             s.inflight[id] = task
             s.peak = max(s.peak, s.inflight.count)
@@ -62,7 +61,7 @@ final class StopCoordinator: Sendable {
             return true
         }
         guard first else { return }
-        events.emit(RunEvent(.stopRequested, message: info.message))
+        events.emit(.stopRequested(message: info.message))
         let grace = self.grace
         let timer = Task { [weak self] in
             do { try await Task.sleep(for: grace) } catch { return }
@@ -81,7 +80,7 @@ final class StopCoordinator: Sendable {
     }
 
     func cutAll() {
-        let tasks = state.withLock { s -> [Task<DeviceRecord?, Never>] in
+        let tasks = state.withLock { s -> [Task<Void, Never>] in
             s.hard = true
             return Array(s.inflight.values)
         }

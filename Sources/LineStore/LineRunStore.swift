@@ -64,6 +64,8 @@ public actor LineRunStore: RunStore, DeviceClaims {
     public nonisolated var location: String { "line \(settings.connectionString) run \(settings.run.id)" }
     public nonisolated var runID: String { settings.run.id }
     public nonisolated var claimPolicy: ClaimPolicy { settings.policy }
+    /// The line is shared by stations: the scheduler claims its devices here.
+    public nonisolated var claims: (any DeviceClaims)? { self }
     public nonisolated let spool: LineSpool
 
     /// What the devices' tasks read and change without waiting for the actor (their intents and
@@ -153,7 +155,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
             // Devices whose outcomes wait in the spool stay claimed until their leases expire.
             let keep = Set(spool.unwritten.map(\.device))
             _ = try? await station.endRunIfComplete()
-            try? await station.leave(keep: keep, reason: stop?.reason, message: stop?.message)
+            try? await station.leave(keep: keep, reason: stop?.reason.rawValue, message: stop?.message)
             await station.close()
         }
         await spool.close()
@@ -192,7 +194,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
 
     /// An outcome is durable on the station's disk (the spool) before the device counts as done, as
     /// with a file journal; the drainer writes it to the line in the background, at once.
-    private nonisolated func outcome(_ record: DeviceRecord, at: String) async throws {
+    private nonisolated func outcome(_ record: DeviceRecord, at: WallTime) async throws {
         let (station, attempt) = shared.withLock { s -> (LineStation?, Int?) in
             let attempt = s.attempts[record.id]
             if s.station != nil, attempt != nil { s.spooled += 1 }

@@ -279,7 +279,7 @@ public struct BenchCommand: Command {
 
     /// "3 of 1000 devices did not succeed (verify_failed 3)", or nil when all did.
     static func problem(_ report: RunReport, expected: Int) -> String? {
-        let ok = report.summary.outcomes["succeeded"] ?? 0
+        let ok = report.summary.outcomes[.succeeded]
         guard ok < expected else { return nil }
         let kinds = report.summary.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         return "\(expected - ok) of \(expected) devices did not succeed" + (kinds.isEmpty ? "" : " (\(kinds))")
@@ -304,12 +304,20 @@ public struct BenchCommand: Command {
         } catch let e as AdapterFactory.InputError {
             throw BenchError(description: e.message, isInput: true)
         }
-        var options = RunOptions(journalPath: dir + "/\(name).journal", reportPath: dir + "/\(name).json")
+        var options = RunOptions(reportPath: dir + "/\(name).json")
         options.concurrency = concurrency
-        options.fsync = fsync
         let clock = ContinuousClock()
         let start = clock.now
-        let report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: [sim], options: options)
+        let store = try await OpenedRunStore.fileJournal(path: dir + "/\(name).journal", fsync: fsync, resume: false)
+        let report: RunReport
+        do {
+            report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: [sim], store: store, options: options)
+        } catch {
+            await store.store.close()
+            await sim.close()
+            throw error
+        }
+        await store.store.close()
         let wall = clock.now - start
         await sim.close()
         return (report, wall)
@@ -328,7 +336,7 @@ public struct BenchCommand: Command {
         let validate = clock.now - validateStart
         let (report, wall) = try await runLine(r, devices: r.selectedDevices, dir: line.dir, name: "throughput",
                                                concurrency: concurrency, latency: 0, fsync: fsync)
-        let ok = report.summary.outcomes["succeeded"] ?? 0
+        let ok = report.summary.outcomes[.succeeded]
         let perSecond = Double(ok) / seconds(wall)
         return Result(problem: problem(report, expected: devices), fields: [
             ("scenario", "throughput"),
@@ -374,10 +382,10 @@ public struct BenchCommand: Command {
         return Result(problem: problem(baseline, expected: sampleCount).map { "the uncontended sample: \($0)" } ?? problem(report, expected: devices),
                       fields: [
             ("scenario", "latency"),
-            ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes["succeeded"] ?? 0)"),
+            ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes[.succeeded])"),
             ("concurrency", "\(concurrency)"),
             ("uncontended_device_s", String(format: "%.4f", perDevice)),
-            ("baseline_succeeded", "\(baseline.summary.outcomes["succeeded"] ?? 0)/\(sampleCount)"),
+            ("baseline_succeeded", "\(baseline.summary.outcomes[.succeeded])/\(sampleCount)"),
             ("concurrency_bound_s", String(format: "%.3f", concurrencyBound)),
             ("serial_connect_bound_s", String(format: "%.3f", connectBound)),
             ("lower_bound_s", String(format: "%.3f", bound)),
@@ -401,7 +409,7 @@ public struct BenchCommand: Command {
         func f(_ v: Double) -> String { String(format: "%.3f", v) }
         return Result(fields: [
             ("scenario", "latency (paced)"),
-            ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes["succeeded"] ?? 0)"), ("concurrency", "\(concurrency)"),
+            ("devices", "\(devices)"), ("succeeded", "\(report.summary.outcomes[.succeeded])"), ("concurrency", "\(concurrency)"),
             ("connection_interval_ms", f(seconds(interval) * 1000)),
             ("att_round_trips_per_device", String(format: "%.1f", b.roundTripsPerDevice)),
             ("att_round_trips_first_max_later", "\(trips.max() ?? 0) / \(trips.min() ?? 0)"),

@@ -99,7 +99,7 @@ struct HTMLReport {
         if r.simulated { x += " <span class=\"badge sim\" data-figure=\"simulated\">simulated</span>" }
         if r.resumed { x += " <span class=\"badge\">resumed</span>" }
         x += "</h1>\n<p class=\"meta\">run <code data-figure=\"run-id\">\(Self.h(r.id))</code> · station \(Self.h(r.station)) · "
-        x += "\(Self.h(r.started)) → \(Self.h(r.finished ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
+        x += "\(Self.h(r.started.iso)) → \(Self.h(r.finished?.iso ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
         x += "workflow \(Self.h(r.workflow.path)) <code>\(Self.h(String(r.workflow.sha256.prefix(12))))…</code> · "
         x += "inventory \(Self.h(r.inventory.path)) · provision \(Self.h(r.toolVersion))</p>\n"
         if let stop = r.stopped { x += "<p class=\"warn\">stopped: \(Self.h(stop.message))</p>\n" }
@@ -185,7 +185,7 @@ struct HTMLReport {
             for s in d.steps where s.outcome == .succeeded || s.outcome == .failed {
                 if steps[s.name] == nil {
                     order.append(s.name)
-                    steps[s.name] = StepTime(name: s.name, kind: s.kind)
+                    steps[s.name] = StepTime(name: s.name, kind: s.kind.rawValue)
                 }
                 steps[s.name]?.durations.append(s.durationMs)
                 if s.outcome == .failed { steps[s.name]?.failed += 1 }
@@ -216,12 +216,10 @@ struct HTMLReport {
     /// Every device's steps on the run's clock (SVG): a row per device, a segment per step coloured by
     /// its kind, failed steps outlined.
     private var timeline: String {
-        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-        func date(_ s: String?) -> Date? { s.flatMap { try? style.parse($0) } }
-        guard let runStart = date(report.run.started) else { return "" }
+        let runStart = report.run.started
         var rows = devices.compactMap { d -> (DeviceRecord, Double)? in
-            guard let t = date(d.started), !d.steps.isEmpty else { return nil }
-            return (d, t.timeIntervalSince(runStart) * 1000)
+            guard let t = d.started, !d.steps.isEmpty else { return nil }
+            return (d, Double(t.millisecondsSince1970 - runStart.millisecondsSince1970))
         }
         guard !rows.isEmpty else { return "" }
         let total = rows.count
@@ -254,13 +252,13 @@ struct HTMLReport {
             for s in d.steps where s.outcome == .succeeded || s.outcome == .failed {
                 let x0 = xPos(offset + s.startMs)
                 let w = max(0.6, xPos(offset + s.startMs + s.durationMs) - x0)
-                x += "<rect x=\"\(Self.f(x0))\" y=\"\(Self.f(y + 2))\" width=\"\(Self.f(w))\" height=\"\(Self.f(rowHeight - 4))\" class=\"k-\(Self.kindClass(s.kind))\(s.outcome == .failed ? " failed" : "")\">"
+                x += "<rect x=\"\(Self.f(x0))\" y=\"\(Self.f(y + 2))\" width=\"\(Self.f(w))\" height=\"\(Self.f(rowHeight - 4))\" class=\"k-\(Self.kindClass(s.kind.rawValue))\(s.outcome == .failed ? " failed" : "")\">"
                 x += "<title>\(Self.h(d.id)) · \(Self.h(s.name)) · \(Self.h(Self.ms(s.durationMs))) · \(s.outcome.rawValue)</title></rect>"
             }
             x += "</g>\n"
         }
         x += "</svg>\n<p class=\"legend\">"
-        for kind in Set(rows.flatMap { $0.0.steps.map(\.kind) }).sorted() {
+        for kind in Set(rows.flatMap { $0.0.steps.map(\.kind.rawValue) }).sorted() {
             x += "<span class=\"key k-\(Self.kindClass(kind))\"></span>\(Self.h(kind)) "
         }
         x += "<span class=\"key failedkey\"></span>failed</p>\n"
@@ -394,7 +392,7 @@ struct HTMLReport {
     private var compared: String {
         guard let c = comparison else { return "" }
         var x = "<section id=\"compare\">\n<h2>Compared with \(Self.h(c.older.id))</h2>\n"
-        x += "<p>older run started \(Self.h(c.older.started)); this run \(Self.h(c.newer.started)).</p>\n"
+        x += "<p>older run started \(Self.h(c.older.started.iso)); this run \(Self.h(c.newer.started.iso)).</p>\n"
         if c.workflowChanged { x += "<p class=\"warn\">The workflow changed between the runs.</p>\n" }
         x += "<table>\n<thead><tr><th>outcome</th><th class=\"num\">before</th><th class=\"num\">after</th></tr></thead>\n<tbody>\n"
         for o in DeviceOutcome.allCases.map(\.rawValue) {

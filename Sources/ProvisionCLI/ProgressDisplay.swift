@@ -46,32 +46,32 @@ final class ProgressDisplay: RunEventSink {
     func emit(_ event: RunEvent) {
         var line: String?
         state.withLock { s in
-            switch event.type {
-            case .runStarted:
-                s.total = event.total ?? 0
+            switch event.kind {
+            case .runStarted(_, let total):
+                s.total = total
                 s.started = .now
                 s.lastSummary = .now
             case .deviceStarted:
                 s.inflight += 1
             case .stepRetry:
                 s.retries += 1
-            case .deviceFinished:
+            case .deviceFinished(let f):
                 s.inflight -= 1
-                switch event.outcome {
-                case "succeeded": s.succeeded += 1
-                case "failed": s.failed += 1
-                default: s.interrupted += 1
+                switch f.outcome {
+                case .succeeded: s.succeeded += 1
+                case .failed: s.failed += 1
+                case .interrupted, .skipped: s.interrupted += 1
                 }
-                if !interactive || event.outcome != "succeeded" {
-                    line = Self.deviceLine(event, color: color)
+                if !interactive || f.outcome != .succeeded {
+                    line = Self.deviceLine(f, color: color)
                 }
-            case .stopRequested:
-                s.stopping = event.message
-                line = "stopping: \(ControlCharacters.escaped(event.message ?? ""))"
-            case .leaseLost:
-                line = "\(ControlCharacters.escaped(event.device ?? "?"))  \(ControlCharacters.escaped(event.message ?? "lease lost"))"
-            case .storeUnavailable, .storeAvailable:
-                line = "line: \(ControlCharacters.escaped(event.message ?? ""))"
+            case .stopRequested(let message):
+                s.stopping = message
+                line = "stopping: \(ControlCharacters.escaped(message))"
+            case .leaseLost(let device, let message):
+                line = "\(ControlCharacters.escaped(device))  \(ControlCharacters.escaped(message))"
+            case .storeUnavailable(let message), .storeAvailable(let message):
+                line = "line: \(ControlCharacters.escaped(message))"
             default:
                 break
             }
@@ -88,14 +88,14 @@ final class ProgressDisplay: RunEventSink {
 
     /// One device's line. What came from the device or the files (id, step, message) is escaped; only
     /// the outcome's colour is a terminal sequence.
-    static func deviceLine(_ e: RunEvent, color: Bool) -> String {
-        let id = ControlCharacters.escaped(e.device ?? "?")
+    static func deviceLine(_ e: RunEvent.DeviceFinished, color: Bool) -> String {
+        let id = ControlCharacters.escaped(e.device)
         let ms = e.durationMs.map { String(format: "%.0f ms", $0) } ?? ""
         switch e.outcome {
-        case "succeeded":
+        case .succeeded:
             return "\(id)  \(color ? "\u{1B}[32msucceeded\u{1B}[0m" : "succeeded")  \(ms)"
-        default:
-            let outcome = ControlCharacters.escaped(e.outcome ?? "?")
+        case .failed, .interrupted, .skipped:
+            let outcome = e.outcome.rawValue
             let err = e.error.map { ControlCharacters.escaped("\($0.kind.rawValue) at `\($0.step ?? "?")`: \($0.message)") } ?? ""
             return "\(id)  \(color ? "\u{1B}[31m\(outcome)\u{1B}[0m" : outcome)  \(ms)  \(err)"
         }

@@ -19,7 +19,7 @@ enum ReportCSV {
         for d in devices {
             var cells = [d.id, d.address ?? "", d.name ?? "", d.outcome.rawValue, d.error?.kind.rawValue ?? "", d.error?.step ?? "",
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
-                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started ?? ""]
+                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started?.iso ?? ""]
             cells += keys.map { d.captured[$0]?.text ?? "" }
             rows.append(row(cells))
         }

@@ -120,7 +120,7 @@ struct ReportFields {
         v["rssi"] = d.rssi.map { .integer(Int64($0), signed: true) }
         v["attempts"] = .integer(Int64(max(0, d.attempts)), signed: false)
         v["duration_ms"] = d.durationMs.map { .real($0) }
-        v["started"] = d.started.map { .text($0) }
+        v["started"] = d.started.map { .text($0.iso) }
         v["att_round_trips"] = d.attRoundTrips.map { .integer(Int64(max(0, $0)), signed: false) }
         v["resumed"] = .boolean(d.resumed == true)
         v["carried_over"] = .boolean(d.carriedOver == true)

@@ -250,6 +250,7 @@ public struct RunCommand: Command {
 
         // The line first: a station that cannot join it touches no radio.
         var lineStore: LineRunStore?
+        var lineOpened: OpenedRunStore?
         if let lineSettings, let runID {
             let store = LineRunStore(lineSettings.storeSettings(
                 run: LineRun(id: runID, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
@@ -257,7 +258,7 @@ public struct RunCommand: Command {
                              options: [:], toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
                 adapters: specs, devices: inventory.devices.map(\.id), spoolPath: plan.absolute(spoolPath)))
             do {
-                _ = try await store.open(.start)
+                lineOpened = OpenedRunStore(store: store, mode: .start, contents: try await store.open(.start))
             } catch {
                 let (message, code) = LineOption.describe(error)
                 out.err(escaping: "error: cannot join the line: \(message); nothing was touched")
@@ -304,16 +305,14 @@ public struct RunCommand: Command {
         // Without --slots, say when the radios hold fewer links than the concurrency asked for.
         if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: slots, adapters: centrals) { out.err(note) }
 
-        var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
+        var options = RunOptions(reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency
         options.slotsPerAdapter = slots
         options.junitPath = file(arguments.value("junit"))
-        options.resume = resumePath != nil
         options.retryFailed = arguments.flag("retry-failed")
         options.maxFailures = threshold
         options.seed = seed
         options.stopGrace = grace
-        options.fsync = !arguments.flag("no-fsync")
         options.toolVersion = ProvisionCLI.version
         var reported: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": specs.joined(separator: ",")]
         if let l = arguments.value("limit") { reported["limit"] = l }
@@ -327,7 +326,6 @@ public struct RunCommand: Command {
             reported["lease"] = DurationText.format(lineSettings.lease)
         }
         options.reportOptions = reported
-        options.store = lineStore
 
         let events = EventBus()
         if arguments.value("events") == "-" {
@@ -347,22 +345,39 @@ public struct RunCommand: Command {
                                        slots: { monitor.slotUsage() }))
         }
 
+        // The run's store, opened once here and closed once after the run (the runner never opens or closes it).
+        let opened: OpenedRunStore
+        if let lineOpened {
+            opened = lineOpened
+        } else {
+            do {
+                opened = try await OpenedRunStore.fileJournal(path: plan.absolute(journalPath), fsync: !arguments.flag("no-fsync"),
+                                                              resume: resumePath != nil)
+            } catch {
+                for c in centrals { await c.close() }
+                traces.close()
+                out.err(escaping: "error: \(error)")
+                return ExitCode.invalidInput
+            }
+        }
+
         let controller = RunController()
         let signals = SignalWatcher(controller: controller, output: out)
 
         let report: RunReport
         do {
             report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: centrals,
-                                          options: options, events: events, controller: controller, monitor: monitor)
+                                          store: opened, options: options, events: events, controller: controller, monitor: monitor)
         } catch {
             signals.cancel()
             for c in centrals { await c.close() }
-            await leaveLine()
+            await opened.store.close()
             traces.close()
             out.err(escaping: "error: \(error)")
             return (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment
         }
         signals.cancel()
+        await opened.store.close()
         if let dumpPath = file(arguments.value("sim-dump")) {
             for case let sim as SimulatedCentral in centrals.map({ ($0 as? ATTTracingCentral)?.base ?? $0 }) {
                 do {
@@ -429,9 +444,9 @@ public struct RunCommand: Command {
     static func printSummary(_ report: RunReport, output out: Output) {
         let s = report.summary
         let o = s.outcomes
-        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o["succeeded"] ?? 0) succeeded, \(o["failed"] ?? 0) failed"
-        if let n = o["interrupted"], n > 0 { line += ", \(n) interrupted" }
-        if let n = o["skipped"], n > 0 { line += ", \(n) skipped" }
+        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
+        if o[.interrupted] > 0 { line += ", \(o[.interrupted]) interrupted" }
+        if o[.skipped] > 0 { line += ", \(o[.skipped]) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
         if report.run.simulated { line += " [simulated]" }
         out.out(line)

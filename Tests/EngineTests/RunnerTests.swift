@@ -18,7 +18,7 @@ import Synchronization
         options.concurrency = 8
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == 24)
+        #expect(report.summary.outcomes[.succeeded] == 24)
         #expect(report.devices.allSatisfy { $0.outcome == .succeeded && $0.error == nil })
         #expect(report.run.simulated)
         let dump = await sim.dump()
@@ -89,7 +89,7 @@ import Synchronization
         options.slotsPerAdapter = 5
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == 60)
+        #expect(report.summary.outcomes[.succeeded] == 60)
         let peak = try #require(report.run.peakConcurrency)
         #expect(peak <= 12)
         let links = try #require(report.run.adapters.first?.peakLinks)
@@ -112,9 +112,9 @@ import Synchronization
         options.maxFailures = .count(3)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.run.stopped?.reason == "failure_threshold")
-        #expect(report.summary.outcomes["failed"] == 3)
-        #expect(report.summary.outcomes["skipped"] == 27)
+        #expect(report.run.stopped?.reason == .failureThreshold)
+        #expect(report.summary.outcomes[.failed] == 3)
+        #expect(report.summary.outcomes[.skipped] == 27)
         #expect(report.devices.filter { $0.outcome == .skipped }.allSatisfy { $0.skipReason?.contains("line stopped") == true })
     }
 
@@ -131,8 +131,8 @@ import Synchronization
         options.maxFailures = .count(2)
         let first = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                          adapters: [try line.simulator(loaded, statePath: statePath)], options: options)
-        #expect(first.summary.outcomes["succeeded"] == 2)
-        #expect(first.summary.outcomes["skipped"] == 8)
+        #expect(first.summary.outcomes[.succeeded] == 2)
+        #expect(first.summary.outcomes[.skipped] == 8)
 
         options.resume = true
         options.maxFailures = nil
@@ -140,8 +140,8 @@ import Synchronization
         let second = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
         #expect(second.run.resumed)
-        #expect(second.summary.outcomes["succeeded"] == 10)
-        #expect(second.summary.outcomes["failed"] == 2)
+        #expect(second.summary.outcomes[.succeeded] == 10)
+        #expect(second.summary.outcomes[.failed] == 2)
         #expect(second.devices[0].carriedOver == true)
         #expect(second.devices[2].carriedOver == true, "a recorded failure is carried over, not retried")
         #expect(second.devices[5].carriedOver == nil)
@@ -184,16 +184,16 @@ import Synchronization
             _ = try await journal.open(.start)
             let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
                                        inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                       options: [:], started: "t", toolVersion: "test", resumed: false)
-            try await journal.record(.header(header, at: "t"))
-            try await journal.record(.started(device: "SN-0002", attempt: 1, at: "t"))
-            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: "t"))
+                                       options: [:], started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: false)
+            try await journal.record(.header(header, at: wallTime("2026-11-30T05:00:00.000Z")))
+            try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
+            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
             // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
-            try await journal.record(.started(device: "SN-0003", attempt: 1, at: "t"))
-            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: "t"))
+            try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
+            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
             let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
                                    error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-            try await journal.record(.outcome(cut, at: "t"))
+            try await journal.record(.outcome(cut, at: wallTime("2026-11-30T05:00:00.000Z")))
             await journal.close()
         }
         options.resume = true
@@ -209,7 +209,7 @@ import Synchronization
         let dump = await sim.dump()
         #expect(dump.device("SN-0002")?.connections == 0, "a device that may be committed is not touched again")
         #expect(dump.device("SN-0003")?.connections == 0)
-        #expect(report.summary.outcomes["succeeded"] == 1)
+        #expect(report.summary.outcomes[.succeeded] == 1)
     }
 
     @Test func secretsNeverReachTheReportOrTheJournal() async throws {
@@ -253,7 +253,7 @@ import Synchronization
         let dropped = dump.devices.reduce(0) { $0 + ($1.faults["drop"] ?? 0) }
         #expect(dropped >= 3, "the seed should drop several links")
         // Most devices get through despite the drops; every one ends definitely, none committed twice.
-        #expect((report.summary.outcomes["succeeded"] ?? 0) >= 7)
+        #expect((report.summary.outcomes[.succeeded]) >= 7)
         for d in report.devices {
             #expect(d.outcome == .succeeded || d.error?.kind == .disconnected || d.error?.kind == .timeout, "\(d.id): \(d.error?.message ?? "")")
         }
@@ -301,7 +301,7 @@ import Synchronization
         let good = try central("good", faults: nil)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [weak, good], options: line.options())
-        #expect(report.summary.outcomes["succeeded"] == 8, "\(report.summary.errors)")
+        #expect(report.summary.outcomes[.succeeded] == 8, "\(report.summary.errors)")
         #expect(report.devices.allSatisfy { $0.adapter == "good" })
         // Some devices were sent to the weak radio first and moved after its connect failed.
         let moved = report.devices.filter { ($0.steps.first { $0.kind == "connect" }?.attempts ?? 0) > 1 }
@@ -476,13 +476,12 @@ import Synchronization
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [try line.simulator(loaded)], options: options, events: EventBus([events]))
         // The third failure was the last device: nothing was left to skip, so the line did not "stop".
-        #expect(report.summary.outcomes["failed"] == 3)
-        #expect(report.summary.outcomes["skipped"] == 0)
+        #expect(report.summary.outcomes[.failed] == 3)
+        #expect(report.summary.outcomes[.skipped] == 0)
         #expect(report.run.stopped == nil)
         // The run's last event says what happened in words.
         let finished = try #require(events.events.withLock { $0.last })
-        #expect(finished.type == .runFinished)
-        #expect(finished.message == "3 device(s): 0 succeeded, 3 failed")
+        #expect(finished.kind == .runFinished(message: "3 device(s): 0 succeeded, 3 failed", total: 3))
     }
 
     @Test func aJournalThatCannotBeWrittenStopsTheRunWritesTheReportAndStaysResumable() async throws {
@@ -509,8 +508,8 @@ import Synchronization
         // The report was written, and says why the run stopped.
         let report = try RunReport.read(from: options.reportPath)
         #expect(f.report == report)
-        #expect(report.run.stopped?.reason == "journal_failed")
-        #expect((report.summary.outcomes["skipped"] ?? 0) > 0, "no new device started after the failure")
+        #expect(report.run.stopped?.reason == .journalFailed)
+        #expect((report.summary.outcomes[.skipped]) > 0, "no new device started after the failure")
         // No irreversible write went out without its intent on disk.
         let dump = await first.dump()
         let refused = report.devices.filter { $0.error?.message.contains("the journal could not record the intent") == true }
@@ -550,7 +549,7 @@ import Synchronization
         options.concurrency = 40
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == count, "\(report.summary.errors)")
+        #expect(report.summary.outcomes[.succeeded] == count, "\(report.summary.errors)")
         let dump = await sim.dump()
         #expect(dump.devices.reduce(0) { $0 + ($1.faults["ack_loss"] ?? 0) } >= count, "the seed should lose many acks")
         var restreamed = 0

@@ -69,7 +69,7 @@ import TestSupport
         let file = FileRef(name: "w", path: "w.yaml", sha256: String(repeating: "0", count: 64))
         let info = RunInfo(id: "run-1", workflow: file, inventory: FileRef(path: "i.yaml", sha256: String(repeating: "1", count: 64)),
                            adapters: [AdapterInfo(id: "sim", simulated: true, slots: 1)], simulated: true, station: "st",
-                           toolVersion: "t", options: [:], started: "2026-01-01T00:00:00Z", finished: "2026-01-01T00:00:01Z")
+                           toolVersion: "t", options: [:], started: wallTime("2026-01-01T00:00:00Z"), finished: wallTime("2026-01-01T00:00:01Z"))
         try RunReport(run: info, summary: Summary.compute(devices, wall: .seconds(1)), devices: devices).write(to: dir + "/" + name)
     }
 

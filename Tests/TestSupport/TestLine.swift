@@ -144,8 +144,8 @@ public struct TestLine: Sendable {
                                     options: SimulatorOptions(seed: seed, latencyScale: latency, statePath: statePath, connectionSlots: slots))
     }
 
-    public func options(_ name: String = "run") -> RunOptions {
-        var o = RunOptions(journalPath: directory + "/\(name).journal", reportPath: directory + "/\(name).json")
+    public func options(_ name: String = "run") -> TestRunOptions {
+        var o = TestRunOptions(journalPath: directory + "/\(name).journal", reportPath: directory + "/\(name).json")
         o.fsync = false
         o.stopGrace = .seconds(5)
         return o

@@ -3,67 +3,63 @@ import MCUboot
 import McuMgr
 import Workflow
 
-/// What the MCUmgr step family needs from the engine for one attempt of one step: the step and its
-/// deadline, the device's values, its session, the journal for irreversible actions (and what earlier
-/// runs journaled for this step), progress, and the device's SMP endpoint kept across its steps.
-protocol McuMgrStepHost: AnyObject {
-    var step: Step { get }
-    var index: Int { get }
-    var deadline: ContinuousClock.Instant { get }
-    var baseDirectory: String { get }
-    func session() throws -> Session
-    func render(_ template: Template) throws -> String
-    func bytes(_ spec: ValueSpec) throws -> [UInt8]
-    /// Journals the intent of one irreversible action of this step (`test`, `reset`, `confirm`, `erase`)
-    /// and returns when it is durable.
-    func recordIntent(_ action: String) async throws
-    /// The device showed the last irreversible action was not executed.
-    func refused()
-    /// The actions of this step whose intents an earlier run journaled without an outcome after them.
-    var journaledActions: Set<String> { get }
-    /// The device's SMP endpoint on this session (MCUmgr parameters asked once per device).
-    func smpDevice(_ session: Session) -> SessionSMPDevice
-    /// `recordIntent` for the DFU's own calls (which take a `@Sendable` closure; they run in this task).
-    var intentRecorder: @Sendable (String) async throws -> Void { get }
-    /// A long transfer's progress: bytes the device holds, of the total.
-    var progressSink: @Sendable (Int, Int?) -> Void { get }
-}
-
 /// The MCUmgr step family (`dfu`, `file_upload`, `settings`, `mcumgr`; docs/dfu.md): each step is a
 /// thin use of the McuMgr target — `DFUExecutor` for a firmware update, `Uploader` for a file, the
 /// SMP client for settings and single commands. Errors become `DeviceFailure`s with their kinds.
-struct McuMgrSteps {
-    /// Runs one attempt; returns the values captured (the DFU's figures under `dfu_…`, a command's answer).
-    func run(_ host: some McuMgrStepHost) async throws -> [(String, TypedValue)] {
-        switch host.step.kind {
-        case .dfu(let d): return try await dfu(d, host)
-        case .fileUpload(let f): return try await fileUpload(f, host)
-        case .settings(let s): return try await settings(s, host)
-        case .mcumgr(let m): return try await command(m, host)
-        default: return []
+struct McuMgrSteps: StepExecutor {
+    /// Runs one attempt; captures the DFU's figures (`dfu_…`) or a command's answer.
+    func run(_ step: Step, in context: StepContext) async throws -> StepOutput {
+        let captures: [(String, TypedValue)]
+        switch step.kind {
+        case .dfu(let d): captures = try await dfu(d, context)
+        case .fileUpload(let f): captures = try await fileUpload(f, context)
+        case .settings(let s): captures = try await settings(s, context)
+        case .mcumgr(let m): captures = try await command(m, context)
+        default: captures = []
+        }
+        return StepOutput(captures: captures.map { (name: $0.0, value: $0.1) })
+    }
+
+    /// The device's SMP endpoint, kept across its steps (MCUmgr parameters asked once per device) and
+    /// made again for a new session.
+    final class Endpoint {
+        var session: Session?
+        var device: SessionSMPDevice?
+
+        func device(for session: Session) -> SessionSMPDevice {
+            if let d = device, self.session === session { return d }
+            let d = SessionSMPDevice(session: session)
+            self.session = session
+            device = d
+            return d
         }
     }
 
+    private func smpDevice(_ context: StepContext) throws -> SessionSMPDevice {
+        let session = try context.session()
+        return context.deviceState(Endpoint.self) { Endpoint() }.device(for: session)
+    }
+
     /// Upload options that keep to the step's deadline.
-    private func uploadOptions(_ host: some McuMgrStepHost, window: Int? = nil) -> Uploader.Options {
+    private func uploadOptions(_ context: StepContext, window: Int? = nil) -> Uploader.Options {
         var o = Uploader.Options()
         o.machine.maxWindow = window
-        o.deadline = host.deadline
+        o.deadline = context.deadline
         return o
     }
 
     // MARK: - dfu
 
-    private func dfu(_ d: Step.DFU, _ host: some McuMgrStepHost) async throws -> [(String, TypedValue)] {
-        let image = try Self.image(d.image, version: d.version, host)
-        let device = host.smpDevice(try host.session())
-        let journaled = Set(host.journaledActions.compactMap(DFUIntent.init(rawValue:)))
+    private func dfu(_ d: Step.DFU, _ context: StepContext) async throws -> [(String, TypedValue)] {
+        let image = try Self.image(d.image, version: d.version, context)
+        let device = try smpDevice(context)
+        let journaled = Set(context.journaledActions.compactMap(DFUIntent.init(rawValue:)))
         let configuration = DFUMachine.Configuration(image: DFUImage(image), confirm: ConfirmPolicy(rawValue: d.confirm.rawValue) ?? .afterBoot,
                                                      upgradeOnly: d.upgradeOnly, imageNumber: d.imageNumber, rebootTimeout: d.rebootTimeout)
         var options = DFUExecutor.Options()
-        options.upload = uploadOptions(host, window: d.window)
+        options.upload = uploadOptions(context, window: d.window)
         let total = image.bytes.count
-        let record = host.intentRecorder, progress = host.progressSink
+        let record = context.intentRecorder, progress = context.progressSink
         let report: DFUReport
         do {
             report = try await DFUExecutor.run(configuration, image: image.bytes, journaled: journaled, device: device, options: options,
@@ -77,9 +73,9 @@ struct McuMgrSteps {
 
     /// Reads an image through the inventory's file root (confined like every file a device is sent) and
     /// checks it: an MCUboot image, its SHA-256 TLV intact, the version the step names.
-    static func image(_ template: Template, version: Template?, _ host: some McuMgrStepHost) throws -> MCUbootImage {
-        let path = try host.render(template)
-        let bytes = try FileRoot(host.baseDirectory).read(path)
+    static func image(_ template: Template, version: Template?, _ context: StepContext) throws -> MCUbootImage {
+        let path = try context.render(template)
+        let bytes = try FileRoot(context.baseDirectory).read(path)
         let image: MCUbootImage
         do {
             image = try MCUbootImage(bytes: bytes)
@@ -87,7 +83,7 @@ struct McuMgrSteps {
             throw DeviceFailure(.invalidInput, "\(path): \(error)")
         }
         if let version {
-            let text = try host.render(version)
+            let text = try context.render(version)
             guard let wanted = ImageVersion(text), wanted == image.version else {
                 throw DeviceFailure(.invalidInput, "\(path) is version \(image.version), not \(text)")
             }
@@ -154,13 +150,13 @@ struct McuMgrSteps {
 
     // MARK: - file_upload
 
-    private func fileUpload(_ f: Step.FileUpload, _ host: some McuMgrStepHost) async throws -> [(String, TypedValue)] {
-        let data = try host.bytes(f.file)
-        let name = try host.render(f.to)
-        let device = host.smpDevice(try host.session())
+    private func fileUpload(_ f: Step.FileUpload, _ context: StepContext) async throws -> [(String, TypedValue)] {
+        let data = try context.bytes(f.file)
+        let name = try context.render(f.to)
+        let device = try smpDevice(context)
         let total = data.count
-        let options = uploadOptions(host)
-        let progress = host.progressSink
+        let options = uploadOptions(context)
+        let progress = context.progressSink
         return try await smp {
             let client = try await device.client(within: .seconds(10))
             // Resumable: a file the device already holds part (or all) of, with our bytes, goes on there.
@@ -209,9 +205,9 @@ struct McuMgrSteps {
 
     // MARK: - settings
 
-    private func settings(_ s: Step.Settings, _ host: some McuMgrStepHost) async throws -> [(String, TypedValue)] {
-        let values = try s.writes.map { ($0.name, try host.bytes($0.value)) }
-        let device = host.smpDevice(try host.session())
+    private func settings(_ s: Step.Settings, _ context: StepContext) async throws -> [(String, TypedValue)] {
+        let values = try s.writes.map { ($0.name, try context.bytes($0.value)) }
+        let device = try smpDevice(context)
         return try await smp {
             let client = try await device.client(within: .seconds(10))
             for (name, value) in values {
@@ -224,21 +220,14 @@ struct McuMgrSteps {
 
     // MARK: - mcumgr
 
-    private func command(_ m: Step.McuMgrCommand, _ host: some McuMgrStepHost) async throws -> [(String, TypedValue)] {
-        let device = host.smpDevice(try host.session())
+    private func command(_ m: Step.McuMgrCommand, _ context: StepContext) async throws -> [(String, TypedValue)] {
+        let device = try smpDevice(context)
         var hash: [UInt8]?
-        if let t = m.image { hash = try Self.image(t, version: nil, host).hash }
-        let text = try m.text.map { try host.render($0) } ?? "provision"
-        if m.command.isIrreversible {
-            let action: String
-            switch m.command {
-            case .imageTest: action = "test"
-            case .imageConfirm: action = "confirm"
-            case .imageErase: action = "erase"
-            default: action = "reset"
-            }
-            try await host.recordIntent(action)
-        }
+        if let t = m.image { hash = try Self.image(t, version: nil, context).hash }
+        let text = try m.text.map { try context.render($0) } ?? "provision"
+        // A single command is a plain irreversible step: journaled first, never sent again on a resume
+        // (the device is left for review), since nothing here checks whether it took effect.
+        if m.command.isIrreversible { try await context.recordIntent() }
         do {
             return try await smp {
                 do {
@@ -282,7 +271,7 @@ struct McuMgrSteps {
             }
         } catch let f as DeviceFailure where f.kind == .mcumgrError && m.command.isIrreversible {
             // The device answered with an error: the action was not executed.
-            host.refused()
+            context.refused()
             throw f
         }
     }
