@@ -166,15 +166,20 @@ private final class Builder {
             return
         }
         guard count() else { return }
-        if text {
-            guard let s = Self.utf8(bytes) else {
-                fail(.invalidUTF8)
-                return
-            }
-            attach(.text(s))
-        } else {
+        finishString(bytes, text: text)
+    }
+
+    /// A whole string (definite, or the chunks of an indefinite one): text must be UTF-8.
+    private func finishString(_ bytes: [UInt8], text: Bool) {
+        guard text else {
             attach(.bytes(bytes))
+            return
         }
+        guard let s = Self.utf8(bytes) else {
+            fail(.invalidUTF8)
+            return
+        }
+        attach(.text(s))
     }
 
     func indefiniteString(text: Bool) {
@@ -230,15 +235,7 @@ private final class Builder {
             attach(.map(pairs))
         case .chunks(let text, let bytes)?:
             stack.removeLast()
-            if text {
-                guard let s = Self.utf8(bytes) else {
-                    fail(.invalidUTF8)
-                    return
-                }
-                attach(.text(s))
-            } else {
-                attach(.bytes(bytes))
-            }
+            finishString(bytes, text: text)
         default:
             fail(.unexpectedBreak)
         }

@@ -40,10 +40,7 @@ public actor SessionSMPDevice: SMPDevice {
 
     public func client(within limit: Duration) async throws(SMPError) -> SMPClient {
         if let c = current, await session.state == .ready, await c.isUsable { return c }
-        if let c = current {
-            current = nil
-            await c.close()
-        }
+        await discardClient()
         do {
             try await withDeadline(limit, operation: "connect for SMP") { try await self.session.connect() }
         } catch {
@@ -102,12 +99,7 @@ public actor SessionSMPDevice: SMPDevice {
     }
 
     public func dropLink() async {
-        watcher?.cancel()
-        watcher = nil
-        if let c = current {
-            current = nil
-            await c.close()
-        }
+        await discardClient()
         await session.disconnect()
     }
 }

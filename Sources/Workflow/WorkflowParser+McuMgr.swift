@@ -61,18 +61,7 @@ extension ParserState {
     }
 
     private mutating func fileUpload(_ options: YAMLNode, laterCaptures: [String: Int], derivedName: inout String) -> Step.Kind? {
-        var value: ValueSpec?
-        switch (options["value"], options["file"]) {
-        case (let v?, nil): value = reader.valueSpec(v, "`value`")
-        case (nil, let f?):
-            let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
-            value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
-        case (_?, let f?): reader.error("`file_upload` takes `file` or `value`, not both", at: f.mark)
-        case (nil, nil): reader.error("`file_upload` needs `file`", at: options.mark, hint: "for example `file: \"${cert}\"`")
-        }
-        if let a = options["allow_empty"], options["file"] == nil {
-            reader.error("`allow_empty` goes with `file`", at: a.mark)
-        }
+        let value = fileOrValue(options, step: "file_upload", laterCaptures: laterCaptures)
         var to: Template?
         if let t = options["to"] {
             to = reader.template(t, "`to`")
@@ -93,10 +82,6 @@ extension ParserState {
                 let all = Step.FileUpload.Verification.allCases.map(\.rawValue)
                 reader.error("`verify` must be \(all.joined(separator: ", ")), not `\(text)`", at: v.mark, hint: Suggestions.hint(for: text, in: all))
             }
-        }
-        if let value {
-            for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
-            checkTypes(value)
         }
         guard let value, let to else { return nil }
         derivedName = "file_upload \(to.source)"

@@ -311,22 +311,7 @@ struct ParserState {
         case "write_blob":
             needsConnection(kindName, mark)
             let target = characteristic(options, kindName)
-            var value: ValueSpec?
-            switch (options["value"], options["file"]) {
-            case (let v?, nil): value = reader.valueSpec(v, "`value`")
-            case (nil, let f?):
-                let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
-                value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
-            case (_?, let f?): reader.error("`write_blob` takes `value` or `file`, not both", at: f.mark)
-            case (nil, nil): reader.error("`write_blob` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
-            }
-            if let a = options["allow_empty"], options["file"] == nil {
-                reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
-            }
-            if let value {
-                for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
-                checkTypes(value)
-            }
+            let value = fileOrValue(options, step: kindName, laterCaptures: laterCaptures)
             var chunk: Int?
             if let c = options["chunk_size"] { chunk = reader.integer(c, "`chunk_size`", in: 1...512) }
             if let target, let value {
@@ -420,6 +405,28 @@ struct ParserState {
         step.condition = stepCondition
         step.onFailure = onFailure(optional: optionalNode, continueOnError: continueNode, irreversible: step.irreversible)
         return step
+    }
+
+    /// The bytes a step sends: `file: "${blob}"` (with `allow_empty`) or any `value:` spec, checked
+    /// (`write_blob`, `file_upload`).
+    mutating func fileOrValue(_ options: YAMLNode, step: String, laterCaptures: [String: Int]) -> ValueSpec? {
+        var value: ValueSpec?
+        switch (options["value"], options["file"]) {
+        case (let v?, nil): value = reader.valueSpec(v, "`value`")
+        case (nil, let f?):
+            let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
+            value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
+        case (_?, let f?): reader.error("`\(step)` takes `value` or `file`, not both", at: f.mark)
+        case (nil, nil): reader.error("`\(step)` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
+        }
+        if let a = options["allow_empty"], options["file"] == nil {
+            reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
+        }
+        if let value {
+            for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
+            checkTypes(value)
+        }
+        return value
     }
 
     /// An `as:` format name (`uint8`, `version`, …).

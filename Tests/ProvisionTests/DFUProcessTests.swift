@@ -155,17 +155,7 @@ import Glibc
             let resume = round == 0 ? ["--journal", "run.journal"] : ["--resume", "run.journal"]
             let child = try ChildProcess(["run", "dfu.yaml", "--inventory", "line.yaml", "--adapter", "sim", "--quiet", "--sim-latency", "1"]
                                             + common + resume, directory: line.dir)
-            let killAfter = Int.random(in: 10...400, using: &rng)
-            var seen = 0
-            var killed = false
-            for await l in child.lines where l.hasPrefix("{") {
-                seen += 1
-                if seen == killAfter {
-                    child.signal(SIGKILL)
-                    killed = true
-                }
-            }
-            let status = await child.wait()
+            let (status, killed) = await child.drain(killingAfterEvent: Int.random(in: 10...400, using: &rng))
             if killed && status != 0 && status != 1 { kills += 1 }
             if !killed { break }
         }
