@@ -103,7 +103,8 @@ struct DFUSimulatorTests {
 
     @Test func aDropMidUploadResumesFromTheDevicesOffset() async throws {
         let (central, device) = try Self.fleet(faults: "drop_mid_upload: 0.5")
-        let image = try Self.image(size: 120_000)
+        // The 256 KiB image: what was in flight when the link dropped is small beside it.
+        let image = try Self.image(size: 256 * 1024)
         let report = try await Self.dfu(central, device, image)
         #expect(report.result == .updated(from: "1.0.0", to: "1.1.0", confirmed: true))
         let upload = try #require(report.upload)
