@@ -17,7 +17,7 @@ let package = Package(
         .systemLibrary(name: "CLibCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
-        // SplitMix64, stable string hashes.
+        // SplitMix64, stable string hashes, civil-calendar day numbers.
         .target(name: "Support"),
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "Workflow", dependencies: ["YAML", "BLE", "Support", "MCUboot"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
-        .target(name: "PostgresClient", dependencies: ["CLibPQ"]),
+        .target(name: "PostgresClient", dependencies: ["CLibPQ", "Support"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.

@@ -228,7 +228,8 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         let s = d.snapshot
         var blob: Blob?
         if let expected = s.blobExpected {
-            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: SHA256.hexDigest(s.blob))
+            var digest = s.blobDigest
+            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: digest.finalize().hexString)
         }
         return Device(
             id: d.id, address: d.address.description, model: d.model.name, connections: s.connections,

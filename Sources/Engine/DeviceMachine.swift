@@ -32,8 +32,10 @@ struct DeviceMachine: Sendable {
         /// Adapters in the run (a retry looks elsewhere only when there are several).
         let adapterCount: Int
         let seed: UInt64
+        /// Someone listens to the run's events (a display, `--events`): without, none is made.
+        let emits: Bool
 
-        init(workflow: Workflow, secretNames: Set<String>, adapterCount: Int, seed: UInt64) {
+        init(workflow: Workflow, secretNames: Set<String>, adapterCount: Int, seed: UInt64, emits: Bool = true) {
             steps = workflow.steps
             stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
             self.secretNames = secretNames
@@ -41,6 +43,7 @@ struct DeviceMachine: Sendable {
             securityAsked = workflow.steps.contains { $0.security.map { $0.level != .none } ?? false }
             self.adapterCount = adapterCount
             self.seed = seed
+            self.emits = emits
         }
     }
 
@@ -161,7 +164,7 @@ struct DeviceMachine: Sendable {
                 case .followSlots(let a): out.append(.followSlots(adapter: a))
                 case .adapterFailed(let a, let why):
                     out.append(.markAdapterFailed(adapter: a, why: why))
-                    out.append(.emit(.adapterFailed(device: device.id, adapter: a, message: why)))
+                    if plan.emits { out.append(.emit(.adapterFailed(device: device.id, adapter: a, message: why))) }
                 }
             }
             return out
@@ -210,14 +213,17 @@ struct DeviceMachine: Sendable {
                 delivery = .none
                 out.append(.run(step: i, attempt: attempt, confirmFirst: confirmFirst))
             case .stepFinished(let i, let outcome, let attempt, let duration, let f):
+                guard plan.emits else { continue }
                 let name = plan.steps[i].name
                 out.append(.emit(.stepFinished(RunEvent.StepFinished(device: device.id, step: name, attempt: attempt, outcome: outcome,
                                                                      durationMs: duration.milliseconds,
                                                                      error: f.map { Self.record($0, step: name) }))))
             case .retry(let i, let attempt, let delay, let f):
                 let name = plan.steps[i].name
-                out.append(.emit(.stepRetry(RunEvent.StepRetry(device: device.id, step: name, attempt: attempt, delayMs: delay.milliseconds,
-                                                               error: Self.record(f, step: name)))))
+                if plan.emits {
+                    out.append(.emit(.stepRetry(RunEvent.StepRetry(device: device.id, step: name, attempt: attempt, delayMs: delay.milliseconds,
+                                                                   error: Self.record(f, step: name)))))
+                }
                 if let look = lease.lookElsewhere(after: f, isConnect: plan.stepInfos[i].isConnect, adapterCount: plan.adapterCount) {
                     out.append(.lookElsewhere(address: look.address, avoid: look.avoid))
                 }

@@ -133,6 +133,11 @@ public actor FileJournal: RunStore {
         try await append(encoded: bytes, durable: line.isDurable)
     }
 
+    /// A line its caller encoded (`RecordEncoder.compact`, with its newline).
+    public nonisolated func record(_ line: JournalLine, encoded: [UInt8]) async throws {
+        try await append(encoded: encoded, durable: line.isDurable)
+    }
+
     private func append(encoded bytes: [UInt8], durable: Bool) async throws {
         if let failure { throw failure }
         guard fd >= 0 else { throw FileError(path: path, operation: "append to closed journal", errno: EBADF) }

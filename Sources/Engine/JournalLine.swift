@@ -72,6 +72,19 @@ public enum JournalLine: Sendable, Equatable {
     }
 }
 
+extension JournalLine {
+    /// The record's JSON inside an `outcome` line's compact JSON, `{"at":"…","record":{…},"type":"outcome"}`
+    /// (keys sorted), found by what surrounds it; nil when the line is not that shape.
+    static func record(inOutcome line: [UInt8]) -> ArraySlice<UInt8>? {
+        let head = Array(#"{"at":""#.utf8), mid = Array(#"","record":"#.utf8), tail = Array(#","type":"outcome"}"#.utf8)
+        // The time is fixed-width ISO 8601 (24 bytes).
+        let start = head.count + 24 + mid.count
+        guard line.count > start + tail.count, line.starts(with: head), line[(head.count + 24)..<start].elementsEqual(mid),
+              line[(line.count - tail.count)...].elementsEqual(tail) else { return nil }
+        return line[start..<(line.count - tail.count)]
+    }
+}
+
 extension JournalLine: Codable, SortedRecordKeys {
     /// The keys of a journal line on disk, in sorted order. Each case writes `at`, its own fields and
     /// `type`, in this order (`SortedRecordKeys`).

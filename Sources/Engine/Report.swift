@@ -167,34 +167,71 @@ public struct Summary: Codable, Sendable, Equatable {
 
     /// Computes the summary from device records over a wall time.
     public static func compute(_ devices: [DeviceRecord], wall: Duration) -> Summary {
-        var outcomes = OutcomeCounts()
-        var errors: [String: Int] = [:]
-        var durations: [Double] = []
-        var roundTrips: [Int] = []
-        var finishedHere = 0
-        for d in devices {
-            outcomes[d.outcome] += 1
-            if let e = d.error { errors[e.kind.rawValue, default: 0] += 1 }
-            if d.carriedOver != true, d.outcome == .succeeded || d.outcome == .failed {
-                finishedHere += 1
-                if let ms = d.durationMs { durations.append(ms) }
-            }
-            if d.outcome == .succeeded, d.carriedOver != true, let rt = d.attRoundTrips { roundTrips.append(rt) }
+        var tally = SummaryTally()
+        for d in devices { tally.add(d) }
+        return tally.summary(wall: wall)
+    }
+}
+
+/// The summary counted record by record, as records arrive (a run's report is written without holding
+/// every record): counts by outcome and error kind, the durations of the devices that finished here,
+/// and the ATT round trips of those that succeeded.
+struct SummaryTally: Sendable {
+    private var total = 0
+    private var outcomes = OutcomeCounts()
+    private var errors: [String: Int] = [:]
+    private var durations: [Double] = []
+    private var roundTrips = 0
+    private var roundTripDevices = 0
+    private var finishedHere = 0
+
+    /// What the summary needs of one device's record.
+    struct Entry: Sendable {
+        var outcome: DeviceOutcome
+        var errorKind: FailureKind?
+        var durationMs: Double?
+        var carriedOver: Bool
+        var attRoundTrips: Int?
+
+        init(_ d: DeviceRecord) {
+            outcome = d.outcome
+            errorKind = d.error?.kind
+            durationMs = d.durationMs
+            carriedOver = d.carriedOver == true
+            attRoundTrips = d.attRoundTrips
         }
-        durations.sort()
+    }
+
+    mutating func add(_ d: DeviceRecord) { add(Entry(d)) }
+
+    mutating func add(_ d: Entry) {
+        total += 1
+        outcomes[d.outcome] += 1
+        if let e = d.errorKind { errors[e.rawValue, default: 0] += 1 }
+        if !d.carriedOver, d.outcome == .succeeded || d.outcome == .failed {
+            finishedHere += 1
+            if let ms = d.durationMs { durations.append(ms) }
+        }
+        if d.outcome == .succeeded, !d.carriedOver, let rt = d.attRoundTrips {
+            roundTrips += rt
+            roundTripDevices += 1
+        }
+    }
+
+    func summary(wall: Duration) -> Summary {
+        let sorted = durations.sorted()
         func pct(_ p: Double) -> Double {
-            guard !durations.isEmpty else { return 0 }
-            let rank = Int((p * Double(durations.count - 1)).rounded())
-            return durations[min(durations.count - 1, max(0, rank))]
+            guard !sorted.isEmpty else { return 0 }
+            let rank = Int((p * Double(sorted.count - 1)).rounded())
+            return sorted[min(sorted.count - 1, max(0, rank))]
         }
         let wallMs = wall.milliseconds
         return Summary(
-            total: devices.count, outcomes: outcomes, errors: errors,
+            total: total, outcomes: outcomes, errors: errors,
             devicesPerMinute: wallMs > 0 ? (Double(finishedHere) / (wallMs / 60_000)).rounded(toPlaces: 1) : 0,
-            durationMs: durations.isEmpty ? nil : Percentiles(p50: pct(0.5), p95: pct(0.95), max: durations.last ?? 0),
+            durationMs: sorted.isEmpty ? nil : Summary.Percentiles(p50: pct(0.5), p95: pct(0.95), max: sorted.last ?? 0),
             wallMs: wallMs.rounded(toPlaces: 1),
-            attRoundTripsPerDevice: roundTrips.isEmpty
-                ? nil : (Double(roundTrips.reduce(0, +)) / Double(roundTrips.count)).rounded(toPlaces: 1))
+            attRoundTripsPerDevice: roundTripDevices == 0 ? nil : (Double(roundTrips) / Double(roundTripDevices)).rounded(toPlaces: 1))
     }
 }
 

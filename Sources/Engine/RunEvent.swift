@@ -273,6 +273,9 @@ public final class EventBus: Sendable {
 
     public func add(_ sink: any RunEventSink) { sinks.withLock { $0.append(sink) } }
 
+    /// Whether any sink listens (a run makes no event when none does).
+    public var isListening: Bool { sinks.withLock { !$0.isEmpty } }
+
     /// The event is only made when some sink is listening (a run without a display or `--events`
     /// makes none: each costs a timestamp and copies, twenty-odd times per device).
     public func emit(_ kind: @autoclosure () -> RunEvent.Kind) {

@@ -53,13 +53,19 @@ final class RunJournal: Sendable {
     }
 
     /// A device's outcome, durable before it counts as done (concurrent devices share one fsync). A
-    /// failure is the run's: no device starts after it.
-    func outcome(_ record: DeviceRecord) async {
+    /// failure is the run's: no device starts after it. Returns the record's compact JSON (encoded once,
+    /// here, for the journal line and the report).
+    func outcome(_ record: DeviceRecord) async -> ArraySlice<UInt8>? {
+        let line = JournalLine.outcome(record, at: .now())
+        var bytes = RecordEncoder.compact(line)
+        let json = JournalLine.record(inOutcome: bytes)
+        bytes.append(0x0A)
         do {
-            try await store.record(.outcome(record, at: .now()))
+            try await store.record(line, encoded: bytes)
         } catch {
             failed("\(error)")
         }
+        return json
     }
 
     /// The run's end, unless the journal failed (its record ends where the failure left it).

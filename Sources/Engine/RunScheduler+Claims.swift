@@ -54,7 +54,6 @@ extension RunScheduler {
             case .launch(let claim):
                 guard let device = byID[claim.device] else { continue }
                 launch(device, attempt: claim.attempt, resumed: claim.attempt > 1, reportingTo: wakes)
-                result.started.append(device.id)
             case .release(let ids):
                 await claims.release(ids)
             case .askProgress(let ids):
@@ -73,7 +72,7 @@ extension RunScheduler {
                     feed(.tick)
                 case .finished(let id, let record):
                     // Stopping the line only means something while devices may still be claimed.
-                    finished(id, record, &result, &tally, waiting: !loop.done)
+                    finished(id, record, &tally, waiting: !loop.done)
                     feed(.finished(id, outcome: record?.outcome))
                 }
             case .finish(let note):

@@ -16,16 +16,12 @@ struct RunScheduler {
     let maxFailures: FailureThreshold?
 
     struct Result {
-        /// The devices that started, by id.
-        var records: [String: DeviceRecord] = [:]
-        /// The order they started in.
-        var started: [String] = []
         /// Why a line station stopped claiming by itself (idle), for the run's summary.
         var note: String?
     }
 
     func run(_ devices: [(device: InventoryDevice, attempt: Int, resumed: Bool)]) async -> Result {
-        var result = Result()
+        let result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
         var tally = Tally()
@@ -40,7 +36,6 @@ struct RunScheduler {
             let (device, attempt, resumed) = devices[next]
             next += 1
             launch(device, attempt: attempt, resumed: resumed, reportingTo: wakes)
-            result.started.append(device.id)
             running += 1
             return true
         }
@@ -50,7 +45,7 @@ struct RunScheduler {
             guard case .finished(let id, let finishedRecord) = await wakes.next() else { continue }
             running -= 1
             // Stopping the line only means something while devices wait their turn.
-            finished(id, finishedRecord, &result, &tally, waiting: next < devices.count)
+            finished(id, finishedRecord, &tally, waiting: next < devices.count)
             while running < concurrency, startNext() {}
         }
         return result
@@ -75,8 +70,10 @@ struct RunScheduler {
         do { try await context.journal.started(device: device.id, attempt: attempt) } catch { return nil }
         context.events.emit(.deviceStarted(device: device.id, attempt: attempt))
         let record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
-        // Durable before the device counts as done; concurrent devices share one fsync.
-        await context.journal.outcome(record)
+        // Durable before the device counts as done; concurrent devices share one fsync. Then to the
+        // report's records (encoded here, on the device's task).
+        let json = await context.journal.outcome(record)
+        context.report.add(record, compact: json)
         return record
     }
 
@@ -88,10 +85,9 @@ struct RunScheduler {
 
     /// A device ended: its record kept, its event emitted, the threshold checked (when devices still
     /// `waiting` could be spared by stopping). A device whose start could not be journaled has no record.
-    func finished(_ id: String, _ finishedRecord: DeviceRecord?, _ result: inout Result, _ tally: inout Tally, waiting: Bool) {
+    func finished(_ id: String, _ finishedRecord: DeviceRecord?, _ tally: inout Tally, waiting: Bool) {
         stopper.finished(id)
         guard let record = finishedRecord else { return }
-        result.records[record.id] = record
         context.events.emit(.deviceFinished(RunEvent.DeviceFinished(device: record.id, outcome: record.outcome, durationMs: record.durationMs,
                                                                     error: record.error, adapter: record.adapter)))
         if record.outcome == .failed { tally.failures += 1 }

@@ -26,6 +26,9 @@ public protocol RunStore: Sendable {
     func open(_ mode: RunStoreMode) async throws -> JournalContents
     /// Appends a line; returns when it is durable if the line's kind requires it.
     func record(_ line: JournalLine) async throws
+    /// The same, with the line already encoded as one line of compact JSON with its newline
+    /// (`RecordEncoder.compact`): a store that writes JSON lines writes these bytes.
+    func record(_ line: JournalLine, encoded: [UInt8]) async throws
     /// Makes every line recorded so far durable.
     func flush() async throws
     /// Flushes what it can and releases the store.
@@ -68,6 +71,9 @@ extension JournalLine {
 extension RunStore {
     /// A store of one station offers no claims.
     public var claims: (any DeviceClaims)? { nil }
+
+    /// A store that does not keep JSON lines records the line as it is.
+    public func record(_ line: JournalLine, encoded: [UInt8]) async throws { try await record(line) }
 }
 
 /// A run store the station opened for a run, with what it held: the engine records into it and never

@@ -95,6 +95,8 @@ final class RunContext: Sendable {
     let adapters: AdapterPool
     /// The one writer of the run's record.
     let journal: RunJournal
+    /// Where finished devices' records go, for the report.
+    let report: ReportStream
     let events: EventBus
     let attTimeout: Duration
     /// Every service the workflow names (targeted discovery).
@@ -112,21 +114,22 @@ final class RunContext: Sendable {
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, events: EventBus, options: RunOptions,
-         executors: [any StepExecutor], journaledActions: [String: [Int: Set<String>]] = [:]) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
+         options: RunOptions, executors: [any StepExecutor], journaledActions: [String: [Int: Set<String>]] = [:]) {
         self.journaledActions = journaledActions
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
         self.adapters = adapters
         self.journal = journal
+        self.report = report
         self.events = events
         self.attTimeout = options.attTimeout
         self.servicesUsed = workflow.usedServices
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
         self.plan = DeviceMachine.Plan(workflow: workflow, secretNames: inventory.secrets.union(workflow.secretNames),
-                                       adapterCount: adapters.adapters.count, seed: options.seed)
+                                       adapterCount: adapters.adapters.count, seed: options.seed, emits: events.isListening)
         self.executors = executors
     }
 
@@ -156,8 +159,8 @@ public enum Runner {
     public struct JournalFailure: Error, Sendable, CustomStringConvertible {
         public var error: String
         public var journal: String
-        /// The report, when it could be written.
-        public var report: RunReport?
+        /// The run's report (its metadata and summary), when it could be written.
+        public var report: RunResult?
         public var reportPath: String
         /// Why the report could not be written, if it could not.
         public var reportError: String?
@@ -172,11 +175,12 @@ public enum Runner {
 
     /// Runs `workflow` over `devices` on the adapters, recording into `opened` — a store the caller
     /// opened for this run and closes after it (the runner never opens or closes a store). The report
-    /// (and JUnit) is written even when the journal failed; then `JournalFailure` is thrown.
+    /// (and JUnit) is written, streamed, even when the journal failed; then `JournalFailure` is thrown.
+    /// Returns the report's metadata and summary (its devices are in the report file).
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters centrals: [any Central],
                            store opened: OpenedRunStore, options: RunOptions, events: EventBus = EventBus(),
                            controller: RunController = RunController(), monitor: RunMonitor? = nil,
-                           executors: StepExecutors = .standard) async throws -> RunReport {
+                           executors: StepExecutors = .standard) async throws -> RunResult {
         let clock = ContinuousClock()
         let wallStart = clock.now
         let startedAt = WallTime.now()
@@ -214,11 +218,21 @@ public enum Runner {
             throw StartError(description: "cannot write journal \(store.location): \(error)")
         }
 
+        // The report's records go to disk as devices end (memory stays bounded by one record).
+        let station = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: [], simulated: false,
+                              station: options.station, toolVersion: options.toolVersion, options: options.reportOptions, started: startedAt)
+        let report: ReportStream
+        do {
+            report = try ReportStream(reportPath: options.reportPath, junitPath: options.junitPath, run: station)
+        } catch {
+            throw StartError(description: "cannot write the report: \(error)")
+        }
+
         // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, events: events, options: options,
-                                 executors: workflow.steps.compactMap { executors.executor(for: $0.kind) },
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
+                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) },
                                  journaledActions: plan.journaledActions)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
@@ -250,25 +264,19 @@ public enum Runner {
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
                            captureTypes: workflow.captureTypes)
         // A line station reports the devices it worked; the line's merged report has the others.
-        let ordered = store.claims == nil ? records(plan, scheduled.records, stop) : plan.entries.compactMap { scheduled.records[$0.device.id] }
-        let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
-        var reportError: String?
-        do {
-            try report.write(to: options.reportPath)
-            if let junit = options.junitPath { try AtomicFile.write(Data(report.junitXML().utf8), to: junit) }
-        } catch {
-            reportError = "\(error)"
-        }
-        events.emit(.runFinished(message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
+        let items = store.claims == nil ? Self.items(plan, report, stop) : plan.entries.compactMap { report.ran($0.device.id) ? .ran($0.device.id) : nil }
+        let written = await report.finish(items, info: info, wall: clock.now - wallStart)
+        let result = RunResult(run: info, summary: written.summary, notSucceeded: written.notSucceeded)
+        events.emit(.runFinished(message: result.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
                                      + (scheduled.note.map { "; \($0)" } ?? ""),
-                                 total: report.summary.total))
+                                 total: result.summary.total))
         await events.finish()
         if let journalError = journal.failed {
-            throw JournalFailure(error: journalError, journal: store.location, report: reportError == nil ? report : nil,
-                                 reportPath: options.reportPath, reportError: reportError)
+            throw JournalFailure(error: journalError, journal: store.location, report: written.error == nil ? result : nil,
+                                 reportPath: options.reportPath, reportError: written.error)
         }
-        if let reportError { throw StartError(description: "cannot write the report: \(reportError)") }
-        return report
+        if let reportError = written.error { throw StartError(description: "cannot write the report: \(reportError)") }
+        return result
     }
 
     /// Planning: what the store holds (for a resume) and what happens to each device.
@@ -286,17 +294,17 @@ public enum Runner {
         }
     }
 
-    /// One record per planned device, in order: its run, its carried-over or needs-review outcome, or
-    /// `skipped` (never started: not journaled, so a resume runs it).
-    static func records(_ plan: ResumePlan, _ ran: [String: DeviceRecord], _ stop: StopInfo?) -> [DeviceRecord] {
+    /// One report item per planned device, in order: its run, its carried-over or needs-review outcome,
+    /// or `skipped` (never started: not journaled, so a resume runs it).
+    static func items(_ plan: ResumePlan, _ report: ReportStream, _ stop: StopInfo?) -> [ReportStream.Item] {
         plan.entries.map { e in
             switch e.decision {
             case .carryOver(let r), .needsReview(let r):
-                return r
+                return .record(r)
             case .run:
-                if let r = ran[e.device.id] { return r }
-                return DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
-                                    skipReason: stop.map { "not started: \($0.message)" } ?? "not started")
+                if report.ran(e.device.id) { return .ran(e.device.id) }
+                return .record(DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
+                                            skipReason: stop.map { "not started: \($0.message)" } ?? "not started"))
             }
         }
     }
@@ -320,5 +328,20 @@ public final class RunMonitor: Sendable {
     public func slotUsage() -> [(id: String, used: Int, capacity: Int)] {
         guard let p = pool.withLock({ $0 }) else { return [] }
         return p.adapters.map { ($0.id, $0.slots.usage.current, $0.slots.capacity) }
+    }
+}
+
+/// What a run leaves for the command line: the report's metadata and summary, and the devices that
+/// did not succeed (the report file has every device; a run's records are never all in memory).
+public struct RunResult: Sendable, Equatable {
+    public var run: RunInfo
+    public var summary: Summary
+    /// The devices that did not succeed, in plan order (for the retry file).
+    public var notSucceeded: [DeviceBrief]
+
+    public init(run: RunInfo, summary: Summary, notSucceeded: [DeviceBrief]) {
+        self.run = run
+        self.summary = summary
+        self.notSucceeded = notSucceeded
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Support
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,10 +50,11 @@ public struct WallTime: Sendable, Hashable, Comparable, Codable, CustomStringCon
 
     /// Appends the ISO text's bytes (for writers that build JSON over bytes).
     public func appendISO(to out: inout [UInt8]) {
-        let ms = millisecondsSince1970
+        // Years 1...9999, as ISO 8601 writes them with four digits (a time outside is written at the edge).
+        let ms = max(-62_135_596_800_000, min(253_402_300_799_999, millisecondsSince1970))
         let days = ms >= 0 ? ms / 86_400_000 : -((-ms - 1) / 86_400_000) - 1
         let inDay = ms - days * 86_400_000
-        let (y, m, d) = Self.civil(fromDays: days)
+        let (y, m, d) = CivilDate.date(days: days)
         func digits(_ v: Int64, _ n: Int) {
             var divisor: Int64 = 1
             for _ in 1..<n { divisor *= 10 }
@@ -103,7 +105,7 @@ public struct WallTime: Sendable, Hashable, Comparable, Codable, CustomStringCon
         }
         guard let y = number(4), expect("-"), let mo = number(2), expect("-"), let d = number(2), expect("T"),
               let h = number(2), expect(":"), let mi = number(2), expect(":"), let s = number(2),
-              (1...12).contains(mo), (1...Self.daysIn(month: mo, year: y)).contains(d), h < 24, mi < 60, s < 60 else { return nil }
+              (1...12).contains(mo), (1...CivilDate.daysIn(month: mo, year: y)).contains(d), h < 24, mi < 60, s < 60 else { return nil }
         var fraction: Int64 = 0
         if i < utf8.count, utf8[i] == UInt8(ascii: ".") {
             i += 1
@@ -127,7 +129,7 @@ public struct WallTime: Sendable, Hashable, Comparable, Codable, CustomStringCon
             return nil
         }
         guard i == utf8.count else { return nil }
-        let days = Self.days(fromCivil: y, mo, d)
+        let days = CivilDate.days(year: y, month: mo, day: d)
         millisecondsSince1970 = days * 86_400_000 + ((h * 60 + mi) * 60 + s) * 1000 + fraction - offset
     }
 
@@ -143,37 +145,5 @@ public struct WallTime: Sendable, Hashable, Comparable, Codable, CustomStringCon
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(iso)
-    }
-
-    // Days from 1970-01-01 and back, proleptic Gregorian (H. Hinnant's civil calendar algorithms).
-
-    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
-
-    static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
     }
 }

@@ -364,7 +364,7 @@ public struct RunCommand: Command {
         let controller = RunController()
         let signals = SignalWatcher(controller: controller, output: out)
 
-        let report: RunReport
+        let report: RunResult
         do {
             report = try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: centrals,
                                           store: opened, options: options, events: events, controller: controller, monitor: monitor)
@@ -399,7 +399,7 @@ public struct RunCommand: Command {
         for c in centrals { await c.close() }
         traces.close()
 
-        Self.printSummary(report, output: out)
+        Self.printSummary(run: report.run, summary: report.summary, output: out)
         out.out("report: \(reportPath)")
         if let lineStore {
             out.out(escaping: lineStore.location)
@@ -408,13 +408,13 @@ public struct RunCommand: Command {
         }
         do {
             try RetryFile.write(report, reportPath: reportPath, to: plan.absolute(retryPath))
-            if RetryFile.text(report, reportPath: reportPath) != nil { out.out("retry: \(retryPath)") }
+            if !report.notSucceeded.isEmpty { out.out("retry: \(retryPath)") }
         } catch {
             out.err(escaping: "error: cannot write the retry file \(retryPath): \(error.localizedDescription)")
         }
         if let htmlPath = arguments.value("html") {
             do {
-                let page = HTMLReport(report: report, source: reportPath)
+                let page = HTMLReport(report: try RunReport.read(from: plan.absolute(reportPath)), source: reportPath)
                 try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
                 out.out("html: \(htmlPath)")
             } catch {
@@ -433,8 +433,8 @@ public struct RunCommand: Command {
             }
         }
         if controller.stopRequests > 0 { return ExitCode.interrupted }
-        let failed = report.devices.contains { $0.outcome != .succeeded }
-        if failed, report.devices.allSatisfy({ $0.outcome != .succeeded }),
+        let failed = !report.notSucceeded.isEmpty
+        if failed, report.summary.outcomes[.succeeded] == 0,
            report.run.adapters.allSatisfy({ $0.failure != nil }) {
             return ExitCode.environment
         }
@@ -442,13 +442,16 @@ public struct RunCommand: Command {
     }
 
     static func printSummary(_ report: RunReport, output out: Output) {
-        let s = report.summary
+        printSummary(run: report.run, summary: report.summary, output: out)
+    }
+
+    static func printSummary(run: RunInfo, summary s: Summary, output out: Output) {
         let o = s.outcomes
-        var line = "\(ControlCharacters.escaped(report.run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
+        var line = "\(ControlCharacters.escaped(run.workflow.name ?? "run")): \(s.total) device(s): \(o[.succeeded]) succeeded, \(o[.failed]) failed"
         if o[.interrupted] > 0 { line += ", \(o[.interrupted]) interrupted" }
         if o[.skipped] > 0 { line += ", \(o[.skipped]) skipped" }
         line += String(format: " in %.1f s (%.0f devices/min)", s.wallMs / 1000, s.devicesPerMinute)
-        if report.run.simulated { line += " [simulated]" }
+        if run.simulated { line += " [simulated]" }
         out.out(line)
         if !s.errors.isEmpty {
             out.out(escaping: "failures by kind: " + s.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -456,7 +459,7 @@ public struct RunCommand: Command {
         if let d = s.durationMs {
             out.out(String(format: "device time: p50 %.0f ms, p95 %.0f ms, max %.0f ms", d.p50, d.p95, d.max))
         }
-        if let stop = report.run.stopped { out.out(escaping: "stopped: \(stop.message)") }
+        if let stop = run.stopped { out.out(escaping: "stopped: \(stop.message)") }
     }
 
     private func usageError(_ out: Output, _ message: String) -> Int32 {

@@ -149,6 +149,34 @@ import Workflow
         }
     }
 
+    /// A record is encoded once, for its journal line; the report's pretty form is re-indented from it.
+    @Test func aRecordReIndentedFromItsJournalLineIsThePrettyRecord() throws {
+        let records = Self.records() + RecordGoldenTests.records() + Self.reports().flatMap(\.devices)
+        for r in records {
+            let line = RecordEncoder.compact(JournalLine.outcome(r, at: wallTime("2026-11-30T05:00:00.123Z")))
+            let json = try #require(JournalLine.record(inOutcome: line))
+            #expect(Array(json) == RecordEncoder.compact(r))
+            for depth in [0, 1, 2, 5] {
+                #expect(String(decoding: RecordEncoder.prettify(json, depth: depth), as: UTF8.self)
+                        == String(decoding: RecordEncoder.element(r, pretty: true, depth: depth), as: UTF8.self), "\(r.id) at \(depth)")
+            }
+        }
+        // Whole documents, empty containers and strings full of brackets, commas and colons included.
+        for report in Self.reports() {
+            #expect(RecordEncoder.prettify(RecordEncoder.compact(report)[...], depth: 0) == RecordEncoder.pretty(report))
+        }
+        let tricky = ["{\"a\":[],\"b\":{},\"c\":\"[{,:}]\\\"x\\\\\",\"d\":[1,[2,{}]]}"]
+        for t in tricky {
+            let value = try JSONSerialization.jsonObject(with: Data(t.utf8))
+            let pretty = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])
+            #expect(try JSONSerialization.jsonObject(with: Data(RecordEncoder.prettify(Array(t.utf8)[...], depth: 0))) as? NSDictionary
+                    == (try JSONSerialization.jsonObject(with: pretty)) as? NSDictionary)
+        }
+        // Not an outcome line: nothing is taken from it.
+        #expect(JournalLine.record(inOutcome: RecordEncoder.compact(JournalLine.started(device: "d", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))) == nil)
+        #expect(JournalLine.record(inOutcome: []) == nil)
+    }
+
     @Test func stringsAreEscapedAsJSONRequires() throws {
         let bytes = RecordEncoder.compact(Self.awkward)
         let text = String(decoding: bytes, as: UTF8.self)

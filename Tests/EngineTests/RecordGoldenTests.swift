@@ -145,6 +145,29 @@ import Workflow
         #expect(try RunReport.read(from: path) == Self.report())
     }
 
+    /// The report and JUnit a run writes: each device's record kept on disk as it ends (here in the
+    /// reverse order), the plan's records (the carried-over one) added at the end.
+    @Test func theStreamedReportAndJUnitAreTheGoldenBytes() async throws {
+        let dir = NSTemporaryDirectory() + "golden-stream-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let report = Self.report()
+        let stream = try ReportStream(reportPath: dir + "/report.json", junitPath: dir + "/junit.xml", run: report.run)
+        // Half of them from their compact JSON (as a run gives them, from their journal lines).
+        for (k, r) in report.devices.reversed().enumerated() where r.carriedOver != true {
+            stream.add(r, compact: k % 2 == 0 ? RecordEncoder.compact(r)[...] : nil)
+        }
+        let items: [ReportStream.Item] = report.devices.map { $0.carriedOver == true ? .record($0) : .ran($0.id) }
+        let finished = await stream.finish(items, info: report.run, wall: .milliseconds(5123))
+        #expect(finished.error == nil)
+        #expect(finished.summary == report.summary)
+        #expect(finished.notSucceeded == report.devices.filter { $0.outcome != .succeeded }.map(DeviceBrief.init))
+        try Self.check("report.json", [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/report.json"))))
+        try Self.check("junit.xml", [UInt8](try Data(contentsOf: URL(fileURLWithPath: dir + "/junit.xml"))))
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(names == ["junit.xml", "report.json"], "nothing left behind")
+    }
+
     @Test func journalLinesAreTheGoldenBytes() throws {
         var bytes: [UInt8] = []
         for line in Self.lines() { bytes += RecordEncoder.compact(line) + [0x0A] }

@@ -27,7 +27,8 @@ public struct TestRunOptions: Sendable {
 
 extension Runner {
     /// What the station does around a run, for tests: opens the store once (the file journal at
-    /// `options.journalPath`, or `options.store`), runs, and closes it once, whatever happened.
+    /// `options.journalPath`, or `options.store`), runs, and closes it once, whatever happened. Returns
+    /// the report as the run wrote it to `options.reportPath` (read back: the tests check the file).
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters: [any Central],
                            options: TestRunOptions, events: EventBus = EventBus(), controller: RunController = RunController(),
                            monitor: RunMonitor? = nil) async throws -> RunReport {
@@ -39,9 +40,13 @@ extension Runner {
             opened = try await OpenedRunStore.fileJournal(path: options.journalPath, fsync: options.fsync, resume: options.resume)
         }
         do {
-            let report = try await run(workflow: workflow, inventory: inventory, devices: devices, adapters: adapters, store: opened,
+            let result = try await run(workflow: workflow, inventory: inventory, devices: devices, adapters: adapters, store: opened,
                                        options: options.run, events: events, controller: controller, monitor: monitor)
             await opened.store.close()
+            let report = try RunReport.read(from: options.reportPath)
+            guard report.run == result.run, report.summary == result.summary else {
+                throw TestLineError(message: "the run's result is not what its report says: \(result.summary) / \(report.summary)")
+            }
             return report
         } catch {
             await opened.store.close()
