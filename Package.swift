@@ -15,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CLibCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CPCRE2", pkgConfig: "libpcre2-8", providers: [.apt(["libpcre2-dev"])]),
+        .systemLibrary(name: "CLibCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes, hex, civil-calendar day numbers.
@@ -30,24 +31,30 @@ let package = Package(
         // YAML document model with source marks (over libyaml), the one reader of typed values in it, and
         // the `${name}` templates its scalars hold.
         .target(name: "YAML", dependencies: ["CYAML", "Support"]),
+        // CBOR (RFC 8949) values over libcbor: bounded decoding of hostile bytes, preferred-form encoding.
+        .target(name: "CBOR", dependencies: ["CLibCBOR", "Support"]),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
         .target(name: "BLE", dependencies: ["AsyncSupport", "Digests", "Support"]),
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
         .target(name: "BLESecurity", dependencies: ["AsyncSupport", "BLE", "CLibCrypto", "SystemIO"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "Digests", "YAML", "Support", "SystemIO"]),
+        .target(name: "BLESimulator", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "Digests", "YAML", "Support", "SystemIO", "CBOR", "MCUboot", "McuMgr"]),
         .target(name: "HCI", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "CBlueZ", "Digests", "Support"]),
+        // MCUboot image files: header, TLV areas, the SHA-256 TLV verified through libcrypto.
+        .target(name: "MCUboot", dependencies: ["BLE", "CLibCrypto"]),
+        // MCUmgr's SMP over GATT: frames, messages, errors, the client, the upload engine, the DFU decisions.
+        .target(name: "McuMgr", dependencies: ["BLE", "CBOR", "MCUboot"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE", "SystemIO"]),
         // Workflow and inventory models, validation, templates, codecs, matchers (regexes bounded in time, over PCRE2).
-        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support", "CPCRE2"]),
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support", "CPCRE2", "MCUboot"]),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["AsyncSupport", "CLibPQ", "Support"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["AsyncSupport", "PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
-        .target(name: "Engine", dependencies: ["AsyncSupport", "BLE", "Workflow", "YAML", "Support", "SystemIO"]),
+        .target(name: "Engine", dependencies: ["AsyncSupport", "BLE", "Workflow", "YAML", "Support", "SystemIO", "McuMgr", "MCUboot"]),
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["AsyncSupport", "Engine", "Workflow", "LineDatabase", "PostgresClient", "SystemIO"]),

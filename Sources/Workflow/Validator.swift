@@ -165,6 +165,7 @@ public enum Validator {
         let capturedAnywhere = Set(workflow.capturedNames).union(alsoCaptured)
         let known = inventory.variableNames
         var reported = Set<String>()
+        var images: [String: ImageFacts] = [:]
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
@@ -236,6 +237,8 @@ public enum Validator {
                 out += checkSecrets(security, step: step, path: path, workflow: workflow, inventory: inventory, devices: devices,
                                     captured: capturedAnywhere, reported: &reported)
             }
+            // 2d. MCUboot images: read and checked for every device.
+            out += checkImages(step, path: path, inventory: inventory, devices: devices, captured: captured, images: &images)
             if let id = step.capturedName { captured.insert(id) }
         }
         // 4. Declared variables (`vars:`): every device gives each a value of its type and length.

@@ -89,7 +89,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("step is a number",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - 42\n",
             inventory: nil, inventoryName: nil, limit: nil,
-            expect: ("wf.yaml", 4, 5, "unknown step `42`", "steps: scan, connect, pair, discover, read, verify, write, write_blob, subscribe, unsubscribe, await, sleep, disconnect, set")),
+            expect: ("wf.yaml", 4, 5, "unknown step `42`", "steps: scan, connect, pair, discover, read, verify, write, write_blob, subscribe, unsubscribe, await, sleep, disconnect, set, dfu, file_upload, settings, mcumgr")),
         GoldenCase("misspelt option key",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - read: { service: 180A, charateristic: 2A26 }\n",
             inventory: nil, inventoryName: nil, limit: nil,
