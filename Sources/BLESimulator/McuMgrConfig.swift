@@ -1,3 +1,4 @@
+import Digests
 import BLE
 import MCUboot
 import McuMgr
@@ -96,7 +97,7 @@ public struct McuMgrConfig: Sendable, Equatable {
            let bytes = [UInt8](hex: text), bytes.count == 32 {
             return McuMgrState.SlotImage(hash: bytes, version: version)
         }
-        return McuMgrState.SlotImage(hash: SHA256Digest.hash(Array("factory image \(version)".utf8)) ?? [], version: version)
+        return McuMgrState.SlotImage(hash: SHA256.hash(Array("factory image \(version)".utf8)), version: version)
     }
 
     /// The SMP service, added to a model that has `mcumgr:` but does not declare it.

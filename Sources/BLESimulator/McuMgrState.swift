@@ -1,3 +1,4 @@
+import Digests
 import BLE
 import MCUboot
 
@@ -80,7 +81,7 @@ struct McuMgrState: Sendable, Equatable {
                 upload = nil
                 uploadsCompleted += 1
                 completedSHA = u.sha
-                lastUploadMatched = u.sha.map { SHA256Digest.hash(u.bytes) == $0 }
+                lastUploadMatched = u.sha.map { SHA256.hash(u.bytes) == $0 }
                 // MCUboot's view of the slot: a whole image whose hash checks out, else nothing.
                 if let image = try? MCUbootImage(bytes: u.bytes) {
                     secondary = SlotImage(hash: image.hash, version: image.version.description)

@@ -1,3 +1,4 @@
+import Digests
 import BLE
 import CBOR
 import MCUboot
@@ -121,7 +122,7 @@ struct SMPServer: Sendable {
             let r = try FileHashRequest(body: body)
             guard r.type == nil || r.type == "sha256" else { throw GroupError(group: .file, rc: 13, v1: .notSupported) }
             guard let f = state.files[r.name] else { throw GroupError(group: .file, rc: 3, v1: .noEntry) }
-            let digest = SHA256Digest.hash(f) ?? []
+            let digest = SHA256.hash(f)
             return Handled(responseBody: FileHashResponse(type: "sha256", length: f.count, output: .bytes(digest)).body)
         default:
             throw SMPLevelError(rc: .notSupported)

@@ -254,6 +254,6 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
                uploadBytes: m.uploadBytes, tests: m.tests, confirms: m.confirms, resets: m.resets, swaps: m.swaps, reverts: m.reverts,
                swapFailures: m.swapFailures, booted: m.bootedVersions,
                settings: m.settings.mapValues(\.hexString),
-               files: m.files.mapValues { (SHA256Digest.hash($0) ?? []).hexString })
+               files: m.files.mapValues { SHA256.hexDigest($0) })
     }
 }

@@ -11,7 +11,6 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The SHA-256 TLV does not match the header, body and protected TLVs.
     case hashMismatch(expected: [UInt8], computed: [UInt8])
     /// libcrypto could not compute the digest.
-    case digestFailed
 
     public var description: String {
         switch self {
@@ -20,7 +19,6 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noHash: return "the MCUboot image has no SHA-256 TLV"
         case .hashMismatch(let expected, let computed):
             return "the image's SHA-256 TLV is \(expected.hexString) but its contents hash to \(computed.hexString): the file is damaged"
-        case .digestFailed: return "libcrypto could not compute SHA-256"
         }
     }
 }

@@ -1,3 +1,4 @@
+import Digests
 import BLE
 
 /// An MCUboot image file read whole and checked: header, body, protected and unprotected TLV areas,
@@ -55,12 +56,10 @@ public struct MCUbootImage: Sendable, Equatable {
         let hashes = tlvs.tlvs.filter { $0.type == .sha256 }
         guard let hashTLV = hashes.first else { throw ImageError.noHash }
         guard hashes.count == 1 else { throw ImageError.malformed("the TLV area holds \(hashes.count) SHA-256 TLVs") }
-        guard hashTLV.value.count == SHA256Digest.length else {
+        guard hashTLV.value.count == SHA256.length else {
             throw ImageError.malformed("the SHA-256 TLV is \(hashTLV.value.count) bytes, not 32")
         }
-        guard let computed = SHA256Digest.hash(bytes[..<coveredEnd]), let whole = SHA256Digest.hash(bytes) else {
-            throw ImageError.digestFailed
-        }
+        let computed = SHA256.hash(bytes[..<coveredEnd]), whole = SHA256.hash(bytes)
         guard computed == hashTLV.value else { throw ImageError.hashMismatch(expected: hashTLV.value, computed: computed) }
         self.bytes = bytes
         self.header = header
@@ -83,7 +82,7 @@ public struct MCUbootImage: Sendable, Equatable {
         w.write([UInt8](repeating: 0, count: Int(header.headerSize) - ImageHeader.size))
         w.write(body)
         protectedArea?.encode(into: &w)
-        guard let digest = SHA256Digest.hash(w.bytes) else { throw ImageError.digestFailed }
+        let digest = SHA256.hash(w.bytes)
         ImageTLVArea(isProtected: false, tlvs: [ImageTLV(type: .sha256, value: digest)] + extraTLVs).encode(into: &w)
         return try MCUbootImage(bytes: w.bytes)
     }

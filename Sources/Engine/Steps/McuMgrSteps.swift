@@ -1,3 +1,4 @@
+import Digests
 import BLE
 import MCUboot
 import McuMgr
@@ -182,7 +183,7 @@ struct McuMgrSteps: StepExecutor {
         guard status.length > 0, status.length <= data.count else { return 0 }
         let request = FileHashRequest(name: name, type: "sha256", offset: 0, length: status.length)
         switch await smpResult({ () async throws(SMPError) in try await client.send(request, timeout: .seconds(10)) }) {
-        case .success(let hash): return hash.output.bytesValue == SHA256Digest.hash(data[..<status.length]) ? status.length : 0
+        case .success(let hash): return hash.output.bytesValue == SHA256.hash(data[..<status.length]) ? status.length : 0
         case .failure(.device): return 0
         case .failure(let e): throw e
         }
@@ -198,7 +199,7 @@ struct McuMgrSteps: StepExecutor {
         case .failure(.device(let e)) where e.kind == .notSupported && mode == .auto: return
         case .failure(let e): throw e
         }
-        guard answer.length == data.count, answer.output.bytesValue == SHA256Digest.hash(data) else {
+        guard answer.length == data.count, answer.output.bytesValue == SHA256.hash(data) else {
             throw DeviceFailure(.verifyFailed, "the device's SHA-256 of \(name) (\(answer.length) bytes) is not the file's (\(data.count) bytes)")
         }
     }
