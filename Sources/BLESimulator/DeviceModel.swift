@@ -24,6 +24,8 @@ public struct DeviceModel: Sendable {
     public var faults: FaultSettings
     /// The device's Security Manager (`security:`): nil for a device that does not pair.
     public var security: SecurityConfig?
+    /// The device's MCUmgr SMP server and MCUboot (`mcumgr:`): nil for a device without them.
+    public var mcumgr: McuMgrConfig?
 
     /// How the device advertises.
     public struct Advertising: Sendable, Equatable {
@@ -92,7 +94,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Top-level keys of a model file.
-    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security"]
+    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security", "mcumgr"]
 
     /// Reads a model file.
     public static func load(path: String) throws(SimulatorError) -> DeviceModel {
@@ -152,6 +154,7 @@ public struct DeviceModel: Sendable {
             case "behaviour": behaviourNode = value
             case "faults": try model.faults.apply(value, r)
             case "security": model.security = try SecurityConfig.parse(value, r)
+            case "mcumgr": model.mcumgr = try McuMgrConfig.parse(value, r)
             default: break
             }
         }
@@ -160,6 +163,9 @@ public struct DeviceModel: Sendable {
         }
         guard sawServices, !model.services.isEmpty else {
             throw r.fail("the model has no `services:`", root, hint: "list the GATT services the device exposes")
+        }
+        if model.mcumgr != nil, !model.services.contains(where: { $0.uuid == McuMgrConfig.service.uuid }) {
+            model.services.append(McuMgrConfig.service)
         }
         if let behaviourNode {
             (model.behaviour, model.store) = try parseBehaviours(behaviourNode, services: model.services, r)
@@ -214,7 +220,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Values the built-in variables take while a model is checked on its own.
-    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00"]
+    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00", "running_version": "1.0.0"]
 
     private static func parseAdvertising(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> Advertising {
         var a = Advertising()

@@ -83,6 +83,9 @@ struct DeviceState: Sendable {
             encryptions += 1
         case .forgotBond(let central):
             bonds[central] = nil
+        case .smp:
+            // Held by the device's `McuMgrState` (VirtualDevice).
+            break
         }
         return nil
     }
@@ -155,4 +158,6 @@ enum DeviceEvent: Sendable, Equatable {
     case forgotBond(central: String)
     /// A value written to a stored characteristic (`store` behaviour).
     case store(CommandBehaviour.Path, [UInt8])
+    /// A change to the MCUmgr device (`mcumgr:` models).
+    case smp(SMPDeviceEvent)
 }

@@ -257,6 +257,14 @@ public final class SimulatedCentral: Central {
             latency = advertising - .now
             events = ConnectionEvents(anchor: advertising, interval: interval)
         }
+        if let back = device.offUntil {
+            // Rebooting: nobody answers until it is back on the air.
+            if back > deadline {
+                try await Self.sleep(until: deadline)
+                throw timeout
+            }
+            try await Self.sleep(until: back)
+        }
         if device.faults.noAdvertise || !device.model.advertising.connectable || hangs {
             // The controller keeps initiating; nobody answers until the caller's deadline.
             if hangs { device.record(.fault("connect_timeout")) }

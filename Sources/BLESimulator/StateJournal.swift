@@ -21,7 +21,10 @@ import SystemIO
 /// `connect_attempt`, `connected`, `control` (hex, busy, and `link` when the link was encrypted),
 /// `blob` (hex), `fault` (fault), `paired` (central, method, level, sc, key_size, and `key_sha256` when
 /// the device kept the bond — a digest, never the key), `pairing_failed` (reason), `encrypted` and
-/// `forgot_bond` (central).
+/// `forgot_bond` (central), and `smp` for an MCUmgr device (`smp`: `upload_started` with len, image and
+/// sha; `upload_chunk` with off and hex; `erase`; `mark_test` with permanent; `confirm`; `reset`;
+/// `setting_write` with name and hex; `setting_delete` with name; `settings_save`; `settings_load`;
+/// `file_write` with name, off and hex).
 final class StateJournal: Sendable {
     let path: String
     private let fd: Mutex<Int32>
@@ -115,6 +118,24 @@ final class StateJournal: Sendable {
         case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + JSONString.quoted(central)
         case .store(let path, let bytes):
             line += "\"store\",\"service\":\"\(path.service)\",\"characteristic\":\"\(path.characteristic)\",\"hex\":\"\(bytes.hexString)\""
+        case .smp(let e):
+            line += "\"smp\",\"smp\":"
+            switch e {
+            case .uploadStarted(let sha, let length, let image):
+                line += "\"upload_started\",\"len\":\(length),\"image\":\(image)"
+                if let sha { line += ",\"sha\":\"\(sha.hexString)\"" }
+            case .uploadChunk(let offset, let data): line += "\"upload_chunk\",\"off\":\(offset),\"hex\":\"\(data.hexString)\""
+            case .erase: line += "\"erase\""
+            case .markTest(let permanent): line += "\"mark_test\",\"permanent\":\(permanent)"
+            case .confirm: line += "\"confirm\""
+            case .reset: line += "\"reset\""
+            case .settingWrite(let name, let value): line += "\"setting_write\",\"name\":" + JSONString.quoted(name) + ",\"hex\":\"\(value.hexString)\""
+            case .settingDelete(let name): line += "\"setting_delete\",\"name\":" + JSONString.quoted(name)
+            case .settingsSave: line += "\"settings_save\""
+            case .settingsLoad: line += "\"settings_load\""
+            case .fileWrite(let name, let offset, let data):
+                line += "\"file_write\",\"name\":" + JSONString.quoted(name) + ",\"off\":\(offset),\"hex\":\"\(data.hexString)\""
+            }
         }
         line += "}\n"
         return line
@@ -136,6 +157,44 @@ final class StateJournal: Sendable {
         var reason: String?
         var service: String?
         var characteristic: String?
+        var smp: String?
+        var len: Int?
+        var image: Int?
+        var sha: String?
+        var off: Int?
+        var permanent: Bool?
+        var name: String?
+    }
+
+    private static func smpEvent(_ l: Line) -> SMPDeviceEvent? {
+        let bytes = l.hex.flatMap { [UInt8](hex: $0) }
+        switch l.smp {
+        case "upload_started":
+            guard let len = l.len, let image = l.image else { return nil }
+            var sha: [UInt8]?
+            if let text = l.sha {
+                guard let b = [UInt8](hex: text) else { return nil }
+                sha = b
+            }
+            return .uploadStarted(sha: sha, length: len, image: image)
+        case "upload_chunk":
+            guard let off = l.off, let bytes else { return nil }
+            return .uploadChunk(offset: off, data: bytes)
+        case "erase": return .erase
+        case "mark_test": return l.permanent.map { .markTest(permanent: $0) }
+        case "confirm": return .confirm
+        case "reset": return .reset
+        case "setting_write":
+            guard let name = l.name, let bytes else { return nil }
+            return .settingWrite(name: name, value: bytes)
+        case "setting_delete": return l.name.map { .settingDelete(name: $0) }
+        case "settings_save": return .settingsSave
+        case "settings_load": return .settingsLoad
+        case "file_write":
+            guard let name = l.name, let off = l.off, let bytes else { return nil }
+            return .fileWrite(name: name, offset: off, data: bytes)
+        default: return nil
+        }
     }
 
     private static func level(_ name: String?) -> SecurityLevel? {
@@ -176,6 +235,8 @@ final class StateJournal: Sendable {
             guard let h = l.hex, let b = [UInt8](hex: h), let s = l.service.flatMap(BluetoothUUID.init),
                   let c = l.characteristic.flatMap(BluetoothUUID.init) else { return nil }
             return (l.id, .store(CommandBehaviour.Path(service: s, characteristic: c), b))
+        case "smp":
+            return smpEvent(l).map { (l.id, .smp($0)) }
         default: return nil
         }
     }

@@ -7,6 +7,9 @@ import Support
 /// simulated devices receive, the station identity derived from a controller's address, and the HTML
 /// report's script.
 public struct SHA256: Sendable {
+    /// A digest's length in bytes.
+    public static let length = 32
+
     /// A running digest's libcrypto context, copied before it is changed when shared (value semantics).
     private final class Context: @unchecked Sendable {  // reason: the context is only touched through the owning value, which copies it before mutating a shared one
         let ctx: OpaquePointer

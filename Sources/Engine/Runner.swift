@@ -110,12 +110,16 @@ final class RunContext: Sendable {
     let plan: DeviceMachine.Plan
     /// The executor of each step, by step index.
     let executors: [any StepExecutor]
+    /// Actions of checked steps (a `dfu`'s test, reset, confirm) earlier runs journaled, per device and step.
+    let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
-         options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices()) {
+         options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices(),
+         journaledActions: [String: [Int: Set<String>]] = [:]) {
         self.reached = reached
+        self.journaledActions = journaledActions
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -235,7 +239,8 @@ public enum Runner {
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
-                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached)
+                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached,
+                                 journaledActions: plan.journaledActions)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         stopper.follow(controller)

@@ -62,12 +62,13 @@ public struct StepExecutors: Sendable {
 
     /// Every step of the workflow language: link (`scan`, `connect`, `pair`, `discover`,
     /// `disconnect`), GATT (`read`, `write`, `write_blob`), notifications (`subscribe`, `unsubscribe`,
-    /// `await`) and values (`verify`, `set`, `sleep`).
+    /// `await`), values (`verify`, `set`, `sleep`) and MCUmgr (`dfu`, `file_upload`, `settings`, `mcumgr`).
     public static let standard = StepExecutors([:])
         .adding(LinkSteps(), for: ["scan", "connect", "pair", "discover", "disconnect"])
         .adding(GATTSteps(), for: ["read", "write", "write_blob"])
         .adding(NotificationSteps(), for: ["subscribe", "unsubscribe", "await"])
         .adding(ValueSteps(), for: ["verify", "set", "sleep"])
+        .adding(McuMgrSteps(), for: ["dfu", "file_upload", "settings", "mcumgr"])
 
     /// These executors, with `executor` running the steps of `keywords` (replacing any before it).
     public func adding(_ executor: any StepExecutor, for keywords: [String]) -> StepExecutors {

@@ -37,12 +37,16 @@ public protocol Command: Sendable {
     var positionals: [PositionalSpec] { get }
     /// Hidden commands (developer tools) are left out of `provision --help`.
     var isHidden: Bool { get }
+    /// True for a command that handles SIGINT, SIGTERM and SIGHUP itself (`run`); every other command
+    /// is cancelled by the first and exits 130 (`Interruption`).
+    var handlesInterruption: Bool { get }
     func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32
 }
 
 extension Command {
     public var discussion: String { "" }
     public var isHidden: Bool { false }
+    public var handlesInterruption: Bool { false }
 
     /// `provision validate WORKFLOW [--inventory FILE] ...`
     public var usage: String {

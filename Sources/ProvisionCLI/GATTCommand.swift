@@ -53,7 +53,7 @@ public struct GATTCommand: Command {
         }
         await device.close()
         if arguments.flag(SharedOptions.json) {
-            out.out(Self.json(survey, device: device.json))
+            out.out(Self.json(survey, device: device.json, secrets: device.secrets))
         } else {
             for line in Self.text(survey, device: device) { out.out(escaping: line) }
         }
@@ -70,6 +70,7 @@ public struct GATTCommand: Command {
                 var line = "  characteristic \(Self.named(c.characteristic.uuid))  handle 0x\(hex(c.characteristic.valueHandle))"
                 line += "  " + (c.characteristic.properties.names.isEmpty ? "(no properties)" : c.characteristic.properties.names.joined(separator: ", "))
                 switch c.value {
+                case .success(let bytes)? where device.secrets.hides(bytes: bytes): line += "  = " + Inventory.redacted
                 case .success(let bytes)?: line += "  = " + Self.shown(bytes, of: c.characteristic.uuid)
                 case .failure(let e)?: line += "  (read refused: \(e))"
                 case nil: break
@@ -165,13 +166,15 @@ public struct GATTCommand: Command {
     }
 
     /// The survey as one JSON document (keys sorted, snake_case).
-    static func json(_ survey: GATTSurvey, device: [String: JSONScalar]) -> String {
+    static func json(_ survey: GATTSurvey, device: [String: JSONScalar], secrets: SecretScope = SecretScope()) -> String {
         func name(_ u: BluetoothUUID) -> String? { u.value16.flatMap { knownNames[$0] } }
         let doc = JSONSurvey(device: device, mtu: survey.mtu, services: survey.services.map { s in
             JSONService(uuid: s.service.uuid.description, name: name(s.service.uuid), startHandle: s.service.startHandle,
                         endHandle: s.service.endHandle, characteristics: s.characteristics.map { c in
                 var value: String?, text: String?, decoded: String?, error: String?
                 switch c.value {
+                case .success(let b)? where secrets.hides(bytes: b):
+                    value = Inventory.redacted
                 case .success(let b)?:
                     value = b.hexString
                     text = Self.text(b, of: c.characteristic.uuid)

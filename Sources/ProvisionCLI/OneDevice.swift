@@ -17,6 +17,8 @@ struct OneDevice {
     static let options: [OptionSpec] = [
         SharedOptions.adapter.required.spec,
         SharedOptions.inventory.help("find DEVICE by inventory id; with `--adapter sim`, the fleet to simulate").spec,
+        OptionSpec("workflow", kind: .value("FILE"), role: .input,
+                   help: "a workflow whose `vars:` declarations apply (its `secret: true` variables are hidden too)"),
         timeout.spec,
         SharedOptions.json,
         SharedOptions.trace.help("protocol trace: btsnoop for HCI (Wireshark), ATT PDUs for sim").spec,
@@ -54,6 +56,9 @@ struct OneDevice {
     let inventory: Inventory?
     let traces: TraceOutputs
     let output: Output
+    /// The device's secrets, hidden in everything printed as `run` hides them (the inventory's
+    /// `secrets:` and `--workflow`'s secret variables).
+    var secrets: SecretScope
 
     /// Time left before the deadline (never negative).
     var remaining: Duration { max(.zero, deadline - .now) }
@@ -74,6 +79,21 @@ struct OneDevice {
         let spec = choice.spec
         let deadline = ContinuousClock.now + timeout
 
+        // The workflow's declarations: its secret variables are hidden like the inventory's.
+        var workflow: Workflow?
+        if let path = arguments.value("workflow") {
+            switch Validator.readFile(ValueSpec.resolve(path: path, baseDirectory: context.currentDirectory), shownAs: path) {
+            case .success(let bytes):
+                let parsed = WorkflowParser().parse(bytes: bytes, path: path)
+                guard let w = parsed.workflow else {
+                    let errors = parsed.diagnostics.filter { $0.severity == .error }
+                    throw Failure(message: errors.map { ValidateCommand.render($0, output: out) }.joined(separator: "\n"), code: ExitCode.invalidInput)
+                }
+                workflow = w
+            case .failure(let d):
+                throw Failure(message: ValidateCommand.render(d, output: out), code: ExitCode.invalidInput)
+            }
+        }
         var inventory: Inventory?
         if let path = arguments.text(SharedOptions.inventory) {
             let loaded = Validator.loadInventory(path, currentDirectory: context.currentDirectory)
@@ -81,7 +101,7 @@ struct OneDevice {
                 throw Failure(message: loaded.diagnostics.map { ValidateCommand.render($0, output: out) }.joined(separator: "\n"),
                               code: ExitCode.invalidInput)
             }
-            inventory = inv
+            inventory = workflow.map { inv.withSecrets(of: $0) } ?? inv
         } else if spec == "sim" {
             throw Failure(message: "`--adapter sim` needs `--inventory FILE` (the fleet to simulate)", code: ExitCode.invalidInput, isUsage: true)
         }
@@ -174,7 +194,8 @@ struct OneDevice {
         let device = listed ?? byAddress
         let found = Found(argument: argument, id: device?.id, address: heard.address, name: heard.name, rssi: heard.rssi,
                           adapter: central.id, device: device)
-        return OneDevice(central: central, found: found, deadline: deadline, inventory: inventory, traces: traces, output: out)
+        return OneDevice(central: central, found: found, deadline: deadline, inventory: inventory, traces: traces, output: out,
+                         secrets: SecretScope(inventory: inventory, workflow: workflow, device: device))
     }
 
     /// A session to the device (no reconnects: a one-off check reports a lost link, it does not hide it).

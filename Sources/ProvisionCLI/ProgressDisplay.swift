@@ -21,6 +21,8 @@ final class ProgressDisplay: RunEventSink {
         var stopping: String?
         /// Set by `finish()`: nothing is drawn after it.
         var finished = false
+        /// Long transfers in flight (a firmware upload), by device: bytes so far, total, KiB/s.
+        var transfers: [String: RunEvent.StepProgress] = [:]
     }
 
     private let state = Mutex(State())
@@ -61,8 +63,15 @@ final class ProgressDisplay: RunEventSink {
                 s.inflight += 1
             case .stepRetry:
                 s.retries += 1
+            case .stepProgress(let p):
+                if let total = p.bytesTotal, p.bytes >= total {
+                    s.transfers[p.device] = nil
+                } else {
+                    s.transfers[p.device] = p
+                }
             case .deviceFinished(let f):
                 s.inflight -= 1
+                s.transfers[f.device] = nil
                 switch f.outcome {
                 case .succeeded: s.succeeded += 1
                 case .failed: s.failed += 1
@@ -123,6 +132,10 @@ final class ProgressDisplay: RunEventSink {
             var status = "[\(done)/\(s.total)] ok \(s.succeeded)  failed \(s.failed)  in flight \(s.inflight)"
             status += String(format: "  %.1f dev/min  ETA %@", rate, eta)
             if s.retries > 0 { status += "  retries \(s.retries)" }
+            if !s.transfers.isEmpty {
+                let rate = s.transfers.values.reduce(0) { $0 + $1.kibPerSecond }
+                status += String(format: "  transfers %d at %.1f KiB/s", s.transfers.count, rate)
+            }
             let slotText = slots().map { "\($0.id) \($0.used)/\($0.capacity)" }.joined(separator: ", ")
             if !slotText.isEmpty { status += "  slots: \(slotText)" }
             if interactive {
@@ -132,7 +145,12 @@ final class ProgressDisplay: RunEventSink {
             }
             if ContinuousClock.now - s.lastSummary >= .seconds(10) {
                 s.lastSummary = .now
-                return (nil, "progress: " + status)
+                // Each transfer in flight: its bytes and rate (the first ten, by device).
+                let each = s.transfers.values.sorted { $0.device < $1.device }.prefix(10).map { p in
+                    let total = p.bytesTotal.map { "/\($0 / 1024)" } ?? ""
+                    return ControlCharacters.escaped(p.device) + " \(p.bytes / 1024)\(total) KiB" + String(format: " %.1f KiB/s", p.kibPerSecond)
+                }
+                return (nil, "progress: " + status + (each.isEmpty ? "" : "\n  " + each.joined(separator: "; ")))
             }
             return (nil, nil)
         }

@@ -29,7 +29,12 @@ public enum ProvisionCLI {
     public static func main(_ arguments: [String]) async -> Int32 {
         ProcessEnvironment.prepare()
         let environment = ProcessInfo.processInfo.environment
-        return await main(arguments, context: CommandContext(output: .standard(environment: environment), environment: environment))
+        let context = CommandContext(output: .standard(environment: environment), environment: environment)
+        // A signal ends every command with 130, except those that stop their own way (`run`).
+        if let name = arguments.first, commands.first(where: { $0.name == name })?.handlesInterruption == true {
+            return await main(arguments, context: context)
+        }
+        return await Interruption.run(output: context.output) { await main(arguments, context: context) }
     }
 
     /// Runs with an explicit output and environment (tests capture output this way).

@@ -13,6 +13,8 @@ public struct RunCommand: Command {
     public init() {}
 
     public let name = "run"
+    /// `run` stops a line its own way on signals (`SignalWatcher`: no new devices, then cut).
+    public let handlesInterruption = true
     public let summary = "run a workflow over every selected device of an inventory"
     public let discussion = """
         Every device ends in a definite outcome, journaled durably as soon as it is known; the run ends
@@ -143,7 +145,7 @@ public struct RunCommand: Command {
         let names = inventory.secrets.sorted().map { "`\($0)`" }.joined(separator: ", ")
         for (option, path) in [("sim-dump", o.simDump), ("sim-state", o.simState)] {
             guard let path else { continue }
-            out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted\(option == "sim-dump" ? " (written readable by its owner only)" : "")")
+            out.err(escaping: "note: \(path) (--\(option)) holds what the simulated devices received, the secrets \(names) included, unredacted (written readable by its owner only)")
         }
     }
 

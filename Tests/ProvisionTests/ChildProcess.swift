@@ -127,6 +127,21 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         for await status in exited { return status }
         return process.terminationStatus
     }
+
+    /// Reads the child's output to its end, sending SIGKILL after its `n`-th event line (a JSON line);
+    /// returns its exit status and whether it was killed.
+    func drain(killingAfterEvent n: Int) async -> (status: Int32, killed: Bool) {
+        var seen = 0
+        var killed = false
+        for await l in lines where l.hasPrefix("{") {
+            seen += 1
+            if seen == n {
+                signal(SIGKILL)
+                killed = true
+            }
+        }
+        return (await wait(), killed)
+    }
 }
 
 extension ChildProcess {

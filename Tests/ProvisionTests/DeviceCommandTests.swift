@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision gatt | read | write | subscribe`: looking at one device, on the simulator.
 @Suite struct DeviceCommandTests {

@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision scan` as a child process. `make test` runs this suite against the release binary too: the
 /// scan used to trap there (SIGILL) while debug builds worked, because the optimizer dropped the store

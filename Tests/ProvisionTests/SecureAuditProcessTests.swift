@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// Link security and the typed workflow language together, as a user runs them: the smart-lock example
 /// (typed reads, `set:`, `when:`, measurements, a declared secret key) on a lock whose settings and

@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision run` with security on the simulator, as a user runs it: the passkey-protected example line
 /// (workflows/sensor-v2-secure.yaml, inventory/secure-line.yaml) paired and bonded, then audited over

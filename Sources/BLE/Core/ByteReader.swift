@@ -89,6 +89,13 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    /// Reads a 16-bit big-endian value (network order: MCUmgr's SMP header).
+    public mutating func readUInt16BE(_ field: String) throws(DecodeError) -> UInt16 {
+        try need(2, field)
+        defer { offset += 2 }
+        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+    }
+
     public mutating func readInt8(_ field: String) throws(DecodeError) -> Int8 {
         Int8(bitPattern: try readUInt8(field))
     }
@@ -126,6 +133,12 @@ public struct ByteWriter: Sendable {
     public mutating func writeUInt16LE(_ value: UInt16) {
         bytes.append(UInt8(truncatingIfNeeded: value))
         bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+    }
+
+    /// Writes a 16-bit value most significant octet first (network order).
+    public mutating func writeUInt16BE(_ value: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
     }
 
     public mutating func writeUInt24LE(_ value: UInt32) {

@@ -338,7 +338,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
         var peer: String
         var peerType: String
         var ltk: String
-        var ediv: UInt16
+        /// Read as a wide integer and range-checked: a UInt16 out of range was "not valid JSON".
+        var ediv: Int
         var rand: String
         var keySize: Int
         var authenticated: Bool
@@ -366,7 +367,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
         let image = FileImage(format: format, version: version, stations: book.stations.values.sorted { $0.address < $1.address }.map { station in
             StationImage(station: station.address.description, stationType: typeName(station.address.kind),
                          bonds: station.bonds.values.sorted { $0.peer < $1.peer }.map { b in
-                BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: b.ediv,
+                BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: Int(b.ediv),
                           rand: hex64(b.rand), keySize: b.keySize, authenticated: b.authenticated,
                           secureConnections: b.secureConnections, irk: b.peerIRK.map { hex($0.value) },
                           csrk: b.peerCSRK.map { hex($0.value) }, created: b.created,
@@ -387,6 +388,10 @@ public final class BondStore: Sendable, CustomStringConvertible {
         func damaged(_ detail: String) -> BondStoreError { BondStoreError(.damaged, path: path, detail: detail) }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
+        // The top level must be an object: `null` or `[]` said so in Swift's decoder's words.
+        if let top = try? JSONSerialization.jsonObject(with: Data(data), options: [.fragmentsAllowed]), !(top is [String: Any]) {
+            throw damaged("the file holds \(Self.kind(of: top)), not a bonds store (an object with \"format\", \"version\" and \"stations\")")
+        }
         let image: FileImage
         do {
             image = try decoder.decode(FileImage.self, from: Data(data))
@@ -414,6 +419,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 guard let ltk = key(b.ltk) else { throw damaged("\(at).ltk: not 32 hex digits") }
                 guard let rand = UInt64(b.rand, radix: 16), b.rand.utf8.count == 16 else { throw damaged("\(at).rand: not 16 hex digits") }
                 guard (7...16).contains(b.keySize) else { throw damaged("\(at).key_size: \(b.keySize) is not 7 to 16") }
+                guard let ediv = UInt16(exactly: b.ediv) else { throw damaged("\(at).ediv: \(b.ediv) is not 0 to 65535") }
                 let irk = try b.irk.map { (text: String) throws(BondStoreError) -> Key128 in
                     guard let k = key(text) else { throw damaged("\(at).irk: not 32 hex digits") }
                     return k
@@ -422,7 +428,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                     guard let k = key(text) else { throw damaged("\(at).csrk: not 32 hex digits") }
                     return k
                 }
-                station.bonds[peer.value] = Bond(peer: peer, ltk: ltk, ediv: b.ediv, rand: rand, keySize: b.keySize,
+                station.bonds[peer.value] = Bond(peer: peer, ltk: ltk, ediv: ediv, rand: rand, keySize: b.keySize,
                                                  authenticated: b.authenticated, secureConnections: b.secureConnections,
                                                  peerIRK: irk, peerCSRK: csrk, created: b.created,
                                                  usesPrivateAddress: b.privateAddress ?? false)
@@ -448,8 +454,13 @@ public final class BondStore: Sendable, CustomStringConvertible {
         case .keyNotFound(let key, let context):
             let at = where_(context.codingPath)
             return "\(at.isEmpty ? "" : at + ": ")missing \"\(key.stringValue)\""
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "\(where_(context.codingPath)): \(context.debugDescription)"
+        case .typeMismatch(let type, let context):
+            // In words: what belongs there (not the decoder's `Expected to decode Dictionary<String, Any>`).
+            let at = where_(context.codingPath)
+            return "\(at.isEmpty ? "the top level" : at) is not \(Self.expected(type))"
+        case .valueNotFound(let type, let context):
+            let at = where_(context.codingPath)
+            return "\(at.isEmpty ? "the top level" : at) is null, not \(Self.expected(type))"
         case .dataCorrupted(let context):
             let at = where_(context.codingPath)
             guard at.isEmpty else { return "\(at): \(context.debugDescription)" }
@@ -457,6 +468,28 @@ public final class BondStore: Sendable, CustomStringConvertible {
             return "not valid JSON" + (why.map { " (\($0))" } ?? "")
         @unknown default:
             return "\(error)"
+        }
+    }
+
+    /// What a decoded type is, in words.
+    private static func expected(_ type: Any.Type) -> String {
+        switch "\(type)" {
+        case "String": return "text"
+        case "Bool": return "true or false"
+        case "Int", "Int64", "UInt16", "Double": return "a number"
+        case let t where t.hasPrefix("Array"): return "a list"
+        default: return "an object"
+        }
+    }
+
+    /// What a JSON value is, in words.
+    private static func kind(of value: Any) -> String {
+        switch value {
+        case is NSNull: return "null"
+        case is [Any]: return "a list"
+        case is String: return "text"
+        case is NSNumber: return "a number"
+        default: return "a value"
         }
     }
 

@@ -1,12 +1,11 @@
-#if canImport(Glibc)
 import Benchmarks
+#if canImport(Glibc)
 import Glibc
 #endif
 import Testing
-@testable import BLE
 
 /// Small by default; `BLE_BENCH=1` runs the sizes recorded in docs/benchmarks.md (use a release build:
-/// `BLE_BENCH=1 swift test -c release -Xswiftc -enable-testing --filter BLEBenchmarkTests`).
+/// `BLE_BENCH=1 swift test -c release --filter BLEBenchmarkTests`).
 @Suite(.serialized) struct BLEBenchmarkTests {
     static var full: Bool { getenv("BLE_BENCH") != nil }
 
