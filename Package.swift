@@ -43,7 +43,7 @@ let package = Package(
         // MCUboot image files: header, TLV areas, the SHA-256 TLV verified (Digests).
         .target(name: "MCUboot", dependencies: ["BLE", "Digests"]),
         // MCUmgr's SMP over GATT: frames, messages, errors, the client, the upload engine, the DFU decisions.
-        .target(name: "McuMgr", dependencies: ["BLE", "CBOR", "MCUboot"]),
+        .target(name: "McuMgr", dependencies: ["AsyncSupport", "BLE", "CBOR", "MCUboot"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE", "SystemIO"]),
         // Workflow and inventory models, validation, templates, codecs, matchers (regexes bounded in time, over PCRE2).
@@ -75,19 +75,22 @@ let package = Package(
         .testTarget(name: "AsyncSupportTests", dependencies: ["AsyncSupport"]),
         .testTarget(name: "SystemIOTests", dependencies: ["SystemIO", "TestSupport"]),
         .testTarget(name: "DigestsTests", dependencies: ["Digests"]),
+        .testTarget(name: "CBORTests", dependencies: ["CBOR", "Support"]),
+        .testTarget(name: "MCUbootTests", dependencies: ["MCUboot", "BLE", "Digests"]),
+        .testTarget(name: "McuMgrTests", dependencies: ["Digests", "McuMgr", "MCUboot", "CBOR", "BLE", "Support", "BLESimulator", "YAML"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
-        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support"]),
+        .testTarget(name: "WorkflowTests", dependencies: ["Workflow", "YAML", "Support", "MCUboot"]),
         .testTarget(name: "BLETests", dependencies: ["AsyncSupport", "Digests", "BLE", "Support"]),
         .testTarget(name: "BLESecurityTests", dependencies: ["BLESecurity", "BLE"]),
         .testTarget(name: "BLESimulatorTests", dependencies: ["AsyncSupport", "Digests", "BLESimulator", "BLE", "BLESecurity"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "TestSupport"]),
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "Support", "TestSupport"]),
-        .testTarget(name: "HCITests", dependencies: ["AsyncSupport", "HCI", "BLE", "BLESecurity", "TestSupport"]),
+        .testTarget(name: "HCITests", dependencies: ["AsyncSupport", "Digests", "HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support", "SystemIO"]),
-        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "EngineTestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "EngineTestSupport", "TestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "BLE", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["Digests", "SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport", "Trace", "LineDatabase", "PostgresClient"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["Digests", "SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport", "Trace", "LineDatabase", "PostgresClient", "MCUboot"]),
     ],
     swiftLanguageModes: [.v6]
 )

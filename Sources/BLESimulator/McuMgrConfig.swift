@@ -32,8 +32,8 @@ public struct McuMgrConfig: Sendable, Equatable {
     /// Refuse any upload that is not newer (not only those with `upgrade: true`).
     public var downgradePrevention = false
     /// The factory image: version and hash (templates: per-device variables may set them).
-    public var runningVersion = "1.0.0"
-    public var runningHash: String?
+    public var runningVersion = Template(literal: "1.0.0")
+    public var runningHash: Template?
 
     public init() {}
 
@@ -70,8 +70,8 @@ public struct McuMgrConfig: Sendable, Equatable {
             case "downgrade_prevention": c.downgradePrevention = try r.bool(value, key)
             case "running":
                 for (k, v) in try r.mapping(value, "mcumgr.running", allowed: ["version", "hash"]) {
-                    if k == "version" { c.runningVersion = try r.string(v, "mcumgr.running.version") }
-                    if k == "hash" { c.runningHash = try r.string(v, "mcumgr.running.hash") }
+                    if k == "version" { c.runningVersion = try r.template(v, "mcumgr.running.version") }
+                    if k == "hash" { c.runningHash = try r.template(v, "mcumgr.running.hash") }
                 }
             default: break
             }
@@ -92,8 +92,8 @@ public struct McuMgrConfig: Sendable, Equatable {
     /// The factory image of a device: its version and hash (the model's, or a hash derived from the
     /// version so that devices of one version agree).
     func factoryImage(_ variables: (String) -> String?) -> McuMgrState.SlotImage {
-        let version = (try? Template.expand(runningVersion, variables).get()) ?? runningVersion
-        if let template = runningHash, case .success(let text) = Template.expand(template, variables),
+        let version = (try? runningVersion.expand(variables).get()) ?? runningVersion.source
+        if let template = runningHash, case .success(let text) = template.expand(variables),
            let bytes = [UInt8](hex: text), bytes.count == 32 {
             return McuMgrState.SlotImage(hash: bytes, version: version)
         }
@@ -103,7 +103,7 @@ public struct McuMgrConfig: Sendable, Equatable {
     /// The SMP service, added to a model that has `mcumgr:` but does not declare it.
     static var service: DeviceModel.Service {
         DeviceModel.Service(uuid: SMPGATT.service, characteristics: [
-            DeviceModel.Characteristic(uuid: SMPGATT.characteristic, properties: [.writeWithoutResponse, .notify], value: .hex(""),
+            DeviceModel.Characteristic(uuid: SMPGATT.characteristic, properties: [.writeWithoutResponse, .notify], value: .hex(Template(literal: "")),
                                        mark: SourceMark(line: 1, column: 1)),
         ])
     }

@@ -150,7 +150,7 @@ package final class VirtualDevice: Sendable {
         if case .smp(let e) = event {
             runtime.withLock { rt in
                 guard let config = model.mcumgr else { return }
-                var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variables[$0] })
+                var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
                 smp.apply(e, faults: bootFaults)
                 rt.smp = smp
             }
@@ -213,7 +213,7 @@ package final class VirtualDevice: Sendable {
     /// The MCUmgr state now (nil for a device without `mcumgr:`).
     var smpState: McuMgrState? {
         guard let config = model.mcumgr else { return nil }
-        return runtime.withLock { $0.smp } ?? McuMgrState(primary: config.factoryImage { self.variables[$0] })
+        return runtime.withLock { $0.smp } ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
     }
 
     /// Serves one SMP request against the device's state: its answer and what it changed (recorded in
@@ -221,7 +221,7 @@ package final class VirtualDevice: Sendable {
     func serveSMP(_ frame: SMPFrame, config: McuMgrConfig) -> SMPServer.Outcome? {
         let server = SMPServer(config: config, notBootable: faults.smpNotBootable)
         let result = runtime.withLock { rt -> (SMPServer.Outcome?, [SMPDeviceEvent], Bool) in
-            var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variables[$0] })
+            var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
             let outcome = server.handle(frame, state: smp)
             if let fraction = faults.smpDropMidUpload, !rt.droppedMidUpload, let upload = smp.upload,
                outcome.events.contains(where: { if case .uploadChunk(let off, let data) = $0 { return Double(off + data.count) > fraction * Double(upload.length) && off > 0 } else { return false } }) {

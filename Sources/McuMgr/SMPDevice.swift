@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 
 /// One device's SMP endpoint across links: hands out a ready `SMPClient` for the current link

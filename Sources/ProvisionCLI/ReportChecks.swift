@@ -64,8 +64,11 @@ struct ReportChecks {
     /// The report's own figures: its summary's times and counts.
     static func check(_ s: Summary) -> Problem? {
         if s.total < 0 { return Problem(path: [.key("total")], message: "\(s.total): a count cannot be negative") }
-        for (name, n) in s.outcomes.sorted(by: { $0.key < $1.key }) + s.errors.sorted(by: { $0.key < $1.key }) where n < 0 {
-            return Problem(path: [.key(s.outcomes[name] == n ? "outcomes" : "errors"), .key(name)], message: "\(n): a count cannot be negative")
+        for o in DeviceOutcome.allCases.sorted(by: { $0.rawValue < $1.rawValue }) where s.outcomes[o] < 0 {
+            return Problem(path: [.key("outcomes"), .key(o.rawValue)], message: "\(s.outcomes[o]): a count cannot be negative")
+        }
+        for (name, n) in s.errors.sorted(by: { $0.key < $1.key }) where n < 0 {
+            return Problem(path: [.key("errors"), .key(name)], message: "\(n): a count cannot be negative")
         }
         if let p = time(s.wallMs, [.key("wall_ms")]) { return p }
         if !(s.devicesPerMinute.isFinite && s.devicesPerMinute >= 0) {

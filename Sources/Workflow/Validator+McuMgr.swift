@@ -1,3 +1,4 @@
+import YAML
 import MCUboot
 
 /// What validation learned about an image file: its version, hash and size, or why it cannot be sent.

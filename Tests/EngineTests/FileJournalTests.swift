@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Engine
 import SystemIO
+import EngineTestSupport
 import TestSupport
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import Digests
 import AsyncSupport
 import TestSupport
 import BLE

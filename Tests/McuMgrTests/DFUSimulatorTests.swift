@@ -1,3 +1,4 @@
+import Digests
 import YAML
 import BLE
 import MCUboot

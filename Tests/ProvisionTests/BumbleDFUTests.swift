@@ -3,6 +3,7 @@ import BLE
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision run` with a `dfu` workflow over `hci:tcp:` against the Bumble SMP fixture

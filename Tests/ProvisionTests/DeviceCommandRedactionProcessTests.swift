@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// The one-device commands hide secrets as `run` does (issue 17, case 6), checked against the binary

@@ -1,3 +1,4 @@
+import EngineTestSupport
 import Engine
 import Foundation
 import Testing
@@ -79,7 +80,7 @@ import Workflow
         // 24 durations: p50 is the 12th (nearest rank), not the 13th.
         let devices = (1...24).map { i in DeviceRecord(id: "SN-\(i)", address: nil, name: nil, outcome: .succeeded, durationMs: Double(i)) }
         let report = RunReport(run: RunInfo(id: "r", workflow: FileRef(path: "w", sha256: ""), inventory: FileRef(path: "i", sha256: ""), adapters: [],
-                                            simulated: true, station: "s", toolVersion: "0", options: [:], started: "t"),
+                                            simulated: true, station: "s", toolVersion: "0", options: [:], started: wallTime("2026-01-05T08:00:00.000Z")),
                                summary: Summary.compute(devices, wall: .seconds(1)), devices: devices)
         let g = try Grouping(devices, by: "duration_ms", fields: ReportFields(report))
         #expect(g.statistics?.p50 == .real(12))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// A line of 100,000 devices is the scale-out target (issue 17, case 9): the inventory

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 #if canImport(Glibc)
 import Glibc
@@ -64,8 +65,8 @@ import Glibc
         }
         #expect(await child.wait() == 130)
         let report = try RunReport.read(from: line.directory + "/r.json")
-        #expect(report.run.stopped?.reason == "interrupted")
-        #expect((report.summary.outcomes["skipped"] ?? 0) > 0, "the stop came long before 40 devices")
+        #expect(report.run.stopped?.reason == .interrupted)
+        #expect(report.summary.outcomes[.skipped] > 0, "the stop came long before 40 devices")
     }
 
     @Test func validateSaysWhereAPatternDoesNotCompile() async throws {

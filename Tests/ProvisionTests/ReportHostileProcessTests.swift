@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 import Workflow
 
@@ -15,7 +16,7 @@ import Workflow
         let info = RunInfo(id: "run-hostile", workflow: FileRef(name: "audit", path: "workflows/audit.yaml", sha256: String(repeating: "a", count: 64)),
                            inventory: FileRef(path: "inventory/line.yaml", sha256: String(repeating: "b", count: 64)),
                            adapters: [AdapterInfo(id: "sim", simulated: true, slots: 8)], simulated: true, station: "st", toolVersion: "0.1.0",
-                           options: [:], started: "2026-01-05T08:00:00.000Z", finished: "2026-01-05T08:01:00.000Z", captureTypes: types)
+                           options: [:], started: wallTime("2026-01-05T08:00:00.000Z"), finished: wallTime("2026-01-05T08:01:00.000Z"), captureTypes: types)
         let counted = timedSummary ? devices : devices.map { d in
             var untimed = d
             untimed.durationMs = nil
@@ -26,7 +27,7 @@ import Workflow
 
     static func device(_ i: Int, duration: Double = 100, captured: [String: JSONScalar] = [:]) -> DeviceRecord {
         DeviceRecord(id: String(format: "SN-%04d", i), address: nil, name: nil, outcome: .succeeded, attempts: 1,
-                     started: "2026-01-05T08:00:00.000Z", durationMs: duration, captured: captured)
+                     started: wallTime("2026-01-05T08:00:00.000Z"), durationMs: duration, captured: captured)
     }
 
     /// Writes `report` as `name`, with `replacements` made in its text (the hostile part).

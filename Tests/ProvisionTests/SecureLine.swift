@@ -1,4 +1,5 @@
 import Foundation
+import EngineTestSupport
 import TestSupport
 
 /// A copy of the passkey-protected example line in a temporary directory: inventory/secure-line.yaml as

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// Issue 17's smaller cases, checked against the binary users run: a bonds file's EDIV out of range

@@ -1,3 +1,4 @@
+import YAML
 import Digests
 import BLE
 import MCUboot
