@@ -229,14 +229,18 @@ public actor HCIAdapter: Central {
     /// Opens the adapter named by `spec` (with its `,option=value` pairs applied over `options`) and
     /// brings its controller up.
     public static func open(spec: String, options: Options = Options()) async throws -> HCIAdapter {
-        let configuration = try AdapterConfiguration(parsing: spec)
+        try await open(AdapterConfiguration(parsing: spec), id: spec, options: options)
+    }
+
+    /// The same, from a spec already parsed (`id`: the spec as given, the adapter's name in reports).
+    public static func open(_ configuration: AdapterConfiguration, id: String, options: Options = Options()) async throws -> HCIAdapter {
         var options = options
         configuration.apply(to: &options)
         if options.identityKey == nil { options.identityKey = configuration.spec.identityKey }
         if options.resynchronise == nil, case .serial = configuration.spec { options.resynchronise = true }
         let transportSpec = configuration.spec
         let transport = try await Self.openOffPool { try HCITransports.open(transportSpec) }
-        return try await open(transport: transport, id: spec, options: options, reopen: { try HCITransports.open(transportSpec) })
+        return try await open(transport: transport, id: id, options: options, reopen: { try HCITransports.open(transportSpec) })
     }
 
     /// Brings up a controller reached through `transport` (closed again when bring-up fails). `reopen`

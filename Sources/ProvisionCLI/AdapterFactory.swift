@@ -74,9 +74,7 @@ enum AdapterFactory {
 
     /// An HCI controller from its parsed spec (`id` is the spec as given); the spec's options win over `options`.
     static func hci(_ id: String, _ configuration: AdapterConfiguration, options: HCIAdapter.Options = HCIAdapter.Options()) async throws -> HCIAdapter {
-        var options = options
-        configuration.apply(to: &options)
-        return try await HCIAdapter.open(transport: try HCITransports.open(configuration.spec), id: id, options: options)
+        try await HCIAdapter.open(configuration, id: id, options: options)
     }
 
     /// The slots an adapter will have, known before it opens: `slots=` in an HCI spec, else `--slots`,

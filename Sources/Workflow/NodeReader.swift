@@ -24,9 +24,9 @@ struct NodeReader {
         case failed
     }
 
-    mutating func document(_ bytes: [UInt8]) -> Document {
+    mutating func document(_ bytes: [UInt8], limits: YAMLParser.Limits = YAMLParser.Limits()) -> Document {
         do {
-            return .parsed(try YAMLParser().parse(bytes))
+            return .parsed(try YAMLParser(limits: limits).parse(bytes))
         } catch {
             self.error(error.message, at: error.mark, hint: error.hint)
             return .failed

@@ -44,7 +44,7 @@ public enum Validator {
     public static let maxFileBytes = 10 * 1024 * 1024
     /// The largest inventory read: a line of 100,000 devices is 13 MB of YAML (7 MB of CSV), and the
     /// scale-out target; 64 MiB holds about half a million in YAML. Larger is refused before reading.
-    public static let maxInventoryBytes = 64 * 1024 * 1024
+    public static let maxInventoryBytes = InventoryParser.limits.maxBytes
 
     /// Reads, parses and cross-checks. `currentDirectory` resolves an `@file` in `limit`.
     public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "") -> ValidationResult {

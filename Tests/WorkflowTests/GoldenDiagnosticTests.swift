@@ -177,7 +177,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("bad regex",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - verify: { value: \"x\", matches: \"([\" }\n",
             inventory: nil, inventoryName: nil, limit: nil,
-            expect: ("wf.yaml", 4, 36, "`([` is not a valid regular expression: expected custom character class members", nil)),
+            expect: ("wf.yaml", 4, 36, "`([` is not a valid regular expression: missing terminating ] for character class at character 3", nil)),
         GoldenCase("await unknown subscription",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - subscribe: { id: acks, service: FFF0, characteristic: FFF3 }\n  - await: { subscription: acsk, equals: { hex: \"0100\" } }\n",
             inventory: nil, inventoryName: nil, limit: nil,
