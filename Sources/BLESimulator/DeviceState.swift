@@ -1,4 +1,5 @@
 import BLE
+import Digests
 
 /// What a virtual device remembers across connections (and, with a state file, across runs): the
 /// configuration, the blob, the state value, counters and the command history. A value type; the
@@ -82,6 +83,9 @@ struct DeviceState: Sendable {
             encryptions += 1
         case .forgotBond(let central):
             bonds[central] = nil
+        case .smp:
+            // Held by the device's `McuMgrState` (VirtualDevice).
+            break
         }
         return nil
     }
@@ -154,4 +158,6 @@ enum DeviceEvent: Sendable, Equatable {
     case forgotBond(central: String)
     /// A value written to a stored characteristic (`store` behaviour).
     case store(CommandBehaviour.Path, [UInt8])
+    /// A change to the MCUmgr device (`mcumgr:` models).
+    case smp(SMPDeviceEvent)
 }

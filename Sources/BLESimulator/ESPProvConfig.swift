@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import ESPProv
 import Synchronization
 import YAML
@@ -134,7 +135,10 @@ final class ESPUnit: Sendable {
     /// computed then, from the PoP: the unit keeps only salt and verifier).
     private func make(_ device: VirtualDevice, scale: Double) -> ProvisioningDevice {
         let faults = device.faults.esp
-        func expand(_ t: String) -> String { (try? Template.expand(t) { device.variable($0) }.get()) ?? t }
+        func expand(_ t: String) -> String {
+            guard let template = try? Template(parsing: t, at: SourceMark(line: 1, column: 1)) else { return t }
+            return (try? template.expand { device.variable($0) }.get()) ?? t
+        }
         var pop = expand(config.pop)
         if faults.wrongPoP { pop += "-other" }
         let security: SecurityResponder.Parameters

@@ -1,3 +1,4 @@
+import McuMgr
 import BLE
 import Synchronization
 
@@ -31,6 +32,12 @@ package final class VirtualDevice: Sendable {
     struct Runtime {
         var state: DeviceState?
         var connected = false
+        /// The MCUmgr device's slots, upload, settings and files (`mcumgr:` models).
+        var smp: McuMgrState?
+        /// Off the air (rebooting) until then.
+        var offUntil: ContinuousClock.Instant?
+        /// `drop_mid_upload` struck already (it strikes once).
+        var droppedMidUpload = false
     }
 
     private let runtime = Mutex(Runtime())
@@ -53,7 +60,7 @@ package final class VirtualDevice: Sendable {
             Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
                           defaults: model.defaults)
         }
-        switch Template.expand(model.advertising.name, lookup) {
+        switch model.advertising.name.expand(lookup) {
         case .success(let n): name = n
         case .failure: name = spec.name ?? spec.id
         }
@@ -89,8 +96,13 @@ package final class VirtualDevice: Sendable {
     }
 
     /// The value of a characteristic for this device (templates resolved).
+    /// `${running_version}` is the version of the image an MCUmgr device runs now (so a Firmware
+    /// Revision follows an update).
     func value(_ c: DeviceModel.Characteristic) -> Result<[UInt8], TemplateFailure> {
-        c.value.resolve { self.variable($0) }
+        c.value.resolve { name in
+            if name == "running_version", let smp = self.smpState { return smp.primary.version }
+            return self.variable(name)
+        }
     }
 
     /// The state value a fresh device starts with: the model's initial value of the state characteristic.
@@ -138,6 +150,16 @@ package final class VirtualDevice: Sendable {
 
     /// Applies an event read back from a state file (not recorded again).
     func restore(_ event: DeviceEvent) {
+        if case .smp(let e) = event {
+            runtime.withLock { rt in
+                guard let config = model.mcumgr else { return }
+                var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+                smp.apply(e, faults: bootFaults)
+                rt.smp = smp
+            }
+            return
+        }
+        if case .fault("drop_mid_upload") = event { runtime.withLock { $0.droppedMidUpload = true } }
         runtime.withLock { rt in
             var s = rt.state ?? initialState()
             s.apply(event, behaviour: model.behaviour)
@@ -165,6 +187,57 @@ package final class VirtualDevice: Sendable {
         runtime.withLock { $0.connected = false }
     }
 
-    /// Whether a scan can hear it now (never with `no_advertise`; not while connected).
-    var isAdvertising: Bool { !faults.noAdvertise && !isConnected }
+    /// Whether a scan can hear it now (never with `no_advertise`; not while connected or rebooting).
+    var isAdvertising: Bool { !faults.noAdvertise && !isConnected && offUntil == nil }
+
+    /// When a rebooting device comes back on the air (nil: it is on).
+    var offUntil: ContinuousClock.Instant? {
+        runtime.withLock { rt in
+            guard let until = rt.offUntil else { return nil }
+            if until <= .now {
+                rt.offUntil = nil
+                return nil
+            }
+            return until
+        }
+    }
+
+    /// Takes the device off the air for `duration` (a reset: the time it takes to boot).
+    func powerOff(for duration: Duration) {
+        runtime.withLock { $0.offUntil = .now + duration }
+    }
+
+    // MARK: - MCUmgr
+
+    private var bootFaults: McuMgrState.BootFaults {
+        McuMgrState.BootFaults(failedSwap: faults.smpFailedSwap, crashOnTest: faults.smpRevert)
+    }
+
+    /// The MCUmgr state now (nil for a device without `mcumgr:`).
+    var smpState: McuMgrState? {
+        guard let config = model.mcumgr else { return nil }
+        return runtime.withLock { $0.smp } ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+    }
+
+    /// Serves one SMP request against the device's state: its answer and what it changed (recorded in
+    /// the state file). Nil when `drop_mid_upload` strikes: the device drops the link instead.
+    func serveSMP(_ frame: SMPFrame, config: McuMgrConfig) -> SMPServer.Outcome? {
+        let server = SMPServer(config: config, notBootable: faults.smpNotBootable)
+        let result = runtime.withLock { rt -> (SMPServer.Outcome?, [SMPDeviceEvent], Bool) in
+            var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+            let outcome = server.handle(frame, state: smp)
+            if let fraction = faults.smpDropMidUpload, !rt.droppedMidUpload, let upload = smp.upload,
+               outcome.events.contains(where: { if case .uploadChunk(let off, let data) = $0 { return Double(off + data.count) > fraction * Double(upload.length) && off > 0 } else { return false } }) {
+                rt.droppedMidUpload = true
+                rt.smp = smp
+                return (nil, [], true)
+            }
+            for e in outcome.events { smp.apply(e, faults: bootFaults) }
+            rt.smp = smp
+            return (outcome, outcome.events, false)
+        }
+        if result.2 { record(.fault("drop_mid_upload")) }
+        for e in result.1 { journal?.append(id: id, .smp(e)) }
+        return result.0
+    }
 }

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Synchronization
 
@@ -13,7 +14,7 @@ final class AdapterPool: Sendable {
 
         init(central: any Central, slots: Int) {
             self.central = central
-            self.slots = AsyncSemaphore(permits: max(1, min(slots, central.connectionSlots)))
+            self.slots = AsyncSemaphore(permits: max(1, min(slots, central.connectionSlots)), cancellationError: BLEError.cancelled)
             self.hub = ScanHub(central: central)
         }
 

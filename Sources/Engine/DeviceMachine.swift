@@ -173,8 +173,8 @@ struct DeviceMachine: Sendable {
         case .secured(let outcome):
             security = security.map { $0.followed(by: outcome) } ?? outcome
             return []
-        case .linkClosed(let outcome, let trips, let closedLink, let at):
-            if let closedLink { linkRecord = closedLink }
+        case .linkClosed(let outcome, let trips, let got, let at):
+            if let got { linkRecord = got }
             if let outcome { security = security.map { $0.followed(by: outcome) } ?? outcome }
             roundTrips += trips
             var out = lease.handle(.closed).compactMap { action -> Action? in

@@ -6,22 +6,24 @@ import Workflow
 /// step executors read it through their `StepContext` and report what they learn.
 struct DeviceValues: Sendable {
     let device: InventoryDevice
-    /// Every name whose value is secret (the inventory's, the workflow's, and captures derived from them).
-    let secretNames: Set<String>
     /// Values captured by earlier steps, with their types.
     private(set) var captured: [String: TypedValue] = [:]
     /// The workflow's declared variables (`vars:`), read from the device's inventory text as their type.
     private let declared: [String: TypedValue]
-    /// Hides this device's secrets in every record, event and message it makes; learns the bytes the
-    /// device is sent from values that use a secret.
-    private(set) var redactor: Redactor
+    /// The device's secrets (`SecretScope`, the one home of what is hidden): the names that are secret
+    /// (the inventory's, the workflow's, and captures derived from them) and their values in every
+    /// rendering; it learns the bytes the device is sent from values that use a secret.
+    private(set) var secrets: SecretScope
+    /// Every name whose value is secret.
+    var secretNames: Set<String> { secrets.names }
+    /// Hides this device's secrets in every record, event and message it makes.
+    var redactor: Redactor { secrets.redactor }
     /// Every `verify` run so far, in the order they ran (a step run again replaces its record).
     private(set) var measurements: [MeasurementRecord] = []
 
     init(device: InventoryDevice, variables: [String: VariableDeclaration], redactor: Redactor, secretNames: Set<String>) {
         self.device = device
-        self.redactor = redactor
-        self.secretNames = secretNames
+        secrets = SecretScope(names: secretNames, redactor: redactor)
         var declared: [String: TypedValue] = [:]
         for (name, declaration) in variables {
             // Validation checked every selected device's values; a value that does not read is absent.
@@ -43,12 +45,12 @@ struct DeviceValues: Sendable {
     /// Keeps a captured value; a value derived from a secret is a secret too, in every message.
     mutating func capture(_ id: String, _ value: TypedValue) {
         captured[id] = value
-        if secretNames.contains(id) { redactor.addSecret(value.description) }
+        secrets.captured(id, value)
     }
 
     /// The bytes sent from a value made with a secret: secret too, in whatever form a message shows them.
     mutating func learnSecret(bytes: [UInt8]) {
-        redactor.add(bytes: bytes)
+        secrets.learn(bytes: bytes)
     }
 
     /// A `verify`'s measurement (replacing an earlier attempt's of the same step).
@@ -67,18 +69,7 @@ struct DeviceValues: Sendable {
     /// that is secret or shows a secret.
     func capturedForReport() -> [String: JSONScalar] {
         var out: [String: JSONScalar] = [:]
-        for (k, v) in captured {
-            let hidden: Bool
-            if secretNames.contains(k) {
-                hidden = true
-            } else if redactor.isEmpty {
-                hidden = false
-            } else {
-                let shown = v.description
-                hidden = redactor.redact(shown) != shown
-            }
-            out[k] = hidden ? .string(Redactor.mask) : v.jsonScalar
-        }
+        for (k, v) in captured { out[k] = secrets.shown(v, name: k) }
         return out
     }
 

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Synchronization
 import Workflow
@@ -84,9 +85,9 @@ final class Mailbox: Sendable {
             switch next {
             case .value(let v):
                 last = v
-                if matcher.matches(v) { return .matched(v) }
-                if let busy, busy.matches(v) { return .busy(v) }
-                if let failsOn, failsOn.matches(v) { return .failed(v) }
+                if try matcher.matches(v) { return .matched(v) }
+                if let busy, try busy.matches(v) { return .busy(v) }
+                if let failsOn, try failsOn.matches(v) { return .failed(v) }
                 continue
             case .error(let e):
                 throw e

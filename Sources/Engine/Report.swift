@@ -1,5 +1,7 @@
 import BLE
 import Foundation
+import Support
+import SystemIO
 import Workflow
 
 /// The JSON report of a run (schema `provision.report/2`, documented in docs/report.md and
@@ -224,16 +226,13 @@ struct SummaryTally: Sendable {
 
     func summary(wall: Duration) -> Summary {
         let sorted = durations.sorted()
-        func pct(_ p: Double) -> Double {
-            guard !sorted.isEmpty else { return 0 }
-            let rank = Int((p * Double(sorted.count - 1)).rounded())
-            return sorted[min(sorted.count - 1, max(0, rank))]
-        }
+        // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+        func pct(_ p: Int) -> Double { Percentile.of(sorted, percent: p) ?? 0 }
         let wallMs = wall.milliseconds
         return Summary(
             total: total, outcomes: outcomes, errors: errors,
             devicesPerMinute: wallMs > 0 ? (Double(finishedHere) / (wallMs / 60_000)).rounded(toPlaces: 1) : 0,
-            durationMs: sorted.isEmpty ? nil : Summary.Percentiles(p50: pct(0.5), p95: pct(0.95), max: sorted.last ?? 0),
+            durationMs: sorted.isEmpty ? nil : Summary.Percentiles(p50: pct(50), p95: pct(95), max: sorted.last ?? 0),
             wallMs: wallMs.rounded(toPlaces: 1),
             attRoundTripsPerDevice: roundTripDevices == 0 ? nil : (Double(roundTrips) / Double(roundTripDevices)).rounded(toPlaces: 1))
     }
@@ -538,9 +537,10 @@ extension DeviceRecord {
     /// a report: the line database's outcomes, a station's spool).
     public func jsonText() -> String { String(decoding: RecordEncoder.compact(self), as: UTF8.self) }
 
-    /// A record read back from `jsonText()` (or from a report's `devices` entry).
+    /// A record read back from `jsonText()` (or from a report's `devices` entry), through the engine's
+    /// `RecordDecoder` (every number range-checked; an error says where).
     public static func read(json: some DataProtocol) throws -> DeviceRecord {
-        try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json))
+        try RecordDecoder().decode(DeviceRecord.self, from: Array(json))
     }
 }
 
@@ -560,13 +560,14 @@ enum EngineJSON {
 }
 
 extension RunReport {
-    /// Writes the report atomically: a temporary file beside it, fsync, rename, fsync of the directory.
+    /// Writes the report by the output-path rule (`AtomicFile`): a regular file is replaced atomically (a
+    /// temporary file beside it, fsync, rename, fsync of the directory); a FIFO or device is written as it is.
     public func write(to path: String) throws {
         // Streamed in chunks of about 1 MiB: at 10,000 devices the whole text (~40 MB) and its copy
         // were most of the run's peak memory.
-        try AtomicFile.write(to: path) { emit in
-            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try emit($0) }
-            try emit(Data([0x0A]))
+        try AtomicFile.write(to: path) { file in
+            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try file.write($0) }
+            try file.write([0x0A])
         }
     }
 

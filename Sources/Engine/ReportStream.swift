@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,7 +63,7 @@ final class ReportStream: Sendable {
         self.junitPath = junitPath
         junit = JUnitReport(run: run)
         let scratch = reportPath + ".records.\(getpid())"
-        let fd = try AtomicFile.open(scratch, O_RDWR | O_CREAT | O_TRUNC)
+        let fd = try FileIO.open(scratch, O_RDWR | O_CREAT | O_TRUNC)
         unlink(scratch)
         state = Mutex(State(fd: fd))
     }
@@ -159,15 +160,15 @@ final class ReportStream: Sendable {
             }
         }
         let report = StreamedReport(devices: devices, run: info, summary: summary)
-        try AtomicFile.write(to: reportPath) { emit in
-            try RecordEncoder.stream(report, pretty: true, chunk: 1 << 20) { try emit($0) }
+        try AtomicFile.write(to: reportPath) { file in
+            try RecordEncoder.stream(report, pretty: true, chunk: 1 << 20) { try file.write($0) }
             // A record that could not be read leaves no report in place (the encoder cannot throw).
             if let failure = devices.failure { throw failure }
-            try emit(Data([0x0A]))
+            try file.write([0x0A])
         }
         if let junitPath {
             let junit = JUnitReport(run: info)
-            try AtomicFile.write(to: junitPath) { emit in
+            try AtomicFile.write(to: junitPath) { file in
                 var chunk = Array(junit.header(totals: totals, wallMs: summary.wallMs).utf8)
                 for item in items {
                     switch item {
@@ -175,12 +176,12 @@ final class ReportStream: Sendable {
                     case .record(let r): chunk += Array(junit.suite(r).xml.utf8)
                     }
                     if chunk.count >= 1 << 20 {
-                        try emit(Data(chunk))
+                        try file.write(chunk)
                         chunk.removeAll(keepingCapacity: true)
                     }
                 }
                 chunk += Array(JUnitReport.footer.utf8)
-                try emit(Data(chunk))
+                try file.write(chunk)
             }
         }
     }

@@ -38,6 +38,8 @@ public struct ResumePlan: Sendable, Equatable {
     public var selected: [String]?
     /// One entry per selected device, in inventory order.
     public var entries: [Entry]
+    /// Actions of checked steps the journal holds per device (`JournalState.journaledActions`).
+    public var journaledActions: [String: [Int: Set<String>]] = [:]
 
     /// The devices to run, in order, with their attempt number and whether they are resumed.
     public var toRun: [(device: InventoryDevice, attempt: Int, resumed: Bool)] {
@@ -91,7 +93,8 @@ public struct ResumePlan: Sendable, Equatable {
         }
         let devices = try selection(inputs, journal: first, whole: whole)
         let entries = devices.map { Entry(device: $0, decision: decide($0, journal, inputs)) }
-        return ResumePlan(runID: first.runId, resumed: true, selected: first.selected, entries: entries)
+        return ResumePlan(runID: first.runId, resumed: true, selected: first.selected, entries: entries,
+                          journaledActions: journal.journaledActions)
     }
 
     /// The journal's selection is the run's: a resume without `--limit` uses it; a different one is refused.

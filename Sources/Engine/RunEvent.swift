@@ -289,35 +289,3 @@ public final class EventBus: Sendable {
         for s in sinks.withLock({ $0 }) { await s.finish() }
     }
 }
-
-/// Writes every event as one JSON line to a file (`--events PATH`), buffered on a dispatch queue.
-public final class JSONLinesEventSink: RunEventSink {
-    private let handle: FileHandle
-    private let queue = DispatchQueue(label: "provision.events")
-
-    /// Standard output (`--events -`) is the command line's own sink, which survives a closed pipe.
-    public init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil),
-              let h = FileHandle(forWritingAtPath: path) else {
-            throw FileError(path: path, operation: "create", errno: EACCES)
-        }
-        handle = h
-    }
-
-    public func emit(_ event: RunEvent) {
-        var bytes = event.jsonLine()
-        bytes.append(0x0A)
-        let line = bytes
-        queue.async { [handle] in handle.write(line) }
-    }
-
-    public func finish() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            queue.async { [handle] in
-                try? handle.synchronize()
-                try? handle.close()
-                c.resume()
-            }
-        }
-    }
-}

@@ -44,6 +44,14 @@ final class RunJournal: Sendable {
         try await store.record(.intent(device: device, step: step, stepIndex: stepIndex, at: .now()))
     }
 
+    /// The intent of one irreversible action of a step that checks its actions on the device (a `dfu`'s
+    /// `test`, `reset`, `confirm`): the intent line's `step` is the step's name and the action joined by
+    /// U+001F (which a step name cannot hold), so a resume knows which of them went out
+    /// (`JournalState.journaledActions`) and hands them to the step instead of leaving the device for review.
+    func intent(device: String, step: String, stepIndex: Int, action: String) async throws {
+        try await intent(device: device, step: step + JournalState.actionSeparator + action, stepIndex: stepIndex)
+    }
+
     /// A device's outcome, durable before it counts as done (concurrent devices share one fsync). A
     /// failure is the run's: no device starts after it. Returns the record's compact JSON (encoded once,
     /// here, for the journal line and the report).

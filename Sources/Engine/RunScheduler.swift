@@ -69,7 +69,12 @@ struct RunScheduler {
     private static func run(_ device: InventoryDevice, attempt: Int, resumed: Bool, context: RunContext) async -> DeviceRecord? {
         do { try await context.journal.started(device: device.id, attempt: attempt) } catch { return nil }
         context.events.emit(.deviceStarted(device: device.id, attempt: attempt))
-        let record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
+        var record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
+        if context.reached.wasCut(device.id) {
+            // Stopped before anything was sent to it: as far as the device goes it never started (a resume runs it).
+            record = DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .skipped,
+                                  attempts: attempt, skipReason: "not started: the run stopped before anything was sent to it")
+        }
         // Durable before the device counts as done; concurrent devices share one fsync. Then to the
         // report's records (encoded here, on the device's task).
         let json = await context.journal.outcome(record)

@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Synchronization
+import SystemIO
 import Workflow
 
 /// When to stop the line: after `count` failures, or when failures reach `percent` of finished devices
@@ -109,11 +110,16 @@ final class RunContext: Sendable {
     let plan: DeviceMachine.Plan
     /// The executor of each step, by step index.
     let executors: [any StepExecutor]
+    /// Actions of checked steps (a `dfu`'s test, reset, confirm) earlier runs journaled, per device and step.
+    let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
-         options: RunOptions, executors: [any StepExecutor]) {
+         options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices(),
+         journaledActions: [String: [Int: Set<String>]] = [:]) {
+        self.reached = reached
+        self.journaledActions = journaledActions
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -129,6 +135,9 @@ final class RunContext: Sendable {
                                        adapterCount: adapters.adapters.count, seed: options.seed, emits: events.isListening)
         self.executors = executors
     }
+
+    /// Which devices have connected, and which a stop cut before they did (shared with the stop coordinator).
+    let reached: ReachedDevices
 
     /// Records why a device is about to be cut (before its task is cancelled).
     func noteCut(_ device: String, _ reason: String) {
@@ -190,7 +199,8 @@ public enum Runner {
         }
 
         // Planning.
-        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
+        let reached = ReachedDevices()
+        let stopper = StopCoordinator(events: events, grace: options.stopGrace, reached: reached)
         let journal = RunJournal(store: store) { error in
             stopper.beginStop(StopInfo(reason: .journalFailed,
                                        message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes"))
@@ -229,7 +239,8 @@ public enum Runner {
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
-                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) })
+                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached,
+                                 journaledActions: plan.journaledActions)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         stopper.follow(controller)

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 
 /// One shared scan per adapter, whose advertisements are routed to the device agents waiting for them,

@@ -1,5 +1,6 @@
 import BLE
 import Workflow
+import YAML
 
 /// What a step executor gets for one attempt of one step: the step and its deadline, the device's
 /// values and secrets, its session, the journal for irreversible actions, and the run's events. Made by
@@ -107,10 +108,48 @@ public final class StepContext {
         do {
             try await agent.run.journal.intent(device: device.id, step: step.name, stepIndex: index)
         } catch {
-            throw DeviceFailure(.interrupted, "not sent: the journal could not record the intent of the irreversible step `\(step.name)`",
+            // Named by its store (`r.journal`, or `line … run …`): on a line it is the line that failed.
+            throw DeviceFailure(.interrupted, "not sent: the intent of the irreversible step `\(step.name)` could not be recorded in \(agent.run.journal.store.location)",
                                 causes: ["\(error)"])
         }
         agent.note(.irreversible(.sent))
+    }
+
+    /// For a step that checks its irreversible actions on the device (a `dfu`: `Step.checksItsIrreversibleActions`):
+    /// records the intent of one of them, named (`test`, `reset`, `confirm`), and returns when it is
+    /// durable. The step reads the device's state before and after each, so the attempt is never in
+    /// doubt; a resumed run hands the actions journaled so far back to the step (`journaledActions`).
+    public func recordIntent(action: String) async throws {
+        try await intentRecorder(action)
+    }
+
+    /// `recordIntent(action:)` as a `@Sendable` closure, for a step family whose driver takes one (it
+    /// runs in this attempt's task all the same).
+    public var intentRecorder: @Sendable (String) async throws -> Void {
+        let journal = agent.run.journal, device = self.device.id, name = step.name, index = self.index
+        return { action in
+            do {
+                try await journal.intent(device: device, step: name, stepIndex: index, action: action)
+            } catch {
+                throw DeviceFailure(.interrupted, "not sent: the journal could not record the intent to \(action) (step `\(name)`)",
+                                    causes: ["\(error)"])
+            }
+        }
+    }
+
+    /// The actions of this step whose intents an earlier run journaled, with no final outcome after them.
+    public var journaledActions: Set<String> { agent.run.journaledActions[device.id]?[index] ?? [] }
+
+    /// `progress(bytes:of:)` as a `@Sendable` closure (for a transfer driven by a family's own engine).
+    public var progressSink: @Sendable (Int, Int?) -> Void {
+        let events = agent.run.events, device = self.device.id, name = step.name, attempt = self.attempt, started = self.started
+        return { bytes, total in
+            let elapsed = ContinuousClock.now - started
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let rate = seconds > 0 ? Double(bytes) / 1024 / seconds : 0
+            events.emit(.stepProgress(RunEvent.StepProgress(device: device, step: name, attempt: attempt, bytes: bytes,
+                                                            bytesTotal: total, kibPerSecond: (rate * 10).rounded() / 10)))
+        }
     }
 
     /// The device showed that the last irreversible action sent was not executed (an error response,
@@ -124,11 +163,7 @@ public final class StepContext {
 
     /// A long transfer's progress (a `step_progress` event: bytes so far, the rate since the attempt began).
     public func progress(bytes: Int, of total: Int? = nil) {
-        let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
-            + Double((ContinuousClock.now - started).components.seconds)
-        let rate = seconds > 0 ? Double(bytes) / 1024 / seconds : 0
-        agent.run.events.emit(.stepProgress(RunEvent.StepProgress(device: device.id, step: step.name, attempt: attempt, bytes: bytes,
-                                                                 bytesTotal: total, kibPerSecond: (rate * 10).rounded() / 10)))
+        progressSink(bytes, total)
     }
 
     /// What a step family keeps for this device across its steps (made by `make` on first use, kept

@@ -62,13 +62,14 @@ public struct StepExecutors: Sendable {
 
     /// Every step of the workflow language: link (`scan`, `connect`, `pair`, `discover`,
     /// `disconnect`), GATT (`read`, `write`, `write_blob`), notifications (`subscribe`, `unsubscribe`,
-    /// `await`), values (`verify`, `set`, `sleep`) and ESP-IDF provisioning (`wifi_provision`,
-    /// `wifi_scan`, `esp_custom`).
+    /// `await`), values (`verify`, `set`, `sleep`), MCUmgr (`dfu`, `file_upload`, `settings`, `mcumgr`) and
+    /// ESP-IDF provisioning (`wifi_provision`, `wifi_scan`, `esp_custom`).
     public static let standard = StepExecutors([:])
         .adding(LinkSteps(), for: ["scan", "connect", "pair", "discover", "disconnect"])
         .adding(GATTSteps(), for: ["read", "write", "write_blob"])
         .adding(NotificationSteps(), for: ["subscribe", "unsubscribe", "await"])
         .adding(ValueSteps(), for: ["verify", "set", "sleep"])
+        .adding(McuMgrSteps(), for: ["dfu", "file_upload", "settings", "mcumgr"])
         .adding(ESPSteps(), for: ["wifi_provision", "wifi_scan", "esp_custom"])
 
     /// These executors, with `executor` running the steps of `keywords` (replacing any before it).

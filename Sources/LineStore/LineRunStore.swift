@@ -1,3 +1,4 @@
+import AsyncSupport
 import Engine
 import Foundation
 import LineDatabase
@@ -299,37 +300,18 @@ public actor LineRunStore: RunStore, DeviceClaims {
         shared.withLock { $0.drainer = nil }
     }
 
-    /// Waits `delay`, or less when the line answers something else meanwhile (`kick`).
+    /// Waits `delay`, or less when the line answers something else meanwhile (`kick`), or until the
+    /// drainer is cancelled.
     private func pause(_ delay: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: delay) }
-            group.addTask { await self.waitForKick() }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = await kicks.wait(timeout: delay)
     }
 
-    private var kickWaiter: CheckedContinuation<Void, Never>?
-
-    private func waitForKick() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                if Task.isCancelled {
-                    c.resume()
-                } else {
-                    kickWaiter?.resume()
-                    kickWaiter = c
-                }
-            }
-        } onCancel: {
-            Task { await self.kick() }
-        }
-    }
+    /// The drainer's pause: a kick ends it.
+    private let kicks = WaiterQueue<Void, Void>()
 
     /// The line answered: a spool waiting for it is written now rather than after its backoff.
     private func kick() {
-        kickWaiter?.resume()
-        kickWaiter = nil
+        kicks.withLock { _, w in _ = w.resumeAll(()) }
     }
 
     // MARK: DeviceClaims

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -165,7 +166,7 @@ public final class LineSpool: Sendable {
         }
         if done {
             unlink(path)
-            AtomicFile.syncDirectory(of: path)
+            FileIO.syncDirectory(of: path)
         }
     }
 

@@ -7,6 +7,7 @@ import Foundation
 import LineDatabase
 import LineStore
 import PostgresClient
+import Support
 import Workflow
 #if canImport(Glibc)
 import Glibc
@@ -40,7 +41,8 @@ public struct BenchCommand: Command {
         (default 16), --work the simulated radio time around the intent (default 50ms). Each line
         measurement is a run of its own (bench-…) on the line.
         """
-    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency, security, line or all (default all)", isOptional: true)]
+    public let positionals = [PositionalSpec("SCENARIO", help: "throughput, latency, security, line or all (default all)", isOptional: true,
+                                                   choices: ["throughput", "latency", "security", "ble", "sim", "line", "all"])]
     public let options = [
         OptionSpec("devices", short: "n", kind: .value("N"), help: "number of devices"),
         OptionSpec("concurrency", short: "c", kind: .value("N"), help: "devices in flight"),

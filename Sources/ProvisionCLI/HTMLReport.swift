@@ -1,6 +1,8 @@
 import BLE
+import Digests
 import Engine
 import Foundation
+import Support
 import Workflow
 
 /// The self-contained HTML report (`provision run --html PATH`, `provision report --html PATH`): one
@@ -163,8 +165,13 @@ struct HTMLReport {
 
     /// A horizontal bar `n / of` wide.
     static func bar(_ n: Int, of most: Int, style: String = "") -> String {
-        let pct = most > 0 ? Double(n) * 100 / Double(most) : 0
-        return "<span class=\"bar \(style)\" style=\"width:\(String(format: "%.1f", max(n > 0 ? 0.5 : 0, pct)))%\"></span>"
+        bar(share: most > 0 ? Double(n) / Double(most) : 0, style: style)
+    }
+
+    /// A horizontal bar `share` (0...1) of the full width; a share above 0 is at least visible.
+    static func bar(share: Double, style: String = "") -> String {
+        let pct = share.isFinite ? min(100, max(0, share * 100)) : 0
+        return "<span class=\"bar \(style)\" style=\"width:\(String(format: "%.1f", max(share > 0 ? 0.5 : 0, pct)))%\"></span>"
     }
 
     // MARK: - Time
@@ -200,12 +207,13 @@ struct HTMLReport {
         for (name, total) in zip(order, totals) {
             guard let st = steps[name] else { continue }
             let sorted = st.durations.sorted()
-            func pct(_ p: Double) -> Double { sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count - 1)).rounded())))] }
+            // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+            func pct(_ p: Int) -> Double { Percentile.of(sorted, percent: p) ?? 0 }
             x += "<tr data-step=\"\(Self.h(name))\"><td>\(Self.h(name))</td><td><span class=\"key k-\(Self.kindClass(st.kind))\"></span>\(Self.h(st.kind))</td>"
             x += "<td class=\"num\">\(sorted.count)</td><td class=\"num\">\(Self.ms(total))</td>"
-            x += "<td class=\"num\">\(String(format: "%.1f", total * 100 / all)) %</td><td class=\"num\">\(Self.ms(pct(0.5)))</td>"
-            x += "<td class=\"num\">\(Self.ms(pct(0.95)))</td><td class=\"num\">\(Self.ms(sorted.last ?? 0))</td><td class=\"num\">\(st.failed)</td>"
-            x += "<td>\(Self.bar(Int(total * 1000), of: Int(most * 1000)))</td></tr>\n"
+            x += "<td class=\"num\">\(String(format: "%.1f", total * 100 / all)) %</td><td class=\"num\">\(Self.ms(pct(50)))</td>"
+            x += "<td class=\"num\">\(Self.ms(pct(95)))</td><td class=\"num\">\(Self.ms(sorted.last ?? 0))</td><td class=\"num\">\(st.failed)</td>"
+            x += "<td>\(Self.bar(share: most > 0 ? total / most : 0))</td></tr>\n"
         }
         x += "</tbody>\n</table>\n"
         x += timeline
@@ -328,15 +336,14 @@ struct HTMLReport {
         let w = 36.0, top = 90.0
         let width = Double(bins.count) * w + 10
         var x = "<svg class=\"hist\" viewBox=\"0 0 \(Int(width)) \(Int(top + 30))\" width=\"\(Int(width))\" role=\"img\" aria-label=\"histogram\">\n"
-        let integers = g.type.type != .real
         for (i, b) in bins.enumerated() {
             let bh = Double(b.count) / most * top
             let x0 = 5 + Double(i) * w
-            let label = integers && b.from == b.to ? Grouping.number(b.from) : "\(Grouping.number(b.from))–\(Grouping.number(b.to))"
+            let label = Grouping.label(b)
             x += "<g data-bin=\"\(h(label))\" data-count=\"\(b.count)\"><rect x=\"\(f(x0 + 2))\" y=\"\(f(top - bh + 12))\" width=\"\(f(w - 4))\" height=\"\(f(bh))\" class=\"col\">"
             x += "<title>\(h(label)): \(b.count)</title></rect>"
             x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top - bh + 10))\" class=\"count\">\(b.count)</text>"
-            x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top + 24))\" class=\"axis\">\(h(Grouping.number(b.from)))</text></g>\n"
+            x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top + 24))\" class=\"axis\">\(h(Grouping.bound(b.from)))</text></g>\n"
         }
         x += "</svg>\n"
         return x
@@ -368,7 +375,8 @@ struct HTMLReport {
             let values = all.compactMap(\.1.result.value).sorted { (try? TypedValue.compare($0, .less, $1)) ?? false }
             var range = ""
             if let lo = values.first, let hi = values.last {
-                range = lo == hi ? lo.description : "\(lo.description) … \(values[values.count / 2].description) … \(hi.description)"
+                let p50 = Percentile.of(values, percent: 50) ?? lo
+                range = lo == hi ? lo.description : "\(lo.description) … \(p50.description) … \(hi.description)"
             }
             x += "<tr data-measurement=\"\(Self.h(name))\"><td>\(Self.h(name))</td><td>\(Self.h(limits))</td><td>\(Self.h(unit))</td>"
             x += "<td class=\"num ok\" data-pass=\"\(pass)\">\(pass)</td><td class=\"num bad\" data-fail=\"\(all.count - pass)\">\(all.count - pass)</td>"

@@ -49,7 +49,15 @@ struct ReportFields {
         ("measurements_failed", FieldType(.integer(signed: false))),
     ]
 
+    /// The fields of a report held in memory.
     init(_ report: RunReport) {
+        var catalog = ReportCatalog()
+        for d in report.devices { catalog.add(d) }
+        self.init(run: report.run, catalog: catalog)
+    }
+
+    /// The fields of a report from its run and what its devices hold (gathered as they streamed past).
+    init(run: RunInfo, catalog: ReportCatalog) {
         var types: [String: FieldType] = [:]
         var names: [String] = []
         func add(_ name: String, _ type: FieldType) {
@@ -60,11 +68,9 @@ struct ReportFields {
         for b in Self.builtins { add(b.name, b.type) }
 
         // Captured values: typed by the report, or text in an older one.
-        var captureTypes = report.run.captureTypes ?? [:]
-        untypedCaptures = report.run.captureTypes == nil
-        for d in report.devices {
-            for key in d.captured.keys where captureTypes[key] == nil { captureTypes[key] = .text }
-        }
+        var captureTypes = run.captureTypes ?? [:]
+        untypedCaptures = run.captureTypes == nil
+        for key in catalog.capturedKeys where captureTypes[key] == nil { captureTypes[key] = .text }
         self.captureTypes = captureTypes
         for key in captureTypes.keys.sorted() {
             let type = FieldType(captureTypes[key] ?? .text)
@@ -73,9 +79,8 @@ struct ReportFields {
         }
 
         // Steps, by the names of the longest step list (every device runs the same workflow).
-        let steps = report.devices.max { $0.steps.count < $1.steps.count }?.steps ?? []
         var stepSlugs: [String: Int] = [:]
-        for (i, slug) in Self.slugs(steps.map(\.name)).enumerated() {
+        for (i, slug) in Self.slugs(catalog.steps).enumerated() {
             stepSlugs[slug] = i
             add("step.\(slug).outcome", .enumeration(Self.stepOutcomes))
             add("step.\(slug).duration_ms", FieldType(.real))
@@ -84,19 +89,11 @@ struct ReportFields {
         self.stepSlugs = stepSlugs
 
         // Measurements, by name (their value type from the first that has one).
-        var measurementNames: [String] = []
-        var valueTypes: [String: ValueType] = [:]
-        for d in report.devices {
-            for m in d.measurements ?? [] {
-                if !measurementNames.contains(m.result.name) { measurementNames.append(m.result.name) }
-                if valueTypes[m.result.name] == nil, let v = m.result.value { valueTypes[m.result.name] = v.type }
-            }
-        }
         var measurementSlugs: [String: String] = [:]
-        for (name, slug) in zip(measurementNames, Self.slugs(measurementNames)) {
+        for (name, slug) in zip(catalog.measurementNames, Self.slugs(catalog.measurementNames)) {
             measurementSlugs[slug] = name
             add("measurement.\(slug)", .enumeration(["pass", "fail"]))
-            if let t = valueTypes[name] { add("measurement.\(slug).value", FieldType(t)) }
+            if let t = catalog.valueTypes[name] { add("measurement.\(slug).value", FieldType(t)) }
         }
         self.measurementSlugs = measurementSlugs
         self.types = types
@@ -176,6 +173,27 @@ struct ReportFields {
             let n = (seen[slug] ?? 0) + 1
             seen[slug] = n
             return n == 1 ? slug : "\(slug)_\(n)"
+        }
+    }
+}
+
+/// What the devices of a report hold that decides its fields, gathered one device at a time (a
+/// streamed report is never held whole): the captured names, the longest step list, the measurements.
+struct ReportCatalog {
+    private(set) var capturedKeys: Set<String> = []
+    /// The names of the longest step list seen.
+    private(set) var steps: [String] = []
+    /// Measurement names in the order first seen, and the type of the first value of each.
+    private(set) var measurementNames: [String] = []
+    private(set) var valueTypes: [String: ValueType] = [:]
+    private var measured: Set<String> = []
+
+    mutating func add(_ d: DeviceRecord) {
+        for key in d.captured.keys { capturedKeys.insert(key) }
+        if d.steps.count > steps.count { steps = d.steps.map(\.name) }
+        for m in d.measurements ?? [] {
+            if measured.insert(m.result.name).inserted { measurementNames.append(m.result.name) }
+            if valueTypes[m.result.name] == nil, let v = m.result.value { valueTypes[m.result.name] = v.type }
         }
     }
 }

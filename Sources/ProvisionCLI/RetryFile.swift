@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import SystemIO
 
 /// The retry file `provision run` leaves beside its report when devices did not succeed (as Ansible
 /// leaves `site.retry`): `reports/x.json` → `reports/x.retry`, one device id a line, for
@@ -12,7 +13,7 @@ import Foundation
 enum RetryFile {
     /// The retry file of a report.
     static func path(forReport report: String) -> String {
-        RunCommand.replacingExtension(report, with: "retry")
+        RunPaths.replacingExtension(report, with: "retry")
     }
 
     /// The file's text, or nil when every device succeeded.
@@ -37,12 +38,14 @@ enum RetryFile {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Writes (or removes) the retry file of a run at `path` (absolute).
+    /// Writes (or removes) the retry file of a run at `path` (absolute), by the output-path rule: a
+    /// regular file (a link's target) is replaced atomically, or removed when no device is left to
+    /// retry; a FIFO or a device is written as it is, and never removed.
     static func write(_ result: RunResult, reportPath: String, to path: String) throws {
         if let text = text(run: result.run, notSucceeded: result.notSucceeded, reportPath: reportPath) {
-            try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } else if FileManager.default.fileExists(atPath: path) {
-            try FileManager.default.removeItem(atPath: path)
+            try AtomicFile.write(Array(text.utf8), to: path)
+        } else if case .regularFile(let target) = try OutputPath.resolve(path), FileManager.default.fileExists(atPath: target) {
+            try FileManager.default.removeItem(atPath: target)
         }
     }
 }

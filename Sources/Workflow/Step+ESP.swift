@@ -1,4 +1,5 @@
 import BLE
+import YAML
 
 /// The ESP-IDF provisioning step family (`wifi_provision`, `wifi_scan`, `esp_custom`; docs/esp.md).
 extension Step {

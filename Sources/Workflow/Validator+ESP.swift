@@ -1,3 +1,5 @@
+import YAML
+
 /// The ESP-IDF provisioning family's checks, for every device before any is touched (docs/esp.md):
 /// the SSID, passphrase and proof of possession each device would send.
 extension Validator {

@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import YAML
 
 /// How a little-endian (or single-byte) integer is written or read.
 public enum IntegerFormat: String, Sendable, Equatable, CaseIterable {
@@ -123,7 +124,7 @@ public indirect enum ValueSpec: Sendable, Equatable {
             return [UInt8](data)
         case .integer(let format, .literal(let t)):
             let text = try render(t, lookup)
-            guard let value = Self.parseInteger(text) else { throw ValueError("\"\(text)\" is not an integer") }
+            guard let value = YAMLReader.integer(text) else { throw ValueError("\"\(text)\" is not an integer") }
             guard let bytes = format.encode(value) else {
                 throw ValueError("\(value) does not fit in \(format.rawValue) (\(format.range.lowerBound)...\(format.range.upperBound))")
             }
@@ -154,12 +155,6 @@ public indirect enum ValueSpec: Sendable, Equatable {
     }
 
     /// Parses a decimal (optionally signed) or `0x` hex integer.
-    public static func parseInteger(_ text: String) -> Int64? {
-        let t = text.trimmingSpaces
-        if t.hasPrefix("0x") || t.hasPrefix("0X") { return Int64(t.dropFirst(2), radix: 16) }
-        return Int64(t)
-    }
-
     static func emptyFile(_ path: String) -> ValueError {
         ValueError("file \(path) is empty; if an empty file is meant, say `allow_empty: true` beside `file:`")
     }

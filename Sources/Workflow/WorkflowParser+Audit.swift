@@ -403,10 +403,23 @@ extension ParserState {
             }
         }
         var inputs: [Template] = []
+        var selfReference = false
         for node in inputNodes {
             guard let t = reader.template(node, "a value of `set`") else { return nil }
-            checkReferences(t, laterCaptures: laterCaptures)
+            // `set: { id: x, concat: ["${x}", …] }`: the value it makes has no value yet. Said once, and
+            // no type is guessed for it (which made a second, spurious error).
+            if let id, let own = t.references.first(where: { $0.name == id }) {
+                reader.error("`${\(id)}` is the value this `set` makes: it has no value yet", at: own.mark,
+                             hint: "derive it from other values, or give this `set` another id")
+                selfReference = true
+            }
+            checkReferences(t, laterCaptures: laterCaptures, except: id)
             inputs.append(t)
+        }
+        if selfReference, let id {
+            // Known as captured here, so that later uses are not reported again as unknown.
+            captures[id] = number
+            return nil
         }
         guard let derivation, !inputs.isEmpty, inputs.count == inputNodes.count else { return nil }
         // Literals take the type of the typed inputs (hex beside bytes).

@@ -1,10 +1,10 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 
 /// The shipped examples of the typed language, run on the simulator: `workflows/smart-lock.yaml` on
 /// `inventory/smart-lock-line.yaml`, and `workflows/fleet-audit.yaml` on a line with an old unit, a low

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import EngineTestSupport
 import TestSupport
 import Workflow
 @testable import Engine

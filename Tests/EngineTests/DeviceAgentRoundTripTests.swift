@@ -1,10 +1,10 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 
 /// ATT round trips per device for the shipped workflows on the shipped sensor-v2 model (a count, not a
 /// time): the first device of a model discovers, later ones reuse its layout under the Database Hash,

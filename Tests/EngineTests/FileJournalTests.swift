@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import Engine
+import SystemIO
+import EngineTestSupport
 import TestSupport
 #if canImport(Glibc)
 import Glibc

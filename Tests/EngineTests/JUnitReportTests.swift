@@ -5,6 +5,7 @@ import FoundationXML
 import Testing
 import Workflow
 @testable import Engine
+import EngineTestSupport
 import TestSupport
 
 /// `--junit`: a test case per device and step, properties for captured values, station and run id,

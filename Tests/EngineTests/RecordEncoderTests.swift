@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Engine
+import EngineTestSupport
 import TestSupport
 import Workflow
 

@@ -3,6 +3,7 @@ import Testing
 import Workflow
 import YAML
 @testable import Engine
+import EngineTestSupport
 import TestSupport
 
 /// The resume decision, computed from journal lines alone, checked over every journal a device can

@@ -1,12 +1,13 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 import YAML
 import Synchronization
+import SystemIO
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {
@@ -513,10 +514,11 @@ import Synchronization
         #expect((report.summary.outcomes[.skipped]) > 0, "no new device started after the failure")
         // No irreversible write went out without its intent on disk.
         let dump = await first.dump()
-        let refused = report.devices.filter { $0.error?.message.contains("the journal could not record the intent") == true }
+        let refused = report.devices.filter { $0.error?.message.contains("could not be recorded in ") == true }
         #expect(!refused.isEmpty, "devices in flight reached their commit after the failure")
         for r in refused {
             #expect(r.outcome == .interrupted)
+            #expect(r.error?.message.contains("could not be recorded in \(options.journalPath)") == true, "the store is named: \(r.error?.message ?? "")")
             #expect(dump.device(r.id)?.commits == 0, "\(r.id) was committed without a durable intent")
         }
         #expect(dump.devices.allSatisfy { $0.commits <= 1 })

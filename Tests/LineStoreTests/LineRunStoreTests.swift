@@ -1,5 +1,6 @@
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Foundation
 import LineDatabase
 import LineStore
@@ -111,6 +112,10 @@ struct LineOutageTests {
                 }
             }
             let report = try await run.value
+            // A device whose intent could not be committed while the line was away says it was the line.
+            for d in report.devices where d.error?.message.contains("could not be recorded") == true {
+                #expect(d.error?.message.contains("could not be recorded in line ") == true, "\(d.error?.message ?? "")")
+            }
             let written = store.outcomesWritten
             let refused = store.outcomesRefused
             #expect(written >= 16 && refused == 0, "every outcome reached the line")

@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import LineStore
 import Testing
+import EngineTestSupport
 import TestSupport
 
 @Suite struct LineSpoolTests {

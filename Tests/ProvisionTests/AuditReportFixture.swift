@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import EngineTestSupport
 import TestSupport
 import Workflow
 

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision run` on controllers that behave like the ones a line plugs in (Tests/Fixtures/fleet_radio.py):

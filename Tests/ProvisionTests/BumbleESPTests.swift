@@ -2,6 +2,7 @@ import BLE
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision run` with ESP32 Wi-Fi provisioning over `hci:tcp:` against the Bumble ESP fixture

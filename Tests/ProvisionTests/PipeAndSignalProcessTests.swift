@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

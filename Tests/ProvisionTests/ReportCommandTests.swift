@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision report`: what an auditor reads back from runs.
 @Suite struct ReportCommandTests {
@@ -58,7 +58,7 @@ import TestSupport
         try Data("{ not json".utf8).write(to: URL(fileURLWithPath: line.directory + "/bad.json"))
         let r = await run(["report", "bad.json"], in: line.directory)
         #expect(r.code == 2)
-        #expect(r.err == "error: bad.json: not JSON (invalid value at line 1, column 3)\n")
+        #expect(r.err == "error: bad.json: not JSON (expected a member name in quotes, found `n` at line 1, column 3)\n")
     }
 }
 
@@ -134,11 +134,11 @@ import TestSupport
         let cases: [(String, String)] = [
             ("missing.json", "error: missing.json: no such file\n"),
             ("blobs", "error: blobs: is a directory, not a report\n"),
-            ("broken.json", "error: broken.json: not JSON (invalid value at line 2, column 3)\n"),
+            ("broken.json", "error: broken.json: not JSON (expected a member name in quotes, found `o` at line 2, column 3)\n"),
             ("empty.json", "error: empty.json: the file is empty, not a report\n"),
             ("other.json", "error: other.json: not a provision report (it has no `schema`)\n"),
             ("future.json", "error: future.json: schema `provision.report/9` is not one this version of provision reads (provision.report/1, provision.report/2)\n"),
-            ("odd.json", "error: odd.json: not a valid provision.report/2 report: `devices[0].outcome` has a value this version does not know\n"),
+            ("odd.json", "error: odd.json: not a valid provision.report/2 report: line 9, column 19: `devices[0].outcome`: \"exploded\" is not a value this version of provision knows\n"),
         ]
         for (file, message) in cases {
             let r = await run(["report", file], in: dir)

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 import Workflow
 @testable import ProvisionCLI
 

@@ -112,6 +112,8 @@ struct LinkSteps: StepExecutor {
     private func connect(_ c: Step.Connect, _ context: StepContext) async throws {
         let agent = context.agent
         let run = agent.run
+        // A stop that came before the first connection has cut this device: nothing was sent to it.
+        guard run.reached.reach(context.device.id) else { throw CancellationError() }
         if let s = agent.link.session, await s.state == .ready { return }
         let held = agent.link.heldLink
         agent.link.heldLink = nil
@@ -136,7 +138,7 @@ struct LinkSteps: StepExecutor {
         let asked = try c.security.request(level: c.security.level.securityLevel, lookup: context.text)
         let options = SessionOptions(
             connect: ConnectOptions(timeout: context.timeout, preferredMTU: c.mtu ?? 247, link: c.link),
-            reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
+            reconnect: c.reconnect,
             discovery: run.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: run.allowUndeclared,
             attTimeout: run.attTimeout,

@@ -78,7 +78,7 @@ struct NotificationSteps: StepExecutor {
         let s = try context.session()
         let expected = try context.matcher(c.matcher)
         let value = try await s.read(service: c.target.service, characteristic: c.target.characteristic, timeout: context.timeout)
-        let done = expected.matches(value)
+        let done = try expected.matches(value)
         context.confirmed(tookEffect: done)
         return done
     }
