@@ -30,7 +30,7 @@ public struct ProtocommMachine: Sendable, CustomStringConvertible, CustomReflect
         /// How long to wait between two status (or scan status) requests.
         public var pollInterval: Duration
 
-        public init(credentials: SecurityCredentials, allowInsecure: Bool = false, pollInterval: Duration = .milliseconds(250)) {
+        public init(credentials: SecurityCredentials, allowInsecure: Bool = false, pollInterval: Duration = .milliseconds(100)) {
             self.credentials = credentials
             self.allowInsecure = allowInsecure
             self.pollInterval = pollInterval

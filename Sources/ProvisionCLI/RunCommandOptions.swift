@@ -262,11 +262,11 @@ struct RunCommandOptions: Sendable {
 
     /// Every option of `provision run`, in `--help` order.
     static let specs: [OptionSpec] = [
-        SharedOptions.inventory.required.spec, SharedOptions.secrets.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
+        SharedOptions.inventory.required.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
         force, retryFailed, SharedOptions.limit.spec, maxFailures.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
         junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, noFsync,
         SharedOptions.line,
-    ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec,
+    ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec, SharedOptions.secrets.spec,
                               OptionSpec("json", kind: .flag, help: "print how the run ended (report, journal, summary, resume command) as one JSON object")]
 }
 

@@ -57,7 +57,7 @@ import Testing
     @Test(arguments: [1, 2])
     func eachSchemeProvisionsAndTheDeviceKeepsOnlyTheHash(scheme: Int) throws {
         var device = try Self.device(scheme: scheme)
-        var machine = ProtocommMachine(configuration: .init(credentials: Self.credentials(scheme)))
+        var machine = ProtocommMachine(configuration: .init(credentials: Self.credentials(scheme), pollInterval: .milliseconds(250)))
         var now = Duration.zero
         let (endpoints, end) = Self.run(.provision(ssid: Array("line-5".utf8), passphrase: Array("correct horse".utf8)), &machine, &device, now: &now)
         guard case .completed(.joined(let join))? = end else { Issue.record("\(String(describing: end))"); return }

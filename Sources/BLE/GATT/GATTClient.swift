@@ -255,6 +255,32 @@ public actor GATTClient {
         return GATTService(uuid: uuid, startHandle: range.start, endHandle: range.end)
     }
 
+    /// Read Using Characteristic UUID (4.8.2) for any attribute type: every attribute of `type` in
+    /// `range`, with its value (a value Read By Type cut at ATT_MTU - 4 is read whole with Read Blob).
+    /// One request covers as many attributes as fit (all descriptions of a service, typically).
+    public func readByType(_ type: BluetoothUUID, in range: ATTHandleRange) async throws -> [(handle: UInt16, value: [UInt8])] {
+        var out: [(handle: UInt16, value: [UInt8])] = []
+        var start = range.start
+        while start <= range.end {
+            let response: ATTPDU
+            do {
+                response = try await att.request(.readByTypeRequest(ATTReadByTypeRequest(range: ATTHandleRange(start: start, end: range.end), type: type)))
+            } catch BLEError.att(let e) where e.code == .attributeNotFound {
+                break
+            }
+            guard case .readByTypeResponse(let r) = response, !r.entries.isEmpty else { throw unexpected(response, "Read By Type") }
+            for e in r.entries {
+                guard e.handle >= start, e.handle <= range.end, e.handle > (out.last?.handle ?? 0) else {
+                    throw BLEError.protocolError("Read By Type: handle 0x\(hex(e.handle)) out of order or outside 0x\(hex(start))-0x\(hex(range.end))")
+                }
+                out.append((e.handle, e.value.count >= att.mtu - 4 ? try await read(handle: e.handle) : e.value))
+            }
+            guard let last = out.last?.handle, last < range.end else { break }
+            start = last + 1
+        }
+        return out
+    }
+
     /// Discover All Characteristics of a Service (4.6.1): Read By Type on 0x2803 within the service. Each
     /// request starts after the last value handle seen, so a service whose last characteristic's value
     /// ends the group needs no closing request.

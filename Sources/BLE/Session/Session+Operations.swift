@@ -23,19 +23,17 @@ extension Session {
 
     /// The characteristics of `service`, each with its Characteristic User Description (descriptor
     /// 0x2901, Vol 3 Part G 3.3.3.2) when it has one: how protocols such as ESP-IDF's protocomm name their
-    /// endpoints. Descriptors and descriptions are read with Read and Read Blob.
+    /// endpoints. The descriptions are read all at once (Read By Type on 0x2901 over the service's
+    /// handles), each belonging to the characteristic whose definition holds its handle.
     public func userDescriptions(service: BluetoothUUID, timeout: Duration) async throws -> [(characteristic: BluetoothUUID, description: [UInt8]?)] {
         try await withDeadline(timeout, operation: "user descriptions of \(service)") {
             try await self.withClient { client in
                 let s = try await client.service(service)
-                var out: [(characteristic: BluetoothUUID, description: [UInt8]?)] = []
-                for c in try await client.discoverCharacteristics(of: s) {
-                    let d = try await client.discoverDescriptors(of: c).first { $0.uuid == BluetoothUUID(0x2901) }
-                    var text: [UInt8]?
-                    if let d { text = try await client.read(handle: d.handle) }
-                    out.append((c.uuid, text))
+                let characteristics = try await client.discoverCharacteristics(of: s)
+                let descriptions = try await client.readByType(BluetoothUUID(0x2901), in: ATTHandleRange(start: s.startHandle, end: s.endHandle))
+                return characteristics.map { c in
+                    (c.uuid, descriptions.first { $0.handle > c.valueHandle && $0.handle <= c.endHandle }?.value)
                 }
-                return out
             }
         }
     }
