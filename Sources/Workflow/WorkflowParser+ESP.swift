@@ -50,7 +50,7 @@ extension ParserState {
         case "wifi_scan":
             let session = espSession(options, required: false, laterCaptures: laterCaptures)
             var capture: String?
-            if let c = options["capture"] { capture = espCapture(c, number: number, type: .text) }
+            if let c = options["capture"] { capture = newCapture(c, number: number, type: .text) }
             derivedName = "wifi_scan"
             return .wifiScan(Step.WiFiScan(capture: capture, session: session))
         case "esp_custom":
@@ -80,7 +80,7 @@ extension ParserState {
             var format = ValueFormat.utf8
             if let a = options["as"], let f = valueFormat(a) { format = f }
             var capture: String?
-            if let c = options["capture"] { capture = espCapture(c, number: number, type: format.valueType) }
+            if let c = options["capture"] { capture = newCapture(c, number: number, type: format.valueType) }
             derivedName = "esp_custom \(endpoint)"
             return .espCustom(Step.ESPCustom(endpoint: endpoint, value: value, capture: capture, format: format, session: session))
         default:
@@ -153,22 +153,6 @@ extension ParserState {
             }
         }
         return s
-    }
-
-    private mutating func espCapture(_ node: YAMLNode, number: Int, type: ValueType) -> String? {
-        guard let v = reader.identifier(node, "capture id") else { return nil }
-        if Template.builtins.contains(v) {
-            reader.error("`\(v)` is a built-in name and cannot be a capture id", at: node.mark)
-        } else if let earlier = captures[v] {
-            reader.error("`\(v)` is already captured by step \(earlier)", at: node.mark)
-        } else if declared[v] != nil {
-            reader.error("`\(v)` is declared in `vars:`; a capture needs a name of its own", at: node.mark)
-        } else {
-            captures[v] = number
-            captureTypes[v] = type
-            return v
-        }
-        return nil
     }
 
     /// `wifi_scan` and `esp_custom` without session options borrow those of the workflow's

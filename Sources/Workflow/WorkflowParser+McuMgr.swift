@@ -161,19 +161,13 @@ extension ParserState {
                 reader.error("`slot` goes with image_erase", at: s.mark)
             }
         }
-        if let n = options["capture"], let v = reader.identifier(n, "capture id") {
+        if let n = options["capture"] {
             if command == .reset || command == .imageErase || command == .imageTest || command == .imageConfirm {
-                reader.error("`\(text)` answers nothing to capture", at: n.mark, hint: "capture with echo, params or image_state")
-            } else if Template.builtins.contains(v) {
-                reader.error("`\(v)` is a built-in name and cannot be a capture id", at: n.mark)
-            } else if let earlier = captures[v] {
-                reader.error("`\(v)` is already captured by step \(earlier)", at: n.mark)
-            } else if declared[v] != nil {
-                reader.error("`\(v)` is declared in `vars:`; a capture needs a name of its own", at: n.mark)
+                if reader.identifier(n, "capture id") != nil {
+                    reader.error("`\(text)` answers nothing to capture", at: n.mark, hint: "capture with echo, params or image_state")
+                }
             } else {
-                step.capture = v
-                captures[v] = number
-                captureTypes[v] = step.captureType
+                step.capture = newCapture(n, number: number, type: step.captureType)
             }
         }
         derivedName = "mcumgr \(command.rawValue)"

@@ -455,6 +455,24 @@ struct ParserState {
         return false
     }
 
+    /// A step's `capture:` id (`mcumgr`, `wifi_scan`, `esp_custom`): a valid name that is not a built-in,
+    /// not captured by an earlier step and not declared in `vars:`; recorded with its type.
+    mutating func newCapture(_ node: YAMLNode, number: Int, type: ValueType) -> String? {
+        guard let v = reader.identifier(node, "capture id") else { return nil }
+        if Template.builtins.contains(v) {
+            reader.error("`\(v)` is a built-in name and cannot be a capture id", at: node.mark)
+        } else if let earlier = captures[v] {
+            reader.error("`\(v)` is already captured by step \(earlier)", at: node.mark)
+        } else if declared[v] != nil {
+            reader.error("`\(v)` is declared in `vars:`; a capture needs a name of its own", at: node.mark)
+        } else {
+            captures[v] = number
+            captureTypes[v] = type
+            return v
+        }
+        return nil
+    }
+
     /// A reference to a capture must come after the step that captures it.
     mutating func checkReferences(_ template: Template, laterCaptures: [String: Int], except: String? = nil) {
         for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) && name != except {

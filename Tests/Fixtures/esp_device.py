@@ -204,6 +204,21 @@ def srp_verifier(username, password, salt):
     return pow(G, x, N)
 
 
+def gcm_session(key, nonce):
+    """Security 2's session cipher: (seal, open) with AES-256-GCM under K's first 32 bytes; every message
+    of the session, either way, takes the next nonce (its last 4 bytes count, sec_patch_ver 1)."""
+    aead = AESGCM(key[:32])
+    counter = bytearray(nonce)
+
+    def counted(operation):
+        def run(b):
+            result = operation(bytes(counter), b, None)
+            counter[8:] = (int.from_bytes(counter[8:], "big") + 1).to_bytes(4, "big")
+            return result
+        return run
+    return counted(aead.encrypt), counted(aead.decrypt)
+
+
 class Refused(Exception):
     """The handler refused the request: the transport answers the write with an ATT error."""
 
@@ -290,18 +305,8 @@ class Session:
                 self.step = 0
                 self.unit.count("failed_proofs")
                 raise Refused("the client's proof does not match: a wrong username or proof of possession")
-            nonce = bytearray(os.urandom(8) + b"\0\0\0\1")
-            aead = AESGCM(key[:32])
-
-            def counted(operation):
-                # Every message of the session, either way, takes the next nonce (sec_patch_ver 1).
-                def run(b):
-                    result = operation(bytes(nonce), b, None)
-                    nonce[8:] = (int.from_bytes(nonce[8:], "big") + 1).to_bytes(4, "big")
-                    return result
-                return run
-
-            seal, open_ = counted(aead.encrypt), counted(aead.decrypt)
+            nonce = os.urandom(8) + b"\0\0\0\1"
+            seal, open_ = gcm_session(key, nonce)
 
             out.msg = 3
             out.sr1.status = 0

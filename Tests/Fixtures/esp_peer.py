@@ -27,9 +27,8 @@ from bumble.core import UUID
 from bumble.device import Device, Peer
 from bumble.gatt import GATT_CHARACTERISTIC_USER_DESCRIPTION_DESCRIPTOR
 from bumble.transport import open_transport
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from esp_device import G, H, N, SERVICE, msg, to_bytes  # the .proto schema and SRP group: one home
+from esp_device import G, H, N, SERVICE, gcm_session, msg, to_bytes  # the .proto schema, SRP group, GCM session: one home
 
 TIME_PER_POLL = 5.0  # esp_prov's wait_wifi_connected
 
@@ -86,16 +85,7 @@ class Unit:
         answer = SessionData.FromString(await self.send("prov-session", request.SerializeToString())).sec2.sr1
         if bytes(answer.device_proof) != H(to_bytes(big_a), m, key):
             raise RuntimeError("the unit's proof does not match")
-        nonce = bytearray(answer.device_nonce)
-        aead = AESGCM(key[:32])
-
-        def counted(operation):
-            def run(b):
-                result = operation(bytes(nonce), b, None)
-                nonce[8:] = (int.from_bytes(nonce[8:], "big") + 1).to_bytes(4, "big")
-                return result
-            return run
-        self.seal, self.open = counted(aead.encrypt), counted(aead.decrypt)
+        self.seal, self.open = gcm_session(key, bytes(answer.device_nonce))
 
     async def config(self, **payload):
         Payload = msg("WiFiConfigPayload")
