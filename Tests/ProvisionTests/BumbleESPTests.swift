@@ -28,28 +28,52 @@ struct BumbleESPTests {
 
     /// The line: 16 units, 7.5 ms each way on the link; unit 5's label carries the wrong PoP,
     /// unit 9 is out of the access point's range.
-    static let fleet = ["--devices", "0", "--esp-devices", "16", "--link-latency", "7.5ms", "--esp-join-time", "500ms",
-                        "--esp-fault", "5:wrong_pop", "--esp-fault", "9:no_ap"]
+    static let line = ["--devices", "0", "--esp-devices", "16", "--link-latency", "7.5ms", "--esp-join-time", "500ms"]
+    static let fleet = line + ["--esp-fault", "5:wrong_pop", "--esp-fault", "9:no_ap"]
+
+    /// The line's files: the inventory (each unit's PoP from its label), the workflow, the secrets file.
+    static func files(for fleet: BumbleFleet, in line: TestLine) throws {
+        var inventory = "secrets: [pop]\ndefaults:\n  vars: { ssid: line-5-iot }\ndevices:\n"
+        for d in fleet.espDevices {
+            inventory += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { pop: \"pop-\(d.id)\" } }\n"
+        }
+        try Data(inventory.utf8).write(to: URL(fileURLWithPath: line.directory + "/esp-line.yaml"))
+        try Data(Self.workflow.utf8).write(to: URL(fileURLWithPath: line.directory + "/esp.yaml"))
+        // The passphrase comes from the line's secrets file, as on a real line.
+        let secrets = line.directory + "/line.secrets"
+        try Data("wifi_passphrase: \"\(Self.passphrase)\"\n".utf8).write(to: URL(fileURLWithPath: secrets))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secrets)
+    }
+
+    static let arguments = ["run", "esp.yaml", "--inventory", "esp-line.yaml", "--secrets", "line.secrets", "--concurrency", "16", "--slots", "16",
+                            "--report", "report.json", "--events", "events.jsonl"]
+
+    @Test func sixteenUnitsAllJoin() async throws {
+        try await BumbleFleet.with(Self.line) { fleet in
+            let line = try TestLine()
+            defer { line.remove() }
+            try Self.files(for: fleet, in: line)
+            let child = try ChildProcess(Self.arguments + ["--adapter", fleet.spec], directory: line.directory)
+            for await _ in child.lines {}
+            let stderr = await child.stderr()
+            #expect(await child.wait() == 0, "\(stderr)")
+            let report = try RunReport.read(from: line.directory + "/report.json")
+            #expect(report.devices.count == 16 && report.devices.allSatisfy { $0.outcome == .succeeded })
+            for d in fleet.espDevices {
+                let state = try fleet.state(d.id)
+                #expect(state["station"] as? String == "connected", "\(d.id)")
+                #expect(state["passphrase_sha256"] as? String == Array(Self.passphrase.utf8).sha256Hex, "\(d.id)")
+            }
+        }
+    }
 
     @Test func sixteenUnitsJoinAndEachFaultFailsOnlyItsOwnUnitWithItsKind() async throws {
         try await BumbleFleet.with(Self.fleet) { fleet in
             #expect(fleet.espDevices.count == 16)
             let line = try TestLine()
             defer { line.remove() }
-            var inventory = "secrets: [pop]\ndefaults:\n  vars: { ssid: line-5-iot }\ndevices:\n"
-            for d in fleet.espDevices {
-                inventory += "  - { id: \(d.id), name: \(d.name), address: \"\(d.address)\", vars: { pop: \"pop-\(d.id)\" } }\n"
-            }
-            try Data(inventory.utf8).write(to: URL(fileURLWithPath: line.directory + "/esp-line.yaml"))
-            try Data(Self.workflow.utf8).write(to: URL(fileURLWithPath: line.directory + "/esp.yaml"))
-            // The passphrase comes from the line's secrets file, as on a real line.
-            let secrets = line.directory + "/line.secrets"
-            try Data("wifi_passphrase: \"\(Self.passphrase)\"\n".utf8).write(to: URL(fileURLWithPath: secrets))
-            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: secrets)
-
-            let child = try ChildProcess(["run", "esp.yaml", "--inventory", "esp-line.yaml", "--secrets", "line.secrets",
-                                          "--adapter", fleet.spec, "--concurrency", "16", "--slots", "16",
-                                          "--report", "report.json", "--events", "events.jsonl"], directory: line.directory)
+            try Self.files(for: fleet, in: line)
+            let child = try ChildProcess(Self.arguments + ["--adapter", fleet.spec], directory: line.directory)
             var stdout = ""
             for await l in child.lines { stdout += l + "\n" }
             let stderr = await child.stderr()
