@@ -32,7 +32,16 @@ struct ESPSteps: StepExecutor {
                                                  service: security.service ?? GATTProtocommTransport.defaultService)
         let outcome: ProtocommMachine.Outcome
         do {
-            outcome = try await ProtocommClient.run(operation, on: &machine, over: transport, deadline: context.deadline, timeout: context.timeout)
+            let reused = machine.isReady
+            do {
+                outcome = try await ProtocommClient.run(operation, on: &machine, over: transport, deadline: context.deadline, timeout: context.timeout)
+            } catch let e as ProtocommError where reused && e.kind == .deviceRefused {
+                // The session kept from an earlier step may have ended with a link the session has restored
+                // since (the unit forgets it on a disconnect): the refused request was not executed, so it
+                // goes again once, in a new session.
+                machine = ProtocommMachine(configuration: configuration)
+                outcome = try await ProtocommClient.run(operation, on: &machine, over: transport, deadline: context.deadline, timeout: context.timeout)
+            }
             state.keep(machine)
         } catch {
             state.forget()
