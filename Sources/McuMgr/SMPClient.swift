@@ -172,10 +172,8 @@ public actor SMPClient {
             let (id, pieces) = writes.removeFirst()
             guard waiters[id] != nil else { continue }
             do {
-                for piece in pieces {
-                    if let down { throw SMPError.disconnected(down) }
-                    try await transport.write(piece)
-                }
+                if let down { throw SMPError.disconnected(down) }
+                try await transport.write(pieces)
             } catch {
                 perform(machine.handle(.abandon(id)))
                 finish(id, .failure(Self.transportError(error)))

@@ -6,8 +6,11 @@ public protocol SMPTransport: Sendable {
     func mtu() async -> Int
     /// Subscribes to the device's responses; the stream ends (or throws) when the link goes down.
     func responses() async throws -> AsyncThrowingStream<[UInt8], any Error>
-    /// Writes one piece without response, waiting for link credits.
-    func write(_ piece: [UInt8]) async throws
+    /// Writes one request's pieces without response, in order, all on one link (waiting for link
+    /// credits): a link lost part-way fails the write, and no piece of it goes on the next link, where
+    /// the device would read it as the start of a request whose rest never comes (and every request
+    /// after it as that request's middle).
+    func write(_ pieces: [[UInt8]]) async throws
     /// Ends the subscription.
     func close() async
 }
@@ -54,9 +57,9 @@ public final class SMPGATTTransport: SMPTransport {
         }
     }
 
-    public func write(_ piece: [UInt8]) async throws {
-        try await session.write(service: SMPGATT.service, characteristic: SMPGATT.characteristic, value: piece, withResponse: false,
-                                timeout: timeout)
+    public func write(_ pieces: [[UInt8]]) async throws {
+        try await session.writeWithoutResponse(service: SMPGATT.service, characteristic: SMPGATT.characteristic, pieces: pieces,
+                                               timeout: timeout)
     }
 
     public func close() async {

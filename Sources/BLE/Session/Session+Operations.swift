@@ -134,6 +134,27 @@ extension Session {
         }
     }
 
+    /// Writes `pieces` with write without response, in order, all on one link (each at most MTU-3),
+    /// waiting for link credits: a message a protocol cuts into pieces (MCUmgr's SMP) never has its
+    /// first pieces on one link and the rest on the next. The link lost part-way fails the call; a call
+    /// made while the session reconnects waits for the new link and writes everything there.
+    public func writeWithoutResponse(service: BluetoothUUID, characteristic: BluetoothUUID, pieces: [[UInt8]],
+                                     timeout: Duration) async throws {
+        try await withDeadline(timeout, operation: "write \(characteristic)") {
+            try await self.withClient { client in
+                let r = try await client.resolve(service: service, characteristic: characteristic)
+                try self.require(.writeWithoutResponse, "write-without-response", of: r)
+                let limit = client.att.mtu - 3
+                for piece in pieces {
+                    guard piece.count <= limit else {
+                        throw BLEError.protocolError("a write without response of \(piece.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
+                    }
+                    try await client.writeWithoutResponse(handle: r.characteristic.valueHandle, value: piece)
+                }
+            }
+        }
+    }
+
     /// Streams `data` with write without response in MTU-3 chunks, waiting for link credits.
     public func writeBlob(service: BluetoothUUID, characteristic: BluetoothUUID, data: [UInt8], timeout: Duration) async throws {
         try await withDeadline(timeout, operation: "write blob \(characteristic)") {
