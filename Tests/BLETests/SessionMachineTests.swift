@@ -148,6 +148,25 @@ private struct Script {
         s.on(.leave(acks, 11), [])
     }
 
+    /// The last consumer leaves and another subscribes at once (an SMP client replaced by the next): the
+    /// enable waits for the disable's CCCD write, so the two writes go out in that order and the CCCD ends
+    /// on. (Enabled first, the disable behind it left the CCCD off and the new consumer without a
+    /// notification: every request after a lost link timed out.)
+    @Test func aSubscribeWhileTheLastConsumerDisablesWaitsForTheDisable() {
+        var s = Script()
+        s.ready()
+        s.subscribe(10, acks, on: 1, cccd: 0x21)
+        s.on(.leave(acks, 10), [.unbind(acks), .disable(acks, cccd: 0x21, 1)])
+        s.on(.subscribe(11, acks, indicate: false, on: 1), [])
+        s.on(.subscribe(12, acks, indicate: false, on: 1), [])
+        // One of them gives up while it waits: it alone is answered.
+        s.on(.cancelWait(12), [.resume(12, .failure(.cancelled))])
+        s.on(.disabled(acks), [.enable(11, acks, indicate: false, 1)])
+        s.on(.enabled(11, acks, 1, M.Handles(value: 0x20, cccd: 0x21)), [.resume(11, .success(1))])
+        // A disable done with nobody waiting changes nothing.
+        s.on(.disabled(status), [])
+    }
+
     @Test func eventsAboutAnOlderLinkCannotTouchTheNewOne() {
         var s = Script()
         s.ready()

@@ -205,6 +205,7 @@ public actor Session {
                 wake(id, .enable, caller: caller, &mine)
             case .disable(let key, let cccd, let g):
                 await disable(key, cccd: cccd, on: g)
+                await feed(.disabled(key))
             case .unbind(let key):
                 router.unbind(key)
             case .endStreams(let keys, let error):

@@ -106,6 +106,8 @@ struct SessionMachine: Sendable {
         case enableFailed(WaiterID, SubscriptionKey, Generation, BLEError)
         /// A consumer left (its stream ended or was dropped).
         case leave(SubscriptionKey, WaiterID)
+        /// The CCCD write of a `disable` is done (written, failed or its link gone).
+        case disabled(SubscriptionKey)
         /// The server indicated Service Changed on a link.
         case serviceChanged(Generation)
         /// A link was secured with `outcome`; `keep`: later links get at least this request.
@@ -135,7 +137,7 @@ struct SessionMachine: Sendable {
         case resume(WaiterID, Result<Generation, BLEError>)
         /// The consumer enables the subscription itself (resolve, bind, CCCD) and reports `enabled`/`enableFailed`.
         case enable(WaiterID, SubscriptionKey, indicate: Bool, Generation)
-        /// The last consumer left an enabled subscription: write its CCCD off.
+        /// The last consumer left an enabled subscription: write its CCCD off, then report `disabled`.
         case disable(SubscriptionKey, cccd: UInt16, Generation)
         /// Forget the subscription's handle binding on the link.
         case unbind(SubscriptionKey)
@@ -205,6 +207,10 @@ struct SessionMachine: Sendable {
     private var subscriptions: [SubscriptionKey: Subscription] = [:]
     /// Subscription keys in the order they were made (restores go in this order).
     private var order: [SubscriptionKey] = []
+    /// Keys whose CCCD is being written off, with the consumers that asked for them again meanwhile:
+    /// they subscribe once the write is done, so that an enable never goes out before the disable it
+    /// follows (the CCCD would end off, with a consumer waiting for notifications that never come).
+    private var disabling: [SubscriptionKey: [(id: WaiterID, indicate: Bool, on: Generation)]] = [:]
     /// What later links are secured with before `ready`.
     private(set) var securityWanted: SecurityRequest?
     /// The current link's protection.
@@ -322,6 +328,10 @@ struct SessionMachine: Sendable {
             actions.append(.resume(id, .failure(error)))
         case .leave(let key, let id):
             leave(key, id, &actions)
+        case .disabled(let key):
+            for s in disabling.removeValue(forKey: key) ?? [] {
+                subscribe(s.id, key, indicate: s.indicate, on: s.on, &actions)
+            }
         case .serviceChanged(let g):
             guard currentLink == g else { return [] }
             let active = restoreList()
@@ -547,6 +557,12 @@ struct SessionMachine: Sendable {
     }
 
     private mutating func cancelWait(_ id: WaiterID, _ actions: inout [Action]) {
+        for (key, waiting) in disabling {
+            guard let i = waiting.firstIndex(where: { $0.id == id }) else { continue }
+            disabling[key]?.remove(at: i)
+            actions.append(.resume(id, .failure(.cancelled)))
+            return
+        }
         if let i = readyWaiters.firstIndex(of: id) {
             // The last one waiting for the first connect gave up: so does the attempt, and the caller is
             // answered when the attempt's work has ended (a reconnect goes on whoever waits).
@@ -572,6 +588,10 @@ struct SessionMachine: Sendable {
                                     _ actions: inout [Action]) {
         guard case .ready(g) = phase else {
             actions.append(.resume(id, .failure(.disconnected(lastReason ?? .bearerClosed))))
+            return
+        }
+        if disabling[key] != nil {
+            disabling[key, default: []].append((id, indicate, g))
             return
         }
         guard var sub = subscriptions[key] else {
@@ -603,6 +623,7 @@ struct SessionMachine: Sendable {
         }
         removeSubscription(key, &actions)
         if sub.active, case .ready(let g) = phase, let cccd = sub.handles?.cccd {
+            disabling[key] = []
             actions.append(.disable(key, cccd: cccd, g))
         }
     }
