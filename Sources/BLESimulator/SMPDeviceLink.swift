@@ -139,8 +139,11 @@ final class SMPDeviceLink: Sendable {
                     return
                 }
             }
-            if let response = outcome.response { send(response.encoded) }
+            // The request's buffer and the response's are free again before the response leaves: a host
+            // that answers a response with its next request at once must find the room it was told of
+            // (freed after the send, that request could arrive first and be refused as an overflow).
             state.withLock { $0.inUse -= 2 }
+            if let response = outcome.response { send(response.encoded) }
             if outcome.reset {
                 let delay = config.resetDelay.scaled(factor)
                 if delay > .zero { try? await Task.sleep(for: delay) }
