@@ -16,7 +16,7 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
-        // SplitMix64, stable string hashes.
+        // SplitMix64, stable string hashes, the catalogue CRCs.
         .target(name: "Support"),
         // YAML document model with source marks (over libyaml).
         .target(name: "YAML", dependencies: ["CYAML"]),
@@ -61,9 +61,9 @@ let package = Package(
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "TestSupport", "BLESimulator", "Benchmarks"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support"]),
-        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["Engine", "BLESimulator", "Workflow", "BLE", "YAML", "Support", "TestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "Benchmarks"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["ProvisionCLI", "Engine", "Workflow", "BLE", "BLESimulator", "Support", "TestSupport", "Trace", "LineDatabase", "PostgresClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

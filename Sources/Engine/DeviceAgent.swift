@@ -593,25 +593,10 @@ actor DeviceAgent {
         return out
     }
 
-    /// `set:`: derives the value from typed inputs (a lone `${name}` keeps its type; a literal is read
-    /// as the type of the others).
+    /// `set:`: derives the value from typed inputs (`Step.Derive.value` says how).
     private func derive(_ d: Step.Derive) throws {
-        var values: [TypedValue?] = []
-        for t in d.inputs {
-            if t.isLiteral {
-                values.append(nil)
-            } else if let name = t.loneReference {
-                guard let v = typed(name) else { throw DeviceFailure(.invalidInput, "`set \(d.id)`: `${\(name)}` has no value") }
-                values.append(v)
-            } else {
-                values.append(.text(try t.render(lookup)))
-            }
-        }
-        let literalType = values.compactMap { $0?.type }.first ?? .text
-        var inputs: [TypedValue] = []
-        for (t, v) in zip(d.inputs, values) { inputs.append(try v ?? TypedValue(text: t.source, as: literalType)) }
         do {
-            capture(d.id, try d.derivation.apply(inputs))
+            capture(d.id, try d.value(typed: typed, text: lookup, baseDirectory: context.inventory.baseDirectory))
         } catch {
             throw DeviceFailure(.invalidInput, "`set \(d.id)`: \(error.message)")
         }

@@ -1,6 +1,7 @@
 import BLE
 import BLESimulator
 import Foundation
+import Support
 import Testing
 import Workflow
 @testable import Engine
