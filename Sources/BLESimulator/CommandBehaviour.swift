@@ -14,7 +14,7 @@ public struct CommandBehaviour: Sendable, Equatable {
         public var characteristic: BluetoothUUID
     }
 
-    /// What a command does. Repeated, each behaves as the reference device's (REFERENCE-DEVICE.md:
+    /// What a command does. Repeated, each behaves as the reference device's (docs/devices/sensor-v2.md:
     /// only the commit is idempotent); `CommandBehaviourTests` checks every one.
     public enum Action: String, Sendable, Equatable, CaseIterable {
         /// Store the payload as the configuration if its length is in range. Repeated: replaces it.
