@@ -21,6 +21,8 @@ Radio timing (defaults: today's fast, instant fixture):
                           each waited for a connection event (one handed over while earlier ones are
                           still on the air follows them in the same event); order kept per link and
                           direction; airtime added at the link's data length and PHY. 0 (default): instant.
+  --link-rate R           bandwidth of each direction of every link, e.g. 400kbit/s: a PDU holds the air
+                          for at least its bytes at that rate (default: the PHY's alone).
   --seed N                seeds advDelay, link delays, ack delays and ack loss (default 1).
 Connections complete at the target's next advertising event heard inside the initiator's scan window.
 
@@ -63,6 +65,9 @@ life, and record in their state file each pairing (method, MITM, bonded), each p
 encryption of a link, and whether each FFF1 write and FFF4 chunk arrived encrypted. `security_request`:
 the device sends a Security Request as soon as a central connects.
 
+SMP devices (--smp-devices N, --smp-config FILE, --smp-*): Zephyr-like MCUmgr peripherals with an
+MCUboot bootloader, on the same radio; see smp_device.py. They appear in the ready line as "smp_devices".
+
 Workarounds for limits of Bumble's virtual controller live here and in fleet_radio.py, not in the product:
 - LE Create Connection Cancel answers success but leaves the connection pending: the station controller
   sends the Connection Complete (status 0x02) that a real controller sends.
@@ -93,6 +98,7 @@ from bumble.gatt import Characteristic, CharacteristicValue, Service
 from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport.tcp_server import open_tcp_server_transport_with_socket
 
+import smp_device
 from fleet_radio import LinkTiming, PacedController, PacedLink, StationController
 
 logger = logging.getLogger("bumble_fleet")
@@ -534,6 +540,8 @@ def argument_parser():
                         help="advertising interval of every device, e.g. 100ms, 1s (default 20ms; plus 0-10 ms advDelay)")
     parser.add_argument("--link-latency", type=argument(parse_latency), default=(0.0, 0.0),
                         help="delay of every LL PDU each way, e.g. 7.5ms or 7.5ms-25ms (default 0: instant)")
+    parser.add_argument("--link-rate", type=argument(lambda t: smp_device.parse_rate(t, "bits")), default=None,
+                        help="bandwidth of each direction of every link, e.g. 400kbit/s (default: the PHY's)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every random choice of the fleet")
     parser.add_argument("--stations", type=int, default=1,
                         help="station controllers (one per adapter or per baseline host), on PORT, PORT+1, ... "
@@ -549,6 +557,7 @@ def argument_parser():
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="stop when stdin closes (the launching test process died)")
     parser.add_argument("--log-level", default="WARNING")
+    smp_device.add_arguments(parser)
     return parser
 
 
@@ -576,10 +585,11 @@ async def main():
                                   security_request=parse_indices(args.security_request))
     os.makedirs(args.state_dir, exist_ok=True)
 
-    link = PacedLink(LinkTiming(args.link_latency, seed=args.seed))
+    link = PacedLink(LinkTiming(args.link_latency, seed=args.seed, rate=args.link_rate))
     try:
         sensors = [SensorV2(spec, link, args.state_dir, seed=args.seed, adv_interval=args.adv_interval,
                             quirks=args.quirk, ack_loss_rate=args.ack_loss_rate) for spec in devices]
+        sensors += smp_device.create(args, link, args.state_dir, args.seed, args.adv_interval)
     except ValueError as error:
         parser.error(str(error))
     for sensor in sensors:
@@ -627,9 +637,11 @@ async def main():
         "event": "ready",
         "port": ports[0],
         "ports": ports,
-        "devices": [s.describe() for s in sensors],
+        "devices": [s.describe() for s in sensors if isinstance(s, SensorV2)],
+        "smp_devices": [s.describe() for s in sensors if isinstance(s, smp_device.SMPDevice)],
         "radio": {"adv_interval_ms": round(args.adv_interval * 1000, 3),
-                  "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed},
+                  "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed,
+                  "link_rate_bps": args.link_rate},
         "stations": {"fal_size": args.fal_size, "max_links": args.max_links, "max_links_at": args.max_links_at,
                      "scan_while_initiating": args.scan_while_initiating},
     }), flush=True)

@@ -11,7 +11,9 @@ get the same radio):
   spaces and the peer's empty acknowledgement; at the connection's data length and PHY). A PDU handed
   over while earlier ones on the same link and direction are still on the air follows them in the same
   connection event (More Data). Order is kept per link and direction. `latency` 0 is Bumble's instant
-  link.
+  link. With a per-link `rate` (bits per second, each direction of each link on its own), a PDU holds
+  the air for at least its bytes at that rate: a link slower than its PHY (short connection events, a
+  busy controller) has a bandwidth of its own.
 - A CONNECT_IND reaches the advertiser it names at once (it is sent T_IFS after the ADV_IND it answers),
   so of two initiators that answer the same advertising event only the first gets the device.
 - Advertising PDUs go only to controllers that listen (scanning or initiating): devices never scan,
@@ -54,9 +56,12 @@ import random
 from bumble import hci, ll
 from bumble.controller import Connection, Controller, LegacyAdvertiser
 from bumble.core import PhysicalTransport
+from bumble.host import Host
 from bumble.link import LocalLink
 
 logger = logging.getLogger("bumble_fleet.radio")
+_controller_logger = logging.getLogger("bumble.controller")
+_host_logger = logging.getLogger("bumble.host")
 
 # Air timing (Vol 6 Part A 3.2, Part B 2.1 and 4.1.1).
 T_IFS = 150e-6
@@ -121,15 +126,22 @@ def max_time(octets):
 
 
 class LinkTiming:
-    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high)."""
+    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high); and
+    `rate`, the bits per second one direction of one link carries at most (None: its PHY's)."""
 
-    def __init__(self, latency=(0.0, 0.0), seed=1):
+    def __init__(self, latency=(0.0, 0.0), seed=1, rate=None):
         self.low, self.high = latency
+        self.rate = rate
         self.rng = random.Random(f"{seed}/link")
+
+    def airtime(self, length, octets, phy):
+        """Seconds `length` bytes hold one direction of a link: at the PHY, and no less than at `rate`."""
+        time = airtime(length, octets, phy)
+        return max(time, length * 8 / self.rate) if self.rate else time
 
     @property
     def paced(self):
-        return self.high > 0
+        return self.high > 0 or bool(self.rate)
 
     def sample(self):
         return self.low if self.low == self.high else self.rng.uniform(self.low, self.high)
@@ -170,7 +182,7 @@ class PacedLink(LocalLink):
         # A PDU handed over while earlier ones are still on the air goes right behind them in the same
         # connection event (More Data); otherwise it waits for the next event.
         start = busy_until if busy_until > now else now + self.timing.sample()
-        end = start + airtime(length, octets, phy)
+        end = start + self.timing.airtime(length, octets, phy)
         self._air_free_at[key] = end
         loop.call_at(end, deliver)
         self.last_arrival = end
@@ -182,6 +194,10 @@ class PacedLink(LocalLink):
         key = (sender_address, receiver_address)
         self._ahead[key] = self._ahead.get(key, 0) + length
         return self.schedule(sender_address, receiver_address, length, octets, phy, done)
+
+    def air_free_at(self, sender_address, receiver_address):
+        """Loop time at which what was handed over from sender to receiver so far has arrived."""
+        return self._air_free_at.get((sender_address, receiver_address), 0.0)
 
     def forget_fragments(self, sender_address, receiver_address):
         """The link went down with a PDU half handed over: its fragments are lost with it."""
@@ -290,6 +306,27 @@ class PacedAdvertiser(LegacyAdvertiser):
         self.timer_handle = asyncio.get_running_loop().call_later(interval, self._on_timer_fired)
 
 
+class QuietHost(Host):
+    """Bumble's host, without formatting each packet for a debug line nobody logs (as PacedController):
+    for a device that moves bulk data, e.g. `Device(name=..., address=..., host=QuietHost(c, c))`."""
+
+    def send_hci_packet(self, packet):
+        if _host_logger.isEnabledFor(logging.DEBUG) or self.snooper:
+            return super().send_hci_packet(packet)
+        if self.hci_sink:
+            self.hci_sink.on_packet(bytes(packet))
+
+    def on_hci_packet(self, packet):
+        if _host_logger.isEnabledFor(logging.DEBUG) or self.snooper:
+            return super().on_hci_packet(packet)
+        if isinstance(packet, hci.HCI_Event):
+            self.on_hci_event_packet(packet)
+        elif isinstance(packet, hci.HCI_AclDataPacket):
+            self.on_hci_acl_data_packet(packet)
+        else:
+            super().on_hci_packet(packet)
+
+
 class PacedController(Controller):
     """A Bumble controller with real timing on a PacedLink (see the module docstring)."""
 
@@ -318,6 +355,28 @@ class PacedController(Controller):
 
     def le_event_enabled(self, subevent):
         return bool(self.event_mask & EVENT_MASK_LE_META) and bool(self.le_event_mask & (1 << (subevent - 1)))
+
+    # -- HCI in and out, without formatting each packet for a debug line nobody logs --
+    # Bumble's controller builds that line (colours and the packet's text) for every packet whatever the
+    # log level (about 15 % of the CPU of an upload, docs/benchmarks.md). The same work, minus that.
+
+    def on_hci_packet(self, packet):
+        if _controller_logger.isEnabledFor(logging.DEBUG):
+            return super().on_hci_packet(packet)
+        if isinstance(packet, hci.HCI_Command):
+            self.on_hci_command_packet(packet)
+        elif isinstance(packet, hci.HCI_AclDataPacket):
+            self.on_hci_acl_data_packet(packet)
+        elif isinstance(packet, hci.HCI_Event):
+            self.on_hci_event_packet(packet)
+        else:
+            super().on_hci_packet(packet)
+
+    def send_hci_packet(self, packet):
+        if _controller_logger.isEnabledFor(logging.DEBUG):
+            return super().send_hci_packet(packet)
+        if self.host:
+            asyncio.get_running_loop().call_soon(self.host.on_packet, bytes(packet))
 
     # -- ACL from the host: completed when it has gone over the air --
 

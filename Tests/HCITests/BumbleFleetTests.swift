@@ -10,32 +10,7 @@ import Testing
        .enabled(if: BumbleFleet.available, "needs Python with bumble: make venv, or set PROVISION_PYTHON"))
 struct BumbleFleetTests {
     @Test func theFixturesOwnTestsPass() async throws {
-        let python = try #require(BumbleFleet.python)
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-tests-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: log) }
-        let output = try FileHandle(forWritingTo: log)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-m", "unittest", "test_bumble_fleet"]
-        process.currentDirectoryURL = BumbleFleet.packageRoot.appendingPathComponent("Tests/Fixtures")
-        process.standardOutput = output
-        process.standardError = output
-        let (exits, exited) = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { exited.yield($0.terminationStatus); exited.finish() }
-        try process.run()
-        let status: Int32
-        do {
-            status = try await withDeadline(.seconds(180), operation: "the fixture's Python tests") {
-                for await status in exits { return status }
-                return -1
-            }
-        } catch {
-            process.terminate()
-            throw error
-        }
-        try output.close()
-        let text = String(decoding: try Data(contentsOf: log), as: UTF8.self)
+        let (status, text) = try await BumbleFleet.runFixtureTests("test_bumble_fleet")
         #expect(status == 0, "python -m unittest test_bumble_fleet:\n\(text)")
         #expect(text.contains("OK"))
     }

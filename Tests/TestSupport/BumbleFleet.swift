@@ -19,6 +19,22 @@ public final class BumbleFleet: Sendable {
         /// The passkey the device displays when it pairs (unless it has the `wrong_passkey` fault).
         public var passkey: String?
     }
+    /// A Zephyr-like MCUmgr peripheral with MCUboot (Tests/Fixtures/smp_device.py; `--smp-devices N`).
+    public struct SMPDevice: Sendable, Decodable {
+        public var id: String
+        public var name: String
+        public var address: String
+        public var state_file: String
+        /// Version and SHA-256 TLV (hex) of the image it runs when the fleet starts.
+        public var version: String
+        public var hash: String
+        public var buf_size: Int
+        public var buf_count: Int
+        public var reassembly: Bool
+        public var params: Bool
+        public var smp_v2: Bool
+        public var faults: [String]
+    }
     /// The fleet's radio timing, as it reports it.
     public struct Radio: Sendable, Decodable, Equatable {
         public var adv_interval_ms: Double
@@ -38,6 +54,7 @@ public final class BumbleFleet: Sendable {
         var port: Int
         var ports: [Int]
         var devices: [Device]
+        var smp_devices: [SMPDevice]?
         var radio: Radio?
         var stations: Stations?
     }
@@ -171,6 +188,8 @@ public final class BumbleFleet: Sendable {
     /// One per station controller (`--stations`); `port` is the first.
     public let ports: [Int]
     public let devices: [Device]
+    /// Its SMP devices (`--smp-devices`, `--smp-config`), whose state files `state(_:)` reads too.
+    public let smpDevices: [SMPDevice]
     /// The radio timing the fleet runs with.
     public let radio: Radio?
     /// What its station controllers do.
@@ -253,6 +272,7 @@ public final class BumbleFleet: Sendable {
         self.port = ready.port
         self.ports = ready.ports
         self.devices = ready.devices
+        self.smpDevices = ready.smp_devices ?? []
         self.radio = ready.radio
         self.stations = ready.stations
         self.stateDirectory = stateDirectory
@@ -264,6 +284,37 @@ public final class BumbleFleet: Sendable {
         let url = stateDirectory.appendingPathComponent("\(id).json")
         let object = try JSONSerialization.jsonObject(with: Data(contentsOf: url))
         return object as? [String: Any] ?? [:]
+    }
+
+    /// Runs a Python test module of Tests/Fixtures (`python -m unittest MODULE`) to its end, within
+    /// `limit`; returns its exit status and everything it printed.
+    public static func runFixtureTests(_ module: String, limit: Duration = .seconds(180)) async throws -> (status: Int32, output: String) {
+        guard let python else { throw BLEError.adapterFailure("no Python with Bumble (set PROVISION_PYTHON)") }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(module)-\(UUID().uuidString).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: log) }
+        let output = try FileHandle(forWritingTo: log)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-m", "unittest", module]
+        process.currentDirectoryURL = packageRoot.appendingPathComponent("Tests/Fixtures")
+        process.standardOutput = output
+        process.standardError = output
+        let (exits, exited) = AsyncStream<Int32>.makeStream()
+        process.terminationHandler = { exited.yield($0.terminationStatus); exited.finish() }
+        try process.run()
+        let status: Int32
+        do {
+            status = try await withDeadline(limit, operation: "the fixture's Python tests (\(module))") {
+                for await status in exits { return status }
+                return -1
+            }
+        } catch {
+            process.terminate()
+            throw error
+        }
+        try output.close()
+        return (status, String(decoding: try Data(contentsOf: log), as: UTF8.self))
     }
 
     /// Stops the fleet: SIGTERM, then SIGKILL if it lingers.
