@@ -22,13 +22,7 @@ extension LineCommand {
             out.err(escaping: "error: `\(role)` is not a role name")
             return ExitCode.invalidInput
         }
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(cs, timeout: .seconds(10), defaultTimeout: .seconds(60))
-        } catch {
-            out.err(escaping: "error: cannot reach the line: \(LineOption.describe(error).message)")
-            return ExitCode.environment
-        }
+        guard let connection = await Self.connect(cs, defaultTimeout: .seconds(60), out: out) else { return ExitCode.environment }
         defer { connection.close() }
         do {
             switch action {

@@ -91,16 +91,20 @@ public struct LineCommand: Command {
         return await status(line: cs, run: arguments.value("run"), json: arguments.flag("json"), out: out)
     }
 
+    /// Connects to the line; nil, after saying why (and `note`), when it cannot be reached.
+    static func connect(_ cs: ConnectionString, defaultTimeout: Duration, out: Output, note: String = "") async -> PostgresConnection? {
+        do {
+            return try await PostgresConnection.connect(cs, timeout: .seconds(10), defaultTimeout: defaultTimeout)
+        } catch {
+            out.err(escaping: "error: cannot reach the line: \(LineOption.describe(error).message)\(note)")
+            return nil
+        }
+    }
+
     // MARK: status
 
     private func status(line cs: ConnectionString, run: String?, json: Bool, out: Output) async -> Int32 {
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(cs, timeout: .seconds(10), defaultTimeout: .seconds(30))
-        } catch {
-            out.err(escaping: "error: cannot reach the line: \(LineOption.describe(error).message)")
-            return ExitCode.environment
-        }
+        guard let connection = await Self.connect(cs, defaultTimeout: .seconds(30), out: out) else { return ExitCode.environment }
         defer { connection.close() }
         do {
             guard let version = try await LineSchema.databaseVersion(connection) else {
@@ -233,12 +237,8 @@ public struct LineCommand: Command {
             return ExitCode.invalidInput
         }
         let entries = spool.unwritten
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(cs, timeout: .seconds(10), defaultTimeout: .seconds(60))
-        } catch {
+        guard let connection = await Self.connect(cs, defaultTimeout: .seconds(60), out: out, note: "; the spool is left as it was") else {
             await spool.close()
-            out.err(escaping: "error: cannot reach the line: \(LineOption.describe(error).message); the spool is left as it was")
             return ExitCode.environment
         }
         defer { connection.close() }

@@ -1,5 +1,4 @@
 import BLE
-import Foundation
 import Support
 import YAML
 
