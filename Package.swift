@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "BLESecurity", dependencies: ["BLE", "CLibCrypto"]),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
         .target(name: "BLESimulator", dependencies: ["BLE", "BLESecurity", "YAML", "Support"]),
-        .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ"]),
+        .target(name: "HCI", dependencies: ["BLE", "BLESecurity", "CBlueZ", "Support"]),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE"]),
         // Workflow and inventory models, validation, templates, codecs.

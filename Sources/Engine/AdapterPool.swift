@@ -19,6 +19,8 @@ final class AdapterPool: Sendable {
 
         var id: String { central.id }
         var isFailed: Bool { failure.withLock { $0 != nil } }
+        /// Its controller is down for now (reset, went away) and being brought up again.
+        var isDown: Bool { central.outage != nil }
 
         /// Takes the adapter out of the run (its devices go to the others); the first reason is kept.
         func markFailed(_ why: String) {
@@ -50,10 +52,20 @@ final class AdapterPool: Sendable {
     /// whose address is known: not one to avoid if possible, then the most free slots.
     func connectingAdapter(avoid: Set<String>) -> Adapter? {
         let usable = adapters.filter { !$0.isFailed && $0.central.connectsByAddress }
-        func score(_ a: Adapter) -> (Int, Int) {
-            (avoid.contains(a.id) ? 0 : 1, a.slots.capacity - a.slots.usage.current)
+        func score(_ a: Adapter) -> (Int, Int, Int) {
+            (a.isDown ? 0 : 1, avoid.contains(a.id) ? 0 : 1, a.slots.capacity - a.slots.usage.current)
         }
         return usable.max { score($0) < score($1) }
+    }
+
+    /// The adapter for a device's connect: `current` unless it failed, or its controller is down while
+    /// another's is up; then the first that is up; then one that is down but not failed (its connects
+    /// wait for the controller to come back).
+    func working(preferring current: Adapter?) -> Adapter? {
+        if let current, !current.isFailed, !current.isDown { return current }
+        if let up = adapters.first(where: { !$0.isFailed && !$0.isDown }) { return up }
+        if let current, !current.isFailed { return current }
+        return adapters.first { !$0.isFailed }
     }
 
     /// Starts the shared scans ahead of the first device. Not on adapters that connect by address: their

@@ -37,6 +37,8 @@ actor DeviceAgent {
     private var irreversibleSent = false
     /// What securing this device's links achieved, over every session so far.
     private var security: SecurityOutcome?
+    /// What the device's last link got from the radio (for the report).
+    private var linkRecord: LinkRecord?
 
     init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
         self.device = device
@@ -122,7 +124,7 @@ actor DeviceAgent {
             rssi: advertisement?.rssi, started: startedAt, durationMs: duration.milliseconds.rounded(toPlaces: 3),
             captured: capturedForReport(), measurements: measurements, steps: records,
             error: failure.map { FailureRecord(kind: $0.kind, step: failedStep, message: $0.message, causes: $0.causes) },
-            resumed: resumed ? true : nil, attRoundTrips: roundTrips, security: securityRecord())
+            resumed: resumed ? true : nil, attRoundTrips: roundTrips, security: securityRecord(), link: linkRecord)
     }
 
     /// Runs one attempt of a step and says how it went, for the supervisor.
@@ -256,8 +258,12 @@ actor DeviceAgent {
         holdsSlot = true
         self.adapter = adapter
         let link: any Link
+        // The link is the next connect step's: it asks the radio for what that step does.
+        let linkWanted = context.workflow.steps[(index + 1)...].lazy.compactMap { step -> LinkPreferences?? in
+            if case .connect(let c) = step.kind { return .some(c.link) } else { return nil }
+        }.first ?? nil
         do {
-            link = try await adapter.central.connect(to: address, options: ConnectOptions(timeout: timeout))
+            link = try await adapter.central.connect(to: address, options: ConnectOptions(timeout: timeout, link: linkWanted))
         } catch {
             releaseSlot()
             adapter.followSlots()
@@ -300,15 +306,12 @@ actor DeviceAgent {
         } else {
             throw DeviceFailure(.invalidInput, "no address to connect to (add a scan step or an address in the inventory)")
         }
-        let adapter: AdapterPool.Adapter
-        if let a = self.adapter, !a.isFailed {
-            adapter = a
-        } else if let a = context.adapters.adapters.first(where: { !$0.isFailed }) {
-            adapter = a
-            self.adapter = a
-        } else {
+        // A held link stays on its adapter; otherwise a controller that is down hands the device on.
+        let chosen = held != nil && self.adapter?.isFailed == false ? self.adapter : context.adapters.working(preferring: self.adapter)
+        guard let adapter = chosen else {
             throw DeviceFailure(.adapterFailure, "no working adapter")
         }
+        self.adapter = adapter
         if held == nil {
             try await adapter.slots.acquire()
             holdsSlot = true
@@ -316,7 +319,7 @@ actor DeviceAgent {
         // The secrets (passkey, OOB data) rendered for this device; never shown (the redactor knows them).
         let asked = try c.security.request(level: c.security.level.securityLevel, lookup: lookup)
         let options = SessionOptions(
-            connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247),
+            connect: ConnectOptions(timeout: timeout, preferredMTU: c.mtu ?? 247, link: c.link),
             reconnect: c.reconnect.attempts > 0 ? .limited(maxAttempts: c.reconnect.attempts, delays: [c.reconnect.delay]) : .disabled,
             discovery: context.fullDiscovery ? .all : .targeted,
             allowUnsupportedProperties: context.allowUndeclared,
@@ -626,10 +629,20 @@ actor DeviceAgent {
         if let s = session {
             roundTripsBefore += await s.roundTrips
             if let outcome = await s.security { security = security.map { $0.followed(by: outcome) } ?? outcome }
+            await recordLink(s)
             await s.disconnect()
         }
         session = nil
         releaseSlot()
+    }
+
+    /// Keeps what the session's link got from the radio, for the report.
+    private func recordLink(_ s: Session) async {
+        guard let p = await s.linkParameters else { return }
+        let mtu = await s.mtu
+        linkRecord = LinkRecord(phy: p.txPHY.rawValue, rxPhy: p.rxPHY == p.txPHY ? nil : p.rxPHY.rawValue, dataLength: p.txOctets,
+                                intervalMs: p.interval.milliseconds.rounded(toPlaces: 3), latency: p.latency,
+                                supervisionTimeoutMs: p.supervisionTimeout.milliseconds.rounded(toPlaces: 3), mtu: mtu)
     }
 
     /// The report's view of the device's security: what its links reached, how, and with which bond;

@@ -19,6 +19,8 @@ final class HeldLinkCentral: Central {
     var connectionSlots: Int { base.connectionSlots }
     var isSimulated: Bool { base.isSimulated }
     var connectsByAddress: Bool { base.connectsByAddress }
+    var stationIdentity: BluetoothAddress? { base.stationIdentity }
+    var outage: String? { base.outage }
 
     func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> { base.scan(filter) }
 

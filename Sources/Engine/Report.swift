@@ -50,12 +50,16 @@ public struct AdapterInfo: Codable, Sendable, Equatable {
     public var failure: String?
     /// Most links held at once.
     public var peakLinks: Int?
-    public init(id: String, simulated: Bool, slots: Int, failure: String? = nil, peakLinks: Int? = nil) {
+    /// The station's identity on this adapter: the address it connects from, under which devices keep
+    /// their bonds with the station (absent for the simulator).
+    public var identity: String?
+    public init(id: String, simulated: Bool, slots: Int, failure: String? = nil, peakLinks: Int? = nil, identity: String? = nil) {
         self.id = id
         self.simulated = simulated
         self.slots = slots
         self.failure = failure
         self.peakLinks = peakLinks
+        self.identity = identity
     }
 }
 
@@ -275,6 +279,8 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var attRoundTrips: Int?
     /// The security its links reached (present when the workflow asks for security).
     public var security: SecurityRecord?
+    /// What its last link got from the radio (present when the adapter can tell).
+    public var link: LinkRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
     /// Set in memory when the outcome could not be journaled (never written to a report).
@@ -282,14 +288,15 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 
     /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
-        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, measurements, name, outcome, resumed,
-             rssi, security, skipReason, started, steps
+        case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, link, measurements, name, outcome,
+             resumed, rssi, security, skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
                 rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
                 measurements: [MeasurementRecord]? = nil, steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil,
-                carriedOver: Bool? = nil, attRoundTrips: Int? = nil, skipReason: String? = nil, security: SecurityRecord? = nil) {
+                carriedOver: Bool? = nil, attRoundTrips: Int? = nil, skipReason: String? = nil, security: SecurityRecord? = nil,
+                link: LinkRecord? = nil) {
         self.id = id
         self.address = address
         self.name = name
@@ -308,6 +315,38 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.attRoundTrips = attRoundTrips
         self.skipReason = skipReason
         self.security = security
+        self.link = link
+    }
+}
+
+/// What a device's last link got from the radio, as its controller reported it: the PHY, the LL payload
+/// (Data Length Extension), the connection interval, latency and supervision timeout, and the ATT MTU.
+public struct LinkRecord: Codable, Sendable, Equatable, SortedRecordKeys {
+    /// Octets per LL packet from the station (27 without Data Length Extension, up to 251).
+    public var dataLength: Int
+    public var intervalMs: Double
+    public var latency: Int
+    /// ATT_MTU of the link's bearer.
+    public var mtu: Int?
+    /// `1M`, `2M` or `coded`: the station's transmitter (the receiver's when they differ is `rx_phy`).
+    public var phy: String
+    /// The receiving PHY, when it differs from `phy`.
+    public var rxPhy: String?
+    public var supervisionTimeoutMs: Double
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case dataLength, intervalMs, latency, mtu, phy, rxPhy, supervisionTimeoutMs
+    }
+
+    public init(phy: String, rxPhy: String? = nil, dataLength: Int, intervalMs: Double, latency: Int, supervisionTimeoutMs: Double, mtu: Int?) {
+        self.phy = phy
+        self.rxPhy = rxPhy
+        self.dataLength = dataLength
+        self.intervalMs = intervalMs
+        self.latency = latency
+        self.supervisionTimeoutMs = supervisionTimeoutMs
+        self.mtu = mtu
     }
 }
 

@@ -244,7 +244,8 @@ public enum Runner {
         for a in pool.adapters {
             let hubFailure = await a.hub.failure
             adapterInfo.append(AdapterInfo(id: a.id, simulated: a.central.isSimulated, slots: a.slots.capacity,
-                                           failure: a.failure.withLock { $0 } ?? hubFailure, peakLinks: a.slots.usage.peak))
+                                           failure: a.failure.withLock { $0 } ?? hubFailure ?? a.central.outage, peakLinks: a.slots.usage.peak,
+                                           identity: a.central.stationIdentity?.description))
         }
         let info = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: adapterInfo,
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,

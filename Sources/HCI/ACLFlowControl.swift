@@ -4,8 +4,10 @@ import BLE
 ///
 /// L2CAP frames are fragmented to the controller's buffer size and each fragment is handed to the
 /// controller only with a credit (one free controller buffer). Credits come back with Number Of
-/// Completed Packets, or when a connection closes (its in-flight packets are flushed). Connections
-/// take turns, one fragment each, so one bulk transfer cannot starve the others. A queued frame's
+/// Completed Packets, or when a connection closes (its in-flight packets are flushed). Each credit goes
+/// to the connection with the fewest packets with the controller (connections take turns among
+/// equals), one fragment at a time: one bulk transfer cannot starve the others, and a link whose
+/// packets leave slowly cannot hold the controller's buffers while 15 others wait. A queued frame's
 /// sender is told (`.sent`) once its last fragment is with the controller, which is how a sender
 /// waits for room (write-without-response backpressure).
 public struct ACLFlowControl: Sendable {
@@ -108,15 +110,23 @@ public struct ACLFlowControl: Sendable {
 
     private mutating func pump() -> [Action] {
         var actions: [Action] = []
-        var idleRounds = 0
-        while credits > 0 && !rotation.isEmpty && idleRounds < rotation.count {
-            let handle = rotation.removeFirst()
-            rotation.append(handle)
-            guard var queue = queues[handle], !queue.isEmpty else {
-                idleRounds += 1
-                continue
+        while credits > 0 {
+            // Of the connections with something to send, the one with the fewest packets with the
+            // controller goes next (the first in turn among equals): a link whose packets leave slowly
+            // (a long connection interval, a slow peer) cannot hold every buffer while others wait.
+            var next: Int?
+            var fewest = Int.max
+            for (i, handle) in rotation.enumerated() where !(queues[handle]?.isEmpty ?? true) {
+                let n = inFlight[handle, default: 0]
+                if n < fewest {
+                    fewest = n
+                    next = i
+                }
             }
-            idleRounds = 0
+            guard let i = next else { break }
+            let handle = rotation.remove(at: i)
+            rotation.append(handle)
+            guard var queue = queues[handle], !queue.isEmpty else { continue }
             let fragment = queue[0].fragments[queue[0].next]
             queue[0].next += 1
             credits -= 1

@@ -1,11 +1,16 @@
+import BLE
+import Support
+
 /// Where an HCI controller is reached, parsed from a spec string:
 ///
 /// - `hci:tcp:HOST:PORT` — a TCP stream carrying H4 (Bumble's `tcp-server`, Zephyr native_sim, …)
-/// - `hci:serial:/dev/ttyACM0[@BAUD]` — a UART with HCI firmware (8N1, RTS/CTS, default 1000000)
+/// - `hci:serial:/dev/ttyACM0?baud=1000000&flow=rtscts` (or `hci:serial:/dev/ttyACM0@BAUD`) — a UART
+///   with HCI firmware: 8N1, `baud` (default 1000000), `flow` `rtscts` (default) or `none`
 /// - `hci:user:INDEX` — the Linux HCI user channel of `hciINDEX`
 public enum AdapterSpec: Sendable, Equatable, CustomStringConvertible {
     case tcp(host: String, port: UInt16)
-    case serial(path: String, baud: Int)
+    /// `flowControl`: RTS/CTS hardware flow control.
+    case serial(path: String, baud: Int, flowControl: Bool = true)
     case user(index: UInt16)
 
     public static let defaultBaud = 1_000_000
@@ -32,24 +37,57 @@ public enum AdapterSpec: Sendable, Equatable, CustomStringConvertible {
             }
             self = .tcp(host: host, port: port)
         } else if rest.hasPrefix("serial:") {
-            let body = rest.dropFirst(7)
+            var body = rest.dropFirst(7)
+            var query: Substring?
+            if let mark = body.firstIndex(of: "?") {
+                query = body[body.index(after: mark)...]
+                body = body[..<mark]
+            }
             var path = String(body)
-            var baud = Self.defaultBaud
-            if let at = body.lastIndex(of: "@") {
-                path = String(body[..<at])
-                let baudText = body[body.index(after: at)...]
+            var baud: Int?
+            var flow = true
+            func parseBaud(_ baudText: Substring) throws(AdapterSpecError) -> Int {
                 guard let b = Int(baudText) else {
                     throw AdapterSpecError(spec: text, reason: "baud rate '\(baudText)' is not a number")
                 }
                 guard Self.supportedBauds.contains(b) else {
                     throw AdapterSpecError(spec: text, reason: "baud rate \(b) is not supported; use one of \(Self.supportedBauds.map(String.init).joined(separator: ", "))")
                 }
-                baud = b
+                return b
+            }
+            if let at = body.lastIndex(of: "@") {
+                path = String(body[..<at])
+                baud = try parseBaud(body[body.index(after: at)...])
+            }
+            if let query {
+                var seen: Set<String> = []
+                for pair in query.split(separator: "&", omittingEmptySubsequences: false) {
+                    guard let eq = pair.firstIndex(of: "="), !pair[..<eq].isEmpty else {
+                        throw AdapterSpecError(spec: text, reason: "'\(pair)' is not name=value; the serial options are baud and flow (e.g. ?baud=1000000&flow=rtscts)")
+                    }
+                    let name = pair[..<eq].lowercased()
+                    let value = pair[pair.index(after: eq)...]
+                    guard seen.insert(name).inserted else { throw AdapterSpecError(spec: text, reason: "'\(name)' is given twice") }
+                    switch name {
+                    case "baud":
+                        guard baud == nil else { throw AdapterSpecError(spec: text, reason: "the baud rate is given twice (@ and ?baud=)") }
+                        baud = try parseBaud(value)
+                    case "flow":
+                        switch value.lowercased() {
+                        case "rtscts", "hw", "hardware", "on": flow = true
+                        case "none", "off": flow = false
+                        default: throw AdapterSpecError(spec: text, reason: "flow '\(value)' is not rtscts or none")
+                        }
+                    default:
+                        let hint = Suggestions.hint(for: name, in: ["baud", "flow"]).map { " (\($0))" } ?? ""
+                        throw AdapterSpecError(spec: text, reason: "unknown serial option '\(name)'\(hint); the serial options are baud and flow")
+                    }
+                }
             }
             guard path.hasPrefix("/") else {
                 throw AdapterSpecError(spec: text, reason: "serial device '\(path)' is not an absolute path such as /dev/ttyACM0")
             }
-            self = .serial(path: path, baud: baud)
+            self = .serial(path: path, baud: baud ?? Self.defaultBaud, flowControl: flow)
         } else if rest.hasPrefix("user:") {
             var body = rest.dropFirst(5)
             if body.hasPrefix("hci") { body = body.dropFirst(3) }
@@ -66,8 +104,18 @@ public enum AdapterSpec: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .tcp(let host, let port): return host.contains(":") ? "hci:tcp:[\(host)]:\(port)" : "hci:tcp:\(host):\(port)"
-        case .serial(let path, let baud): return "hci:serial:\(path)@\(baud)"
+        case .serial(let path, let baud, let flow): return "hci:serial:\(path)?baud=\(baud)&flow=\(flow ? "rtscts" : "none")"
         case .user(let index): return "hci:user:\(index)"
+        }
+    }
+
+    /// The adapter's name for what is kept about it between runs (its generated station identity): the
+    /// transport without its speed settings, `hci:serial:/dev/ttyACM0`, `hci:tcp:HOST:PORT`, `hci:user:0`.
+    /// (A dongle that may come back as another ttyACM is best named by /dev/serial/by-id/….)
+    public var identityKey: String {
+        switch self {
+        case .serial(let path, _, _): return "hci:serial:\(path)"
+        default: return description
         }
     }
 }
@@ -94,6 +142,7 @@ public struct AdapterSpecError: Error, Sendable, Equatable, CustomStringConverti
 /// | `accept-list` | `auto`, `on`, `off` | `auto` |
 /// | `scan-while-connecting` | `auto`, `on`, `off` | `auto` (LE Read Supported States) |
 /// | `rotation` | 100ms–60s | `2s` |
+/// | `address` | the station's identity: a static random address (`C0:…`–`FF:…`) | the controller's, else kept with the bonds |
 public struct AdapterConfiguration: Sendable, Equatable {
     public var spec: AdapterSpec
     public var slots: Int?
@@ -108,9 +157,11 @@ public struct AdapterConfiguration: Sendable, Equatable {
     /// `.some(nil)`: `auto`.
     public var scanWhileConnecting: Bool??
     public var rotation: Duration?
+    /// `address=`: the station's identity on this adapter.
+    public var address: BluetoothAddress?
 
     public static let optionNames = ["slots", "scan-interval", "scan-window", "scan", "conn-interval", "supervision-timeout",
-                                     "data-length", "phy", "accept-list", "scan-while-connecting", "rotation"]
+                                     "data-length", "phy", "accept-list", "scan-while-connecting", "rotation", "address"]
 
     public init(parsing text: String) throws(AdapterSpecError) {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
@@ -179,6 +230,14 @@ public struct AdapterConfiguration: Sendable, Equatable {
                 scanWhileConnecting = value == "auto" ? .some(nil) : .some(try onOff())
             case "rotation":
                 rotation = try duration(100...60000)
+            case "address":
+                guard let a = BluetoothAddress(value, kind: .random) else {
+                    throw fail("address '\(value)' is not an address such as C4:5A:00:00:00:01")
+                }
+                guard a.isValidStaticAddress else {
+                    throw fail("address '\(a)' is not a static random address: its first byte must be C0–FF and the rest not all 0 or all 1 bits")
+                }
+                address = a
             default:
                 throw fail("unknown option '\(name)'; options: \(Self.optionNames.joined(separator: ", "))")
             }
@@ -205,6 +264,7 @@ public struct AdapterConfiguration: Sendable, Equatable {
         if let v = acceptList { options.acceptList = v }
         if let v = scanWhileConnecting { options.scanWhileConnecting = v }
         if let v = rotation { options.rotation = v }
+        if let v = address { options.staticRandomAddress = v }
     }
 
     public static func == (a: Self, b: Self) -> Bool {
@@ -212,7 +272,7 @@ public struct AdapterConfiguration: Sendable, Equatable {
             && a.activeScan == b.activeScan && a.connectionInterval?.min == b.connectionInterval?.min
             && a.connectionInterval?.max == b.connectionInterval?.max && a.supervisionTimeout == b.supervisionTimeout
             && a.dataLength == b.dataLength && a.twoMegabitPHY == b.twoMegabitPHY && a.acceptList == b.acceptList
-            && a.scanWhileConnecting == b.scanWhileConnecting && a.rotation == b.rotation
+            && a.scanWhileConnecting == b.scanWhileConnecting && a.rotation == b.rotation && a.address == b.address
     }
 
     /// `30ms`, `7.5ms`, `2s` → milliseconds; nil when malformed.

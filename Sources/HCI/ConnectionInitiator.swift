@@ -113,8 +113,12 @@ public struct ConnectionInitiator: Sendable {
 
     public enum Event: Sendable, Equatable {
         /// A caller wants a link to `peer`. `inferredType` means the address type is a guess (the
-        /// address was never heard), so turns alternate it.
-        case request(RequestID, peer: BluetoothAddress, inferredType: Bool)
+        /// address was never heard), so turns alternate it. `parameters`: the link's own connection
+        /// parameters (its workflow's), used when it heads an initiation; nil: the configuration's.
+        case request(RequestID, peer: BluetoothAddress, inferredType: Bool, parameters: Parameters? = nil)
+        /// Several callers at once, planned together (connects that waited while the controller was
+        /// brought up again: several go into the Filter Accept List before the first initiation).
+        case requests([Waiting])
         /// The caller gave up (deadline or cancellation).
         case withdraw(RequestID)
         /// An advertisement from `address` was heard (its type is now known).
@@ -150,6 +154,21 @@ public struct ConnectionInitiator: Sendable {
         case note(String)
     }
 
+    /// A caller's request, as `.requests` takes several.
+    public struct Waiting: Sendable, Equatable {
+        public var id: RequestID
+        public var peer: BluetoothAddress
+        public var inferredType: Bool
+        public var parameters: Parameters?
+
+        public init(id: RequestID, peer: BluetoothAddress, inferredType: Bool, parameters: Parameters? = nil) {
+            self.id = id
+            self.peer = peer
+            self.inferredType = inferredType
+            self.parameters = parameters
+        }
+    }
+
     public struct Counters: Sendable, Equatable {
         public var initiations = 0
         public var cancels = 0
@@ -162,6 +181,7 @@ public struct ConnectionInitiator: Sendable {
         var id: RequestID
         var peer: BluetoothAddress
         var inferredType: Bool
+        var parameters: Parameters?
     }
 
     private struct Initiation: Sendable, Equatable {
@@ -233,12 +253,22 @@ public struct ConnectionInitiator: Sendable {
 
     public mutating func handle(_ event: Event) -> [Action] {
         switch event {
-        case .request(let id, let peer, let inferred):
+        case .request(let id, let peer, let inferred, let parameters):
             guard links + pending.count < configuration.slots else {
                 return [.failed(id, .noSlot(configuration.slots))]
             }
-            pending.append(Request(id: id, peer: peer, inferredType: inferred))
+            pending.append(Request(id: id, peer: peer, inferredType: inferred, parameters: parameters))
             return reconcile()
+        case .requests(let all):
+            var actions: [Action] = []
+            for w in all {
+                guard links + pending.count < configuration.slots else {
+                    actions.append(.failed(w.id, .noSlot(configuration.slots)))
+                    continue
+                }
+                pending.append(Request(id: w.id, peer: w.peer, inferredType: w.inferredType, parameters: w.parameters))
+            }
+            return actions + reconcile()
         case .withdraw(let id):
             guard let i = pending.firstIndex(where: { $0.id == id }) else { return [] }
             pending.remove(at: i)
@@ -344,7 +374,8 @@ public struct ConnectionInitiator: Sendable {
             phase = .updatingList(command)
             return [.send(command)]
         }
-        let p = configuration.parameters
+        // The head's own connection parameters (the others get theirs after connecting, when they differ).
+        let p = pending.first?.parameters ?? configuration.parameters
         let create = LECreateConnectionCommand(
             peer: next.head, filterPolicy: next.policy, ownAddressType: p.ownAddressType, scanInterval: p.scanInterval,
             scanWindow: p.scanWindow, intervalMin: p.intervalMin, intervalMax: p.intervalMax, maxLatency: p.latency,

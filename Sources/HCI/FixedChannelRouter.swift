@@ -4,8 +4,9 @@ import BLE
 /// fragments in, whole L2CAP frames routed out.
 ///
 /// - ATT (CID 4) goes to the link's bearer.
-/// - LE signalling (CID 5) is answered here (`LESignalingResponder`); an accepted connection
-///   parameter update also asks the controller for the new parameters.
+/// - LE signalling (CID 5) is answered here (`LESignalingResponder`); a connection parameter update
+///   is accepted within the link's limits (`LinkTuning`), and then asks the controller for the new
+///   parameters.
 /// - SMP (CID 6) goes to the pluggable security handler when one is installed; without one every
 ///   request is answered Pairing Failed / Pairing Not Supported (`SMPResponder`).
 /// - Other channels are dropped and counted.
@@ -17,18 +18,23 @@ public struct FixedChannelRouter: Sendable {
         case smp([UInt8])
         /// Send this payload back on this channel.
         case reply(L2CAPBasicFrame.ChannelID, [UInt8])
-        /// The peer's connection parameter update was accepted: ask the controller for it.
+        /// The peer's connection parameter update was accepted: ask the controller for these.
         case updateParameters(ConnectionParameterUpdateRequest)
+        /// The peer asked for connection parameters outside the link's limits (or invalid ones): refused.
+        case refusedParameters
         /// Bytes were dropped; the text says why.
         case dropped(String)
     }
 
     /// Whether SMP PDUs go to a security handler (true) or are answered "pairing not supported".
     public let securityHandler: Bool
+    /// The link's limits for a peer's connection parameter update (nil: anything valid).
+    public var target: LinkTuning.Target?
     private var reassembler = ACLReassembler()
 
-    public init(securityHandler: Bool = false) {
+    public init(securityHandler: Bool = false, target: LinkTuning.Target? = nil) {
         self.securityHandler = securityHandler
+        self.target = target
     }
 
     /// Takes one ACL packet of the link.
@@ -51,10 +57,14 @@ public struct FixedChannelRouter: Sendable {
         case .att:
             return [.att(frame.payload)]
         case .leSignaling:
-            let (response, accepted) = LESignalingResponder.respond(to: frame.payload)
+            let (response, accepted) = LESignalingResponder.respond(to: frame.payload, target: target)
             var out: [Output] = []
             if let response { out.append(.reply(.leSignaling, response.bytes)) }
-            if let accepted { out.append(.updateParameters(accepted)) }
+            if let accepted {
+                out.append(.updateParameters(accepted))
+            } else if response?.code == .connectionParameterUpdateResponse {
+                out.append(.refusedParameters)
+            }
             return out
         case .smp:
             if securityHandler { return [.smp(frame.payload)] }

@@ -17,20 +17,13 @@ struct SecurityWaiters {
 }
 
 extension HCIAdapter {
-    /// The station's identity on this controller: a static random address (Vol 6 Part B 1.3.2.1)
-    /// derived from its BD_ADDR, so that the same controller is the same station on every run (devices
-    /// keep their bonds under it). Nil when the controller reports no BD_ADDR (all zeros).
+    /// A station identity derived from a controller's BD_ADDR: a static random address (Vol 6 Part B
+    /// 1.3.2.1), so that the same controller is the same station on every run (devices keep their bonds
+    /// under it). Nil when the controller reports no BD_ADDR (all zeros): see `StationIdentity.choose`.
     public static func stationAddress(for bdAddress: BluetoothAddress) -> BluetoothAddress? {
-        guard bdAddress.value != 0 else { return nil }
-        let digest = SHA256.hash(Array("provision station".utf8) + bdAddress.bytes)
-        var bits = digest.prefix(6).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & 0x3FFF_FFFF_FFFF
-        // Neither all zeros nor all ones in the random part.
-        if bits == 0 || bits == 0x3FFF_FFFF_FFFF { bits ^= 1 }
-        return BluetoothAddress(value: bits | 0xC000_0000_0000, kind: .random)
+        StationIdentity.derived(from: bdAddress)
     }
 
-    /// The station's identity address (the own address set at bring-up).
-    public var stationIdentity: BluetoothAddress? { info?.ownAddress }
 
     /// Gives a new link its Security Manager: this station's address, the peer's, the bond kept for the
     /// peer (by identity, or by a stored IRK for a resolvable private address), and the policy that
@@ -38,7 +31,10 @@ extension HCIAdapter {
     func attachSecurity(_ link: HCILink, asked request: SecurityRequest??) {
         guard let own = info?.ownAddress else { return }
         let bond = options.bonds?.resolve(station: own, address: link.peer)
-        let configuration = SMPCentralConfiguration(localAddress: own, peerAddress: link.peer, request: request ?? nil, storedBond: bond)
+        var configuration = SMPCentralConfiguration(localAddress: own, peerAddress: link.peer, request: request ?? nil, storedBond: bond)
+        // A controller that gave its identity root (Zephyr) gives the station an IRK that is the same on
+        // every run: hand it over with the identity address when bonding.
+        if let irk = info?.identity.irk { configuration.localIdentity = SMPLocalIdentity(irk: irk, address: own) }
         feed(.attachSecurity(link.linkID, configuration))
     }
 

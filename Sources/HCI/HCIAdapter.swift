@@ -32,9 +32,23 @@ public actor HCIAdapter: Central {
         /// the controller answers Connection Limit Exceeded.
         public var connectionSlots: Int
         /// The static random address used as own address — the station's identity, under which bonds
-        /// are kept. Nil: derived from the controller's BD_ADDR, so it stays the same across runs
-        /// (`stationAddress(for:)`); random when the controller has no BD_ADDR.
+        /// are kept (`address=` in the spec). Nil: the controller's own static address (Zephyr), else one
+        /// derived from its BD_ADDR, else one generated once for the adapter and kept with the bonds
+        /// (`StationIdentity.choose`).
         public var staticRandomAddress: BluetoothAddress?
+        /// The name the adapter's generated identity is kept under with the bonds (its transport:
+        /// `hci:serial:/dev/ttyACM0`); nil: the adapter's id.
+        public var identityKey: String?
+        /// Resynchronise a stream that loses bytes (reset the controller when bytes that are no packet
+        /// arrive); nil: for UARTs.
+        public var resynchronise: Bool?
+        /// Scan and connect with the extended commands where the controller has them.
+        public var extendedAdvertising = true
+        /// Attempts to reopen a transport that went away before the adapter fails (0: fail at once).
+        public var reopenAttempts = 30
+        /// Where warnings for the operator go (a controller without an address of its own). Default:
+        /// stderr, always.
+        public var warn: @Sendable (String) -> Void = HCIAdapter.defaultWarn
         /// Scan interval and window (LE Set Scan Parameters; the interval is also the initiator's
         /// scan interval and window).
         public var scanInterval: Duration = .milliseconds(60)
@@ -90,23 +104,23 @@ public actor HCIAdapter: Central {
             c.dataLength = dataLength
             c.twoMegabitPHY = twoMegabitPHY
             c.securityHandler = true
+            c.resynchronise = resynchronise ?? false
+            c.reopenAttempts = reopenAttempts
             var p = ConnectionInitiator.Parameters()
             p.scanInterval = c.scan.interval
             p.scanWindow = c.scan.interval
             p.intervalMin = Self.units(connectionIntervalMin, of: 1.25, in: 0x0006...0x0C80)
             p.intervalMax = max(p.intervalMin, Self.units(connectionIntervalMax, of: 1.25, in: 0x0006...0x0C80))
             // Vol 6 Part B 4.5.2: the supervision timeout must exceed twice the interval.
-            let minimumTimeout = UInt16(min(3200, Int(p.intervalMax) * 125 * 2 / 1000 + 1))
-            p.supervisionTimeout = max(minimumTimeout, Self.units(supervisionTimeout, of: 10, in: 0x000A...0x0C80))
+            p.supervisionTimeout = max(LinkTuning.minimumTimeout(intervalMax: p.intervalMax, latency: p.latency),
+                                       Self.units(supervisionTimeout, of: 10, in: 0x000A...0x0C80))
             c.initiator = ConnectionInitiator.Configuration(slots: max(1, connectionSlots), rotation: rotation,
                                                             cancelTimeout: teardownTimeout, parameters: p)
             return c
         }
 
         private static func units(_ d: Duration, of milliseconds: Double, in range: ClosedRange<UInt16>) -> UInt16 {
-            let ms = Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
-            let n = (ms / milliseconds).rounded()
-            return UInt16(max(Double(range.lowerBound), min(Double(range.upperBound), n)))
+            LinkTuning.units(d, of: milliseconds, in: range)
         }
     }
 
@@ -118,6 +132,8 @@ public actor HCIAdapter: Central {
         public var version: LocalVersionReturn
         public var publicAddress: BluetoothAddress
         public var ownAddress: BluetoothAddress
+        /// The station's identity on this controller (`ownAddress`) and where it came from.
+        public var identity: StationIdentity
         public var aclMaxLength: Int
         public var aclPackets: Int
         /// LE Read Filter Accept List Size (0 when the controller would not say).
@@ -125,6 +141,25 @@ public actor HCIAdapter: Central {
         /// LE Read Local Supported Features and LE Read Supported States (nil when not answered).
         public var leFeatures: UInt64?
         public var supportedStates: UInt64?
+        /// Scans and connects with the extended commands.
+        public var extended: Bool
+        /// Times the controller was brought up again during the adapter's life (reset, lost sync,
+        /// transport back).
+        public var reinitialisations: Int
+
+        init(_ p: ControllerSetup.Profile, reinitialisations: Int) {
+            version = p.version
+            publicAddress = p.publicAddress
+            ownAddress = p.identity.address
+            identity = p.identity
+            aclMaxLength = p.capabilities.aclMaxLength
+            aclPackets = p.capabilities.aclPackets
+            acceptListSize = p.capabilities.acceptListSize
+            leFeatures = p.capabilities.leFeatures
+            supportedStates = p.capabilities.supportedStates
+            extended = p.capabilities.extended
+            self.reinitialisations = reinitialisations
+        }
     }
 
     public static let defaultLog: @Sendable (String) -> Void = { line in
@@ -132,6 +167,10 @@ public actor HCIAdapter: Central {
             // The throwing write: a closed stderr drops the line (the legacy write traps on EPIPE).
             try? FileHandle.standardError.write(contentsOf: Data("hci: \(line)\n".utf8))
         }
+    }
+
+    public static let defaultWarn: @Sendable (String) -> Void = { line in
+        try? FileHandle.standardError.write(contentsOf: Data("warning: \(line)\n".utf8))
     }
 
     public nonisolated let id: String
@@ -143,11 +182,22 @@ public actor HCIAdapter: Central {
     public nonisolated var connectsByAddress: Bool { readsLinkRSSI.withLock { $0 } }
     /// Links the adapter can hold; lowered when the controller answers Connection Limit Exceeded.
     public nonisolated var connectionSlots: Int { slotCount.withLock { $0 } }
+    /// The station's identity on this controller (set at bring-up, the same after a re-initialisation).
+    public nonisolated var stationIdentity: BluetoothAddress? { identityAddress.withLock { $0 } }
+    /// Why the controller is down (being brought up again, or failed for good); nil while it is up.
+    public nonisolated var outage: String? { down.withLock { $0 } }
 
-    private let transport: any HCITransport
+    private var transport: any HCITransport
+    /// Opens the transport again after it went away (nil: an adapter opened on a given transport fails).
+    private let reopener: (@Sendable () throws -> any HCITransport)?
+    /// Which transport the read task reads: the end of an older one is not news.
+    private var transportGeneration = 0
     let options: Options
     private let slotCount: Mutex<Int>
     private let readsLinkRSSI = Mutex(false)
+    private let identityAddress = Mutex<BluetoothAddress?>(nil)
+    private let down = Mutex<String?>(nil)
+    private var setupWaiter: CheckedContinuation<Void, any Error>?
     private var host: HCIHost
     public private(set) var info: ControllerInfo?
     private var failure: BLEError?
@@ -179,137 +229,157 @@ public actor HCIAdapter: Central {
         let configuration = try AdapterConfiguration(parsing: spec)
         var options = options
         configuration.apply(to: &options)
-        let transport = try HCITransports.open(configuration.spec)
-        return try await open(transport: transport, id: spec, options: options)
+        if options.identityKey == nil { options.identityKey = configuration.spec.identityKey }
+        if options.resynchronise == nil, case .serial = configuration.spec { options.resynchronise = true }
+        let transportSpec = configuration.spec
+        let transport = try await Self.openOffPool { try HCITransports.open(transportSpec) }
+        return try await open(transport: transport, id: spec, options: options, reopen: { try HCITransports.open(transportSpec) })
     }
 
-    /// Brings up a controller reached through `transport` (closed again when bring-up fails).
-    public static func open(transport: any HCITransport, id: String, options: Options = Options()) async throws -> HCIAdapter {
-        let adapter = HCIAdapter(transport: transport, id: id, options: options)
+    /// Brings up a controller reached through `transport` (closed again when bring-up fails). `reopen`
+    /// opens it again when it goes away (a TCP peer restarting, a dongle re-enumerating); without it,
+    /// the adapter fails then.
+    public static func open(transport: any HCITransport, id: String, options: Options = Options(),
+                            reopen: (@Sendable () throws -> any HCITransport)? = nil) async throws -> HCIAdapter {
+        let adapter = HCIAdapter(transport: transport, id: id, options: options, reopen: reopen)
         await adapter.startReading()
         do {
             try await adapter.bringUp()
         } catch {
-            await adapter.shutdown(BLEError.adapterFailure("bring-up of \(id) failed: \(error)"))
-            throw BLEError.adapterFailure("bring-up of \(id) failed: \(error)")
+            let why: String
+            if case BLEError.adapterFailure(let text) = error { why = text } else { why = "\(error)" }
+            await adapter.shutdown(BLEError.adapterFailure("bring-up of \(id) failed: \(why)"))
+            throw BLEError.adapterFailure("bring-up of \(id) failed: \(why)")
         }
         return adapter
     }
 
-    private init(transport: any HCITransport, id: String, options: Options) {
+    private init(transport: any HCITransport, id: String, options: Options, reopen: (@Sendable () throws -> any HCITransport)?) {
         self.transport = transport
         self.id = id
         self.options = options
+        self.reopener = reopen
         self.slotCount = Mutex(max(1, options.connectionSlots))
-        self.host = HCIHost(options.hostConfiguration)
+        var configuration = options.hostConfiguration
+        if reopen == nil { configuration.reopenAttempts = 0 }
+        self.host = HCIHost(configuration)
+    }
+
+    /// Runs a blocking open (connect with a deadline, tty set-up) on a thread of its own, never on the
+    /// cooperative pool.
+    private static func openOffPool(_ open: @escaping @Sendable () throws -> any HCITransport) async throws -> any HCITransport {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<any HCITransport, any Error>) in
+            Thread.detachNewThread {
+                c.resume(with: Result { try open() })
+            }
+        }
     }
 
     private func startReading() {
         let reads = transport.reads
+        let generation = transportGeneration
         readTask = Task { [weak self] in
             do {
                 for try await chunk in reads {
                     guard let self else { return }
-                    await self.feed(.received(chunk))
+                    await self.feed(.received(chunk), generation: generation)
                 }
-                await self?.shutdown(BLEError.adapterFailure("the controller transport closed"))
+                await self?.transportEnded("the controller transport closed", generation: generation)
             } catch {
-                await self?.shutdown(BLEError.adapterFailure("the controller transport failed: \(error)"))
+                await self?.transportEnded("the controller transport failed: \(error)", generation: generation)
             }
         }
     }
 
+    /// The transport's reads ended: the host decides (reopen, or fail).
+    private func transportEnded(_ why: String, generation: Int) {
+        guard generation == transportGeneration, failure == nil else { return }
+        transport.close()
+        feed(.transportLost(why))
+    }
+
+    /// Opens the transport again, off the cooperative pool, and tells the host how it went.
+    private func reopenTransport() {
+        guard let reopener else {
+            feed(.transportReopenFailed("the adapter cannot reopen its transport"))
+            return
+        }
+        let generation = transportGeneration
+        Task {
+            let result: Result<any HCITransport, any Error>
+            do { result = .success(try await Self.openOffPool(reopener)) } catch { result = .failure(error) }
+            self.reopened(result, generation: generation)
+        }
+    }
+
+    private func reopened(_ result: Result<any HCITransport, any Error>, generation: Int) {
+        guard failure == nil, generation == transportGeneration else {
+            if case .success(let t) = result { t.close() }
+            return
+        }
+        switch result {
+        case .success(let t):
+            transport = t
+            transportGeneration += 1
+            startReading()
+            options.log("\(id): the transport is open again")
+            feed(.transportReopened)
+        case .failure(let error):
+            feed(.transportReopenFailed("\(error)"))
+        }
+    }
+
+    /// Brings the controller up (`ControllerSetup`, driven by the host) and waits for it: the station's
+    /// identity comes from `address=`, the controller, or the bonds file (a generated one is stored
+    /// there before the adapter is used).
     private func bringUp() async throws {
-        try await execute(ResetCommand(), timeout: options.resetTimeout)
-        let version = try decode(try await execute(ReadLocalVersionCommand()), LocalVersionReturn.init(from:))
-        let bdaddr = try decode(try await execute(ReadBDADDRCommand()), BDADDRReturn.init(from:))
-        var length = 0
-        var count = 0
-        let le = try decode(try await execute(LEReadBufferSizeCommand()), LEBufferSizeReturn.init(from:))
-        if le.aclPackets > 0 && le.aclLength > 0 {
-            length = Int(le.aclLength)
-            count = Int(le.aclPackets)
-        } else {
-            // Vol 4 Part E 7.8.2: zero means LE shares the BR/EDR buffers.
-            let shared = try decode(try await execute(ReadBufferSizeCommand()), BufferSizeReturn.init(from:))
-            length = Int(shared.aclLength)
-            count = Int(shared.aclPackets)
+        let key = options.identityKey ?? id
+        var setup = ControllerSetup.Configuration(identity: ControllerSetup.IdentityInputs(
+            configured: options.staticRandomAddress, stored: options.bonds?.stationIdentity(adapter: key),
+            canStore: options.bonds != nil, fresh: StationIdentity.staticAddress(random: UInt64.random(in: 0...UInt64.max))))
+        setup.resetTimeout = options.resetTimeout
+        setup.commandTimeout = options.commandTimeout
+        setup.optionalTimeout = options.optionalCommandTimeout
+        setup.resetAttempts = (options.resynchronise ?? false) ? 3 : 1
+        setup.dataLength = options.dataLength
+        setup.twoMegabitPHY = options.twoMegabitPHY
+        setup.acceptList = options.acceptList != .off
+        setup.extendedAdvertising = options.extendedAdvertising
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            setupWaiter = c
+            feed(.start(setup))
         }
-        guard length > 0, count > 0 else {
-            throw BLEError.adapterFailure("controller reports no ACL buffers (length \(length), count \(count))")
-        }
-        try await execute(SetEventMaskCommand.host)
-        try await execute(LESetEventMaskCommand.host)
-        let own = options.staticRandomAddress ?? Self.stationAddress(for: bdaddr.address) ?? Self.makeStaticRandomAddress()
-        try await execute(LESetRandomAddressCommand(address: own))
-
-        // What the controller can do; a controller that will not say gets the conservative choice.
-        let optional = options.optionalCommandTimeout
-        let features = try? decode(try await execute(LEReadLocalSupportedFeaturesCommand(), timeout: optional), LEFeaturesReturn.init(from:))
-        let states = try? decode(try await execute(LEReadSupportedStatesCommand(), timeout: optional), LESupportedStatesReturn.init(from:))
-        var listSize = 0
-        if options.acceptList != .off,
-           let size = try? decode(try await execute(LEReadFilterAcceptListSizeCommand(), timeout: optional), FilterAcceptListSizeReturn.init(from:)) {
-            // The list starts empty (after Reset it is; a controller that cannot clear it is not used).
-            listSize = (try? await execute(LEClearFilterAcceptListCommand(), timeout: optional)) != nil ? Int(size.size) : 0
-        }
-        var leFeatures = features?.features
-        if options.dataLength, leFeatures.map({ $0 & LEFeaturesReturn.dataLengthExtension != 0 }) == true {
+        guard let info else { throw BLEError.adapterFailure("bring-up ended without the controller's profile") }
+        if info.identity.source == .generated, let bonds = options.bonds {
             do {
-                try await execute(LEWriteSuggestedDefaultDataLengthCommand(), timeout: optional)
-                try await probe(LESetDataLengthCommand(handle: Self.probeHandle), timeout: optional)
+                try await bonds.saveStationIdentity(info.identity.address, adapter: key)
             } catch {
-                options.log("\(id): the controller does not take LE Data Length commands (\(error)); links keep the default length")
-                leFeatures? &= ~LEFeaturesReturn.dataLengthExtension
+                throw BLEError.adapterFailure("the station identity generated for \(id) could not be kept with the bonds: \(error)")
             }
         }
-        if options.twoMegabitPHY, leFeatures.map({ $0 & LEFeaturesReturn.twoMegabitPHY != 0 }) == true {
-            do {
-                try await probe(LESetPHYCommand(handle: Self.probeHandle), timeout: optional)
-            } catch {
-                options.log("\(id): the controller does not take LE Set PHY (\(error)); links stay on LE 1M")
-                leFeatures? &= ~LEFeaturesReturn.twoMegabitPHY
-            }
-        }
-        do {
-            try await probe(ReadRSSICommand(handle: Self.probeHandle), timeout: optional)
-            readsLinkRSSI.withLock { $0 = true }
-        } catch {
-            options.log("\(id): the controller cannot read a link's RSSI (\(error)); scan steps scan before connecting, so each device's RSSI is known")
-        }
-        let capabilities = HCIHost.Capabilities(aclMaxLength: length, aclPackets: count, leFeatures: leFeatures,
-                                                supportedStates: states?.states, acceptListSize: listSize)
-        feed(.controllerReady(capabilities))
-        info = ControllerInfo(version: version, publicAddress: bdaddr.address, ownAddress: own, aclMaxLength: length, aclPackets: count,
-                              acceptListSize: listSize, leFeatures: features?.features, supportedStates: states?.states)
-        options.log("\(id): controller up, HCI version \(version.hciVersion), BD_ADDR \(bdaddr.address), own \(own), ACL \(count)×\(length)")
+        if let warning = info.identity.warning(adapter: id) { options.warn(warning) }
+        options.log("\(id): controller up, HCI version \(info.version.hciVersion), manufacturer 0x\(String(info.version.companyIdentifier, radix: 16)), "
+                    + "BD_ADDR \(info.publicAddress), station \(info.identity), ACL \(info.aclPackets)×\(info.aclMaxLength)")
     }
 
-    /// A connection handle no link has (handles are 0x0000–0x0EFF, Vol 4 Part E 5.4.2).
-    static let probeHandle: UInt16 = 0x0EFF
-
-    /// Sends a per-link command for a handle that does not exist, at bring-up, to learn whether the
-    /// controller takes the command at all: it must answer Unknown Connection Identifier (0x02). A
-    /// controller that does not answer, or does not know the command, throws; once in use it would
-    /// have stalled the command queue (or been asked in vain) on every link.
-    private func probe<C: HCICommand>(_ command: C, timeout: Duration) async throws {
-        do {
-            try await execute(command, timeout: timeout)
-        } catch let error as HCIError where error.status != .unknownCommand && error.status != .unsupportedFeature {
-            // Unknown Connection Identifier (or another per-link refusal): the command is understood.
+    /// The controller is up (again): what it is, and who the station is on it.
+    private func controllerUp(_ profile: ControllerSetup.Profile) {
+        info = ControllerInfo(profile, reinitialisations: host.statistics.reinitialisations)
+        identityAddress.withLock { $0 = profile.identity.address }
+        down.withLock { $0 = nil }
+        readsLinkRSSI.withLock { $0 = profile.capabilities.readsRSSI }
+        if let waiter = setupWaiter {
+            setupWaiter = nil
+            waiter.resume()
+        } else {
+            options.log("\(id): controller up again as \(profile.identity.address)")
         }
     }
 
     /// A static random device address (Vol 6 Part B 1.3.2.1): the two top bits set, the rest random
     /// and neither all zeros nor all ones.
     public static func makeStaticRandomAddress() -> BluetoothAddress {
-        var rng = SystemRandomNumberGenerator()
-        while true {
-            let random = rng.next() & 0x3FFF_FFFF_FFFF
-            if random != 0 && random != 0x3FFF_FFFF_FFFF {
-                return BluetoothAddress(value: random | 0xC000_0000_0000, kind: .random)
-            }
-        }
+        StationIdentity.staticAddress(random: UInt64.random(in: 0...UInt64.max))
     }
 
     private func decode<T>(_ bytes: [UInt8], _ parse: (inout ByteReader) throws(DecodeError) -> T) throws -> T {
@@ -336,6 +406,12 @@ public actor HCIAdapter: Central {
         perform(host.handle(event))
     }
 
+    /// Feeds what the transport of `generation` read (reads of a transport replaced since are dropped).
+    private func feed(_ event: HCIHost.Event, generation: Int) {
+        guard generation == transportGeneration else { return }
+        feed(event)
+    }
+
     private func perform(_ actions: [HCIHost.Action]) {
         for action in actions {
             guard failure == nil else { return }
@@ -359,7 +435,7 @@ public actor HCIAdapter: Central {
                 commandWaiters.removeValue(forKey: token)?.resume(returning: outcome)
             case .connected(let request, let info):
                 let link = HCILink(peer: info.peer, adapter: self, adapterID: id, handle: info.handle, linkID: info.id,
-                                   heardRSSI: info.heardRSSI)
+                                   heardRSSI: info.heardRSSI, parameters: info.parameters)
                 links[info.id] = link
                 if let waiter = connectWaiters.removeValue(forKey: request) {
                     attachSecurity(link, asked: security.connects.removeValue(forKey: request))
@@ -398,6 +474,15 @@ public actor HCIAdapter: Central {
                 slotCount.withLock { $0 = max(1, n) }
             case .log(let line):
                 options.log("\(id): \(line)")
+            case .controllerUp(let profile):
+                controllerUp(profile)
+            case .controllerDown(let why):
+                down.withLock { $0 = "the controller \(why); it is being brought up again" }
+                options.warn("adapter \(id): the controller \(why); its links were dropped (their devices are retried) and it is brought up again as \(info?.ownAddress.description ?? "before")")
+            case .reopenTransport:
+                reopenTransport()
+            case .linkParameters(let linkID, let parameters):
+                links[linkID]?.update(parameters)
             case .failure(let error):
                 shutdown(error)
             }
@@ -444,6 +529,9 @@ public actor HCIAdapter: Central {
             return []
         case .timedOut:
             throw BLEError.timeout(operation: "HCI \(C.opcode.name)", limit: timeout ?? options.commandTimeout)
+        case .controllerReset:
+            throw BLEError.disconnected(DisconnectReason(code: HCIStatus.unspecifiedError.rawValue,
+                                                         text: "the controller was reset before it answered \(C.opcode.name)"))
         }
     }
 
@@ -529,7 +617,7 @@ public actor HCIAdapter: Central {
                 }
                 connectWaiters[request] = c
                 security.connects[request] = connect.security
-                feed(.connect(request, peer, timeout: connect.timeout))
+                feed(.connect(request, peer, timeout: connect.timeout, link: connect.link))
             }
         } onCancel: {
             Task { await self.feed(.cancelConnect(request)) }
@@ -588,11 +676,14 @@ public actor HCIAdapter: Central {
     private func shutdown(_ error: BLEError, linkReason: DisconnectReason = .transportClosed) {
         guard failure == nil else { return }
         failure = error
+        if linkReason != .localHostTerminated { down.withLock { $0 = error.description } }
         options.log("\(id): \(error)")
         transport.close()
         readTask?.cancel()
         for t in timers.values { Timeouts.shared.cancel(t) }
         timers = [:]
+        setupWaiter?.resume(throwing: error)
+        setupWaiter = nil
         for c in commandWaiters.values { c.resume(throwing: error) }
         commandWaiters = [:]
         for c in connectWaiters.values { c.resume(throwing: error) }

@@ -23,6 +23,9 @@ public struct HCICommandFlow: Sendable {
         case commandStatus(CommandStatusEvent)
         /// The deadline armed by `.armTimeout(token, _)` passed.
         case timedOut(Token)
+        /// The controller was reset or went away: every command queued or in flight ends with
+        /// `.controllerReset`, and the controller has room for one command again (Vol 4 Part E 4.4).
+        case reset
     }
 
     /// How a command ended.
@@ -33,6 +36,8 @@ public struct HCICommandFlow: Sendable {
         case status(HCIStatus)
         /// No answer within the deadline.
         case timedOut
+        /// The controller was reset (or went away) before it answered.
+        case controllerReset
     }
 
     public enum Action: Sendable, Equatable {
@@ -103,6 +108,17 @@ public struct HCICommandFlow: Sendable {
             var actions: [Action] = [.note("\(flight.packet.opcode.name) got no answer; carrying on without it")]
             if !flight.abandoned { actions.append(.finished(flight.token, flight.packet, .timedOut)) }
             return actions + pump()
+        case .reset:
+            var actions: [Action] = []
+            for flight in inFlight {
+                actions.append(.disarmTimeout(flight.token))
+                if !flight.abandoned { actions.append(.finished(flight.token, flight.packet, .controllerReset)) }
+            }
+            for queued in queue { actions.append(.finished(queued.token, queued.packet, .controllerReset)) }
+            inFlight = []
+            queue = []
+            credits = 1
+            return actions
         }
     }
 

@@ -236,6 +236,12 @@ public struct LEFeaturesReturn: Sendable, Equatable {
     public static let dataLengthExtension: UInt64 = 1 << 5
     /// LE 2M PHY (bit 8).
     public static let twoMegabitPHY: UInt64 = 1 << 8
+    /// Connection Parameters Request Procedure (bit 1): the peer may send LL_CONNECTION_PARAM_REQ.
+    public static let connectionParametersRequest: UInt64 = 1 << 1
+    /// LE Coded PHY (bit 11).
+    public static let codedPHY: UInt64 = 1 << 11
+    /// LE Extended Advertising (bit 12).
+    public static let extendedAdvertising: UInt64 = 1 << 12
 }
 
 /// Return parameters of HCI_LE_Read_Filter_Accept_List_Size (Vol 4 Part E 7.8.14).

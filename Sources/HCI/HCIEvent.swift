@@ -268,6 +268,54 @@ public struct LEConnectionUpdateCompleteEvent: Sendable, Equatable {
     }
 }
 
+/// HCI_LE_Remote_Connection_Parameter_Request (Vol 4 Part E 7.7.65.6): the peer asks for other
+/// connection parameters (LL_CONNECTION_PARAM_REQ); the host must answer with the Reply or Negative
+/// Reply command, or the procedure times out and the link is lost.
+///
+/// | Parameter | Size |
+/// |---|---|
+/// | Connection_Handle | 2 |
+/// | Interval_Min | 2 |
+/// | Interval_Max | 2 |
+/// | Max_Latency | 2 |
+/// | Timeout | 2 |
+public struct LERemoteConnectionParameterRequestEvent: Sendable, Equatable {
+    public var handle: UInt16
+    public var intervalMin: UInt16
+    public var intervalMax: UInt16
+    public var maxLatency: UInt16
+    public var timeout: UInt16
+
+    public init(handle: UInt16, intervalMin: UInt16, intervalMax: UInt16, maxLatency: UInt16, timeout: UInt16) {
+        self.handle = handle
+        self.intervalMin = intervalMin
+        self.intervalMax = intervalMax
+        self.maxLatency = maxLatency
+        self.timeout = timeout
+    }
+
+    public init(from r: inout ByteReader) throws(DecodeError) {
+        handle = try r.readUInt16LE("Connection_Handle") & 0x0FFF
+        intervalMin = try r.readUInt16LE("Interval_Min")
+        intervalMax = try r.readUInt16LE("Interval_Max")
+        maxLatency = try r.readUInt16LE("Max_Latency")
+        timeout = try r.readUInt16LE("Timeout")
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt16LE(handle)
+        w.writeUInt16LE(intervalMin)
+        w.writeUInt16LE(intervalMax)
+        w.writeUInt16LE(maxLatency)
+        w.writeUInt16LE(timeout)
+    }
+
+    /// The request as the L2CAP one carries it (the same four values).
+    public var request: ConnectionParameterUpdateRequest {
+        ConnectionParameterUpdateRequest(intervalMin: intervalMin, intervalMax: intervalMax, latency: maxLatency, timeout: timeout)
+    }
+}
+
 /// HCI_LE_Data_Length_Change (Vol 4 Part E 7.7.65.7): the LL payload sizes now in use on a link.
 ///
 /// | Parameter | Size |
@@ -554,6 +602,7 @@ public enum HCIEvent: Sendable, Equatable {
     case leConnectionUpdateComplete(LEConnectionUpdateCompleteEvent)
     case leDataLengthChange(LEDataLengthChangeEvent)
     case lePHYUpdateComplete(LEPHYUpdateCompleteEvent)
+    case leRemoteConnectionParameterRequest(LERemoteConnectionParameterRequestEvent)
     case leAdvertisingReport(LEAdvertisingReportEvent)
     case leExtendedAdvertisingReport(LEExtendedAdvertisingReportEvent)
     /// Encryption Change, v1 (no key size) or v2 (`keySize` set).
@@ -593,6 +642,8 @@ public enum HCIEvent: Sendable, Equatable {
             case .connectionUpdateComplete: self = .leConnectionUpdateComplete(try LEConnectionUpdateCompleteEvent(from: &r))
             case .dataLengthChange: self = .leDataLengthChange(try LEDataLengthChangeEvent(from: &r))
             case .phyUpdateComplete: self = .lePHYUpdateComplete(try LEPHYUpdateCompleteEvent(from: &r))
+            case .remoteConnectionParameterRequest:
+                self = .leRemoteConnectionParameterRequest(try LERemoteConnectionParameterRequestEvent(from: &r))
             case .advertisingReport: self = .leAdvertisingReport(try LEAdvertisingReportEvent(from: &r))
             case .extendedAdvertisingReport: self = .leExtendedAdvertisingReport(try LEExtendedAdvertisingReportEvent(from: &r))
             case .longTermKeyRequest: self = .leLongTermKeyRequest(try LELongTermKeyRequestEvent(from: &r))
@@ -620,6 +671,8 @@ public enum HCIEvent: Sendable, Equatable {
         case .leConnectionUpdateComplete(let e): code = .leMeta; w.write(HCILESubeventCode.connectionUpdateComplete.rawValue); e.encode(into: &w)
         case .leDataLengthChange(let e): code = .leMeta; w.write(HCILESubeventCode.dataLengthChange.rawValue); e.encode(into: &w)
         case .lePHYUpdateComplete(let e): code = .leMeta; w.write(HCILESubeventCode.phyUpdateComplete.rawValue); e.encode(into: &w)
+        case .leRemoteConnectionParameterRequest(let e):
+            code = .leMeta; w.write(HCILESubeventCode.remoteConnectionParameterRequest.rawValue); e.encode(into: &w)
         case .leAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.advertisingReport.rawValue); e.encode(into: &w)
         case .leExtendedAdvertisingReport(let e): code = .leMeta; w.write(HCILESubeventCode.extendedAdvertisingReport.rawValue); e.encode(into: &w)
         case .encryptionChange(let e): code = e.keySize == nil ? .encryptionChange : .encryptionChangeV2; e.encode(into: &w)

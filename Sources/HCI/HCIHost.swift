@@ -7,11 +7,15 @@ import BLESecurity
 ///
 /// It owns the H4 decoder and composes the protocol machines, routing each event to the one that
 /// decides and each machine's command through the one command queue:
+/// - `ControllerSetup`: bringing the controller up, the station's identity on it, and again after the
+///   controller reset (Hardware Error), lost sync (a UART that dropped a byte) or went away and came back;
 /// - `HCICommandFlow`: command credits, FIFO, answers matched to commands, command deadlines;
 /// - `ConnectionInitiator` (with `FilterAcceptList`): LE Create Connection, cancel, the accept list;
 /// - `ScanController` (with `AdvertisementCache`): the scan and its pause around initiating;
 /// - `ACLFlowControl`: ACL credits and fragmentation;
-/// - one `FixedChannelRouter` per link: reassembly and the ATT / signalling / SMP channels.
+/// - one `FixedChannelRouter` per link: reassembly and the ATT / signalling / SMP channels;
+/// - `LinkTuning`: each link's data length, PHY and interval, and the answer to a peer that asks for
+///   other connection parameters.
 ///
 /// Links are named by a `LinkID` that is unique for the host's lifetime (the controller reuses handles).
 public struct HCIHost: Sendable {
@@ -45,6 +49,14 @@ public struct HCIHost: Sendable {
         public var securityHandler = false
         /// Randomness and key pairs of the Security Managers (fixed in tests that check golden bytes).
         public var securityRandom: @Sendable () -> any SMPRandomSource = { SystemRandom() }
+        /// The byte stream can lose bytes (a UART): bytes that are no H4 packet, once the stream was in
+        /// step, mean it lost sync — the host resets the controller and brings it up again. Off (TCP,
+        /// the user channel), such bytes are skipped and counted.
+        public var resynchronise = false
+        /// How long to wait before each attempt to reopen a transport that went away (the last value
+        /// repeats); `reopenAttempts` attempts in all before the adapter fails.
+        public var reopenDelays: [Duration] = [.milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1)]
+        public var reopenAttempts = 30
 
         public init() {}
     }
@@ -69,14 +81,25 @@ public struct HCIHost: Sendable {
         public var supportedStates: UInt64?
         /// LE Read Filter Accept List Size (0 when the controller would not say).
         public var acceptListSize: Int
+        /// HCI Read RSSI works on a link (probed at bring-up).
+        public var readsRSSI: Bool
+        /// Scan and connect with the extended commands (LE Set Extended Scan Parameters/Enable, LE
+        /// Extended Create Connection): the controller has them, and extended advertising.
+        public var extended: Bool
+        /// The controller takes LE Remote Connection Parameter Request Reply (so the host answers the
+        /// peer's LL request; without it the controller answers by itself).
+        public var connectionParameterReply: Bool
 
         public init(aclMaxLength: Int, aclPackets: Int, leFeatures: UInt64? = nil, supportedStates: UInt64? = nil,
-                    acceptListSize: Int = 0) {
+                    acceptListSize: Int = 0, readsRSSI: Bool = false, extended: Bool = false, connectionParameterReply: Bool = true) {
             self.aclMaxLength = aclMaxLength
             self.aclPackets = aclPackets
             self.leFeatures = leFeatures
             self.supportedStates = supportedStates
             self.acceptListSize = acceptListSize
+            self.readsRSSI = readsRSSI
+            self.extended = extended
+            self.connectionParameterReply = connectionParameterReply
         }
     }
 
@@ -91,6 +114,11 @@ public struct HCIHost: Sendable {
         public var advertisingReports = 0
         public var connections = 0
         public var orphanConnections = 0
+        /// Times the controller was brought up again (Hardware Error, lost sync, transport back).
+        public var reinitialisations = 0
+        /// Peer requests for other connection parameters accepted and refused (L2CAP and LL).
+        public var parameterRequestsAccepted = 0
+        public var parameterRequestsRefused = 0
 
         public init() {}
     }
@@ -102,6 +130,8 @@ public struct HCIHost: Sendable {
         public var peer: BluetoothAddress
         /// RSSI of the last advertisement heard from the peer, if any.
         public var heardRSSI: Int?
+        /// What the link got, as LE Connection Complete reported it.
+        public var parameters: LinkParameters
     }
 
     /// A deadline the executor arms (and disarms) for the host.
@@ -112,6 +142,8 @@ public struct HCIHost: Sendable {
         case disconnection(LinkID)
         /// The link's Security Manager timer (Vol 3 Part H 3.4).
         case security(LinkID)
+        /// Time to try reopening the transport that went away.
+        case reopen
     }
 
     public enum Event: Sendable, Equatable {
@@ -121,10 +153,12 @@ public struct HCIHost: Sendable {
         case command(Token, HCICommandPacket, timeout: Duration?)
         /// The caller stopped waiting for its command.
         case abandonCommand(Token)
-        /// Bring-up is done: what the controller can do.
+        /// Bring the controller up (`ControllerSetup`); answered by `.controllerUp` or `.failure`.
+        case start(ControllerSetup.Configuration)
+        /// Bring-up was done elsewhere: what the controller can do (tests drive the host from here).
         case controllerReady(Capabilities)
-        /// A caller wants a link to `peer` within `timeout`.
-        case connect(RequestID, BluetoothAddress, timeout: Duration)
+        /// A caller wants a link to `peer` within `timeout`, with what `link` asks of the radio.
+        case connect(RequestID, BluetoothAddress, timeout: Duration, link: LinkPreferences? = nil)
         /// The caller was cancelled.
         case cancelConnect(RequestID)
         /// Drop a link; `reason` is what its owner will be told.
@@ -141,6 +175,13 @@ public struct HCIHost: Sendable {
         case secure(LinkID, RequestID, SecurityRequest)
         /// The caller stopped waiting for its `secure`.
         case cancelSecure(LinkID, RequestID)
+        /// The transport ended (the TCP peer closed, the dongle went away): every link is lost; the host
+        /// asks to reopen it (`.reopenTransport`) and brings the controller up again.
+        case transportLost(String)
+        /// The transport was opened again: the controller is brought up with the same identity.
+        case transportReopened
+        /// Opening it again failed.
+        case transportReopenFailed(String)
     }
 
     public enum Action: Sendable, Equatable {
@@ -169,17 +210,28 @@ public struct HCIHost: Sendable {
         /// The usable connection slots changed.
         case slots(Int)
         case log(String)
-        /// The controller is unusable (hardware error).
+        /// The controller is up (again): what it is, the station's identity on it.
+        case controllerUp(ControllerSetup.Profile)
+        /// The controller reset, lost sync or went away; it is being brought up again (its links are
+        /// down, pending connects wait).
+        case controllerDown(String)
+        /// Open the transport again (it went away).
+        case reopenTransport
+        /// What a link got from the radio changed (interval, PHY, data length).
+        case linkParameters(LinkID, LinkParameters)
+        /// The controller is unusable: bring-up failed, or it went away for good.
         case failure(BLEError)
     }
 
     private enum Owner: Sendable {
         case external
+        case setup(ControllerSetup.Step)
         case initiator(ConnectionInitiator.Command)
         case scanner(ScanController.Command)
         case disconnect(LinkID)
         case tuning(Tuning, LinkID)
         case parameterUpdate(LinkID)
+        case parameterReply(LinkID)
         case encryption(LinkID)
         case longTermKeyRefusal
     }
@@ -187,6 +239,18 @@ public struct HCIHost: Sendable {
     private enum Tuning: String, Sendable {
         case dataLength = "LE Set Data Length"
         case phy = "LE Set PHY"
+        case interval = "LE Connection Update"
+    }
+
+    /// Where the controller is.
+    private enum Phase: Sendable, Equatable {
+        /// Working (also a host that was never started: tests drive it with `.controllerReady`).
+        case up
+        /// `ControllerSetup` runs; `initial` for the first bring-up (a failure then fails the open).
+        case settingUp(initial: Bool)
+        /// The transport went away; `attempt` reopens tried so far.
+        case reopening(attempt: Int)
+        case failed
     }
 
     private struct LinkState: Sendable {
@@ -198,6 +262,8 @@ public struct HCIHost: Sendable {
         var orphan: Bool
         var disconnecting = false
         var localReason: DisconnectReason?
+        var target: LinkTuning.Target
+        var parameters: LinkParameters
     }
 
     public let configuration: Configuration
@@ -212,16 +278,32 @@ public struct HCIHost: Sendable {
     private var owners: [Token: Owner] = [:]
     private var links: [UInt16: LinkState] = [:]
     private var handles: [LinkID: UInt16] = [:]
-    private var requests: [RequestID: (peer: BluetoothAddress, timeout: Duration)] = [:]
+    private var requests: [RequestID: (peer: BluetoothAddress, timeout: Duration, link: LinkPreferences?)] = [:]
     private var nextInternal: UInt64 = HCIHost.internalTokens
     private var nextLink: LinkID = 1
     private var scanWaiting = false
     private var dataLengthOff = false
     private var phyOff = false
     private var security: HCISecurity
+    private var phase = Phase.up
+    private var setup: ControllerSetup?
+    /// The last bring-up's configuration and result (kept to bring the controller up again).
+    private var setupConfiguration: ControllerSetup.Configuration?
+    public private(set) var profile: ControllerSetup.Profile?
+    /// Someone wants advertisements (kept while the controller is down).
+    private var scanWanted = false
+    /// The stream has been in step since the last flush (a Command Complete or Status came).
+    private var synced = false
+    /// Initiator deadlines armed now (disarmed when the machine is replaced).
+    private var initiatorTimers: Set<ConnectionInitiator.Timer> = []
+    /// Counters of machines replaced at a re-initialisation.
+    private var retired = Statistics()
+    /// Restarts since the controller was last up.
+    private var consecutiveRestarts = 0
 
     public init(_ configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        decoder = H4Decoder(fromController: true)
         initiator = ConnectionInitiator(configuration.initiator)
         scanner = ScanController(parameters: configuration.scan, scansWhileInitiating: configuration.scanWhileInitiating ?? false)
         security = HCISecurity(random: configuration.securityRandom)
@@ -230,7 +312,7 @@ public struct HCIHost: Sendable {
     public var statistics: Statistics {
         var s = stats
         s.commandTimeouts = commandFlow.counters.timeouts
-        s.unexpectedEvents += commandFlow.counters.unexpectedAnswers + initiator.counters.lateCompletions
+        s.unexpectedEvents += commandFlow.counters.unexpectedAnswers + initiator.counters.lateCompletions + retired.unexpectedEvents
         return s
     }
 
@@ -242,6 +324,10 @@ public struct HCIHost: Sendable {
     public var slots: Int { initiator.configuration.slots }
     /// Whether the controller is scanning.
     public var isScanning: Bool { scanner.enabled }
+    /// Whether the controller is up (not being brought up, not gone).
+    public var isUp: Bool { phase == .up }
+    /// What a link got from the radio, as its controller last reported it.
+    public func parameters(of link: LinkID) -> LinkParameters? { handles[link].flatMap { links[$0]?.parameters } }
     /// The connection machine (for inspection).
     public var connections: ConnectionInitiator { initiator }
     /// The last advertisement heard from `address`.
@@ -258,10 +344,14 @@ public struct HCIHost: Sendable {
         case .abandonCommand(let token):
             commands(.abandon(token), &out)
             owners[token] = nil
+        case .start(let c):
+            setupConfiguration = c
+            startSetup(initial: true, &out)
         case .controllerReady(let caps):
+            phase = .up
             ready(caps, &out)
-        case .connect(let id, let peer, let timeout):
-            connect(id, peer, timeout, &out)
+        case .connect(let id, let peer, let timeout, let link):
+            connect(id, peer, timeout, link, &out)
         case .cancelConnect(let id):
             withdraw(id, .cancelled, &out)
         case .disconnect(let linkID, let reason):
@@ -276,7 +366,8 @@ public struct HCIHost: Sendable {
         case .cancelSend(let token):
             if acl.cancel(token: token) { out.append(.sendFailed(token, .cancelled)) }
         case .scanWanted(let wanted):
-            scan(scanner.handle(.wanted(wanted)), &out)
+            scanWanted = wanted
+            if phase == .up { scan(scanner.handle(.wanted(wanted)), &out) }
         case .deadline(let deadline):
             expired(deadline, &out)
         case .attachSecurity(let linkID, let c):
@@ -286,13 +377,143 @@ public struct HCIHost: Sendable {
             secure(.secure(linkID, id, request), &out)
         case .cancelSecure(let linkID, let id):
             secure(.cancel(linkID, id), &out)
+        case .transportLost(let why):
+            transportLost(why, &out)
+        case .transportReopened:
+            guard case .reopening = phase else { break }
+            out.append(.log("the transport is back; bringing the controller up again"))
+            startSetup(initial: false, &out)
+        case .transportReopenFailed(let why):
+            reopenFailed(why, &out)
         }
-        let waiting = scanner.sharesRadioWithInitiating
+        let waiting = phase == .up && scanner.sharesRadioWithInitiating
         if waiting != scanWaiting {
             scanWaiting = waiting
             runInitiator(.scanWaiting(waiting), &out)
         }
         return out
+    }
+
+    // MARK: - Controller setup and recovery
+
+    private mutating func startSetup(initial: Bool, _ out: inout [Action]) {
+        guard var c = setupConfiguration else {
+            phase = .failed
+            out.append(.failure(.adapterFailure("the controller must be brought up again, and this host was never told how")))
+            return
+        }
+        if let identity = profile?.identity { c.identity.pinned = identity }
+        var machine = ControllerSetup(c)
+        phase = .settingUp(initial: initial)
+        let actions = machine.start()
+        setup = machine
+        runSetup(actions, &out)
+    }
+
+    private mutating func runSetup(_ actions: [ControllerSetup.Action], _ out: inout [Action]) {
+        for action in actions {
+            switch action {
+            case .send(let step, let packet, let timeout):
+                submit(.setup(step), packet, timeout: timeout, &out)
+            case .flushInput:
+                decoder.flush()
+                synced = false
+            case .done(let p):
+                let again = profile != nil
+                setup = nil
+                profile = p
+                phase = .up
+                consecutiveRestarts = 0
+                ready(p.capabilities, &out)
+                out.append(.controllerUp(p))
+                if again {
+                    out.append(.log("controller up again as \(p.identity.address); \(requests.count) connect(s) waiting resume"))
+                }
+            case .failed(let why):
+                let initial = phase == .settingUp(initial: true)
+                setup = nil
+                phase = .failed
+                out.append(.failure(.adapterFailure(initial ? why : "bringing the controller up again failed: \(why)")))
+            case .log(let text):
+                out.append(.log(text))
+            }
+        }
+    }
+
+    private func reopenDelay(_ attempt: Int) -> Duration {
+        let delays = configuration.reopenDelays
+        guard let last = delays.last else { return .seconds(1) }
+        return attempt < delays.count ? delays[attempt] : last
+    }
+
+    private mutating func transportLost(_ why: String, _ out: inout [Action]) {
+        switch phase {
+        case .failed:
+            return
+        case .settingUp(initial: true):
+            phase = .failed
+            out.append(.failure(.adapterFailure(why)))
+        case .reopening:
+            // Already reopening: a transport that failed while coming back counts as a failed attempt.
+            reopenFailed(why, &out)
+        case .up, .settingUp(initial: false):
+            guard setupConfiguration != nil, configuration.reopenAttempts > 0 else {
+                phase = .failed
+                out.append(.failure(.adapterFailure(why)))
+                return
+            }
+            restart("went away (\(why))", transport: true, &out)
+        }
+    }
+
+    private mutating func reopenFailed(_ why: String, _ out: inout [Action]) {
+        guard case .reopening(let attempt) = phase else { return }
+        let tried = attempt + 1
+        if tried >= configuration.reopenAttempts {
+            phase = .failed
+            out.append(.failure(.adapterFailure("the controller went away and did not come back after \(tried) attempts to reopen it (\(why))")))
+        } else {
+            phase = .reopening(attempt: tried)
+            out.append(.arm(.reopen, reopenDelay(tried)))
+        }
+    }
+
+    /// The controller reset, lost sync or went away: every link is down (its owner hears a retryable
+    /// disconnect), every command ends, the machines start over; connects keep waiting (their own
+    /// deadlines run); then the controller is brought up again with the same identity, or — when the
+    /// transport went away — the transport is reopened first.
+    private mutating func restart(_ why: String, transport: Bool, _ out: inout [Action]) {
+        consecutiveRestarts += 1
+        if consecutiveRestarts > 3 {
+            phase = .failed
+            out.append(.failure(.adapterFailure("the controller \(why), for the \(consecutiveRestarts)th time without coming up in between")))
+            return
+        }
+        let wasInitial = phase == .settingUp(initial: true)
+        stats.reinitialisations += 1
+        let reason = DisconnectReason(code: HCIStatus.unspecifiedError.rawValue, text: "the controller \(why); the adapter brings it up again")
+        // Not up from here: nothing below may start connecting or scanning on the old controller.
+        phase = transport ? .reopening(attempt: 0) : .settingUp(initial: wasInitial)
+        setup = nil
+        for h in Array(links.keys) { linkDown(h, reason: reason, &out) }
+        commands(.reset, &out)
+        owners = [:]
+        for timer in initiatorTimers { out.append(.disarm(.initiator(timer))) }
+        initiatorTimers = []
+        retired.unexpectedEvents += initiator.counters.lateCompletions
+        initiator = ConnectionInitiator(configuration.initiator)
+        scanner = ScanController(parameters: configuration.scan, scansWhileInitiating: false)
+        scanWaiting = false
+        acl = ACLFlowControl(maxFragment: 27, credits: 1)
+        decoder.flush()
+        synced = false
+        out.append(.controllerDown(why))
+        out.append(.log("the controller \(why): \(reason.text); \(requests.count) connect(s) wait for it"))
+        if transport {
+            out.append(.arm(.reopen, reopenDelay(0)))
+        } else {
+            startSetup(initial: wasInitial, &out)
+        }
     }
 
     // MARK: - Bring-up
@@ -303,26 +524,56 @@ public struct HCIHost: Sendable {
         var ic = configuration.initiator
         ic.acceptListSize = configuration.acceptList == .off ? 0 : caps.acceptListSize
         ic.acceptListTrusted = configuration.acceptList == .on
+        for timer in initiatorTimers { out.append(.disarm(.initiator(timer))) }
+        initiatorTimers = []
+        retired.unexpectedEvents += initiator.counters.lateCompletions
         initiator = ConnectionInitiator(ic)
         let states = caps.supportedStates.map { LESupportedStatesReturn(states: $0) }
         let coexist = configuration.scanWhileInitiating ?? states?.scansWhileInitiating(active: configuration.scan.active) ?? false
-        let wanted = scanner.wanted
         scanner = ScanController(parameters: configuration.scan, scansWhileInitiating: coexist)
-        if wanted { scan(scanner.handle(.wanted(true)), &out) }
+        scanWaiting = false
+        if scanWanted { scan(scanner.handle(.wanted(true)), &out) }
         let listText = ic.acceptListSize >= 2
             ? "Filter Accept List of \(ic.acceptListSize)" + (ic.acceptListTrusted ? " (trusted)" : "")
             : "no Filter Accept List in use" + (configuration.acceptList == .off ? " (accept-list=off)" : "")
         out.append(.log("connects with \(listText); \(coexist ? "scans while connecting" : "pauses scanning to connect"); "
-                        + "data length \(wantsDataLength ? "251" : "default"), PHY \(wantsPHY ? "2M" : "1M")"))
+                        + "data length \(wantsDataLength ? "251" : "default"), PHY \(wantsPHY ? "2M" : "1M")"
+                        + (caps.extended ? "; extended scanning and connecting" : "")))
+        // Connects that waited while the controller was down go to the new initiator together, oldest first.
+        let waiting = requests.keys.sorted().compactMap { waitingRequest($0) }
+        if !waiting.isEmpty { runInitiator(.requests(waiting), &out) }
     }
 
-    private var wantsDataLength: Bool {
-        configuration.dataLength && !dataLengthOff
-            && (capabilities?.leFeatures ?? 0) & LEFeaturesReturn.dataLengthExtension != 0
+    /// The controller takes LE Set Data Length (and has not ignored it on a link).
+    private var dataLengthUsable: Bool {
+        !dataLengthOff && (capabilities?.leFeatures ?? 0) & LEFeaturesReturn.dataLengthExtension != 0
     }
 
-    private var wantsPHY: Bool {
-        configuration.twoMegabitPHY && !phyOff && (capabilities?.leFeatures ?? 0) & LEFeaturesReturn.twoMegabitPHY != 0
+    private var phyUsable: Bool {
+        !phyOff && (capabilities?.leFeatures ?? 0) & LEFeaturesReturn.twoMegabitPHY != 0
+    }
+
+    private var wantsDataLength: Bool { configuration.dataLength && dataLengthUsable }
+    private var wantsPHY: Bool { configuration.twoMegabitPHY && phyUsable }
+
+    /// A link's target: the adapter's defaults with what its connect asked for (`LinkTuning`).
+    private func linkTarget(_ preferences: LinkPreferences?) -> LinkTuning.Target {
+        let abilities = LinkTuning.Abilities(dataLength: dataLengthUsable, twoMegabitPHY: phyUsable,
+                                             codedPHY: !phyOff && (capabilities?.leFeatures ?? 0) & LEFeaturesReturn.codedPHY != 0)
+        return LinkTuning.target(defaults: configuration.initiator.parameters, defaultDataLength: wantsDataLength ? 251 : nil,
+                                 defaultPHY: wantsPHY ? .le2M : nil, abilities: abilities, preferences: preferences)
+    }
+
+    /// LE Create Connection parameters for a connect that asks for its own interval, latency or timeout.
+    private func initiatorParameters(_ preferences: LinkPreferences?) -> ConnectionInitiator.Parameters? {
+        guard let p = preferences, p.interval != nil || p.latency != nil || p.supervisionTimeout != nil else { return nil }
+        let t = linkTarget(p)
+        var parameters = configuration.initiator.parameters
+        parameters.intervalMin = t.intervalMin
+        parameters.intervalMax = t.intervalMax
+        parameters.latency = t.latency
+        parameters.supervisionTimeout = t.supervisionTimeout
+        return parameters
     }
 
     // MARK: - Commands
@@ -356,15 +607,26 @@ public struct HCIHost: Sendable {
         switch outcome {
         case .status(let s): return s
         case .complete(let parameters): return parameters.first.map { HCIStatus(rawValue: $0) } ?? .unspecifiedError
-        case .timedOut: return nil
+        case .timedOut, .controllerReset: return nil
         }
     }
 
     private mutating func finished(_ owner: Owner, _ token: Token, _ outcome: HCICommandFlow.Outcome, _ out: inout [Action]) {
         let status = Self.status(of: outcome)
+        if case .controllerReset = outcome {
+            // The controller is being brought up again: only callers hear of their commands; the
+            // machines that sent the others are replaced.
+            if case .external = owner { out.append(.commandFinished(token, outcome)) }
+            return
+        }
         switch owner {
         case .external:
             out.append(.commandFinished(token, outcome))
+        case .setup(let step):
+            guard var machine = setup else { return }
+            let actions = machine.finished(step, outcome)
+            setup = machine
+            runSetup(actions, &out)
         case .initiator(let command):
             let result: ConnectionInitiator.CommandResult = status.map { $0 == .success ? .success : .failed($0) } ?? .timedOut
             runInitiator(.commandFinished(command, result), &out)
@@ -381,10 +643,11 @@ public struct HCIHost: Sendable {
         case .tuning(let tuning, _):
             guard status != .success else { return }
             let global = status == nil || status == .unknownCommand || status == .unsupportedFeature
-            if global {
+            if global && tuning != .interval {
                 switch tuning {
                 case .dataLength: dataLengthOff = true
                 case .phy: phyOff = true
+                case .interval: break
                 }
                 out.append(.log("the controller did not take \(tuning.rawValue) (\(status.map { "\($0)" } ?? "no answer")); not asking again"))
             } else if let status {
@@ -393,6 +656,10 @@ public struct HCIHost: Sendable {
         case .parameterUpdate(let linkID):
             if status != .success {
                 out.append(.log("LE Connection Update for link \(linkID) \(status.map { "failed: \($0)" } ?? "got no answer")"))
+            }
+        case .parameterReply(let linkID):
+            if status != .success {
+                out.append(.log("the answer to link \(linkID)'s connection parameter request \(status.map { "failed: \($0)" } ?? "got no answer")"))
             }
         case .encryption(let linkID):
             if status != .success { secure(.encryptionRefused(linkID, status), &out) }
@@ -403,20 +670,34 @@ public struct HCIHost: Sendable {
 
     // MARK: - Connecting
 
-    private mutating func connect(_ id: RequestID, _ peer: BluetoothAddress, _ timeout: Duration, _ out: inout [Action]) {
-        // The address type: as heard; else an inventory address with the static random address's top
-        // bits (0b11) is taken as random, and turns alternate the guess.
-        var target = peer
+    private mutating func connect(_ id: RequestID, _ peer: BluetoothAddress, _ timeout: Duration, _ link: LinkPreferences?,
+                                  _ out: inout [Action]) {
+        requests[id] = (peer, timeout, link)
+        out.append(.arm(.connect(id), timeout))
+        // While the controller is being brought up the request waits; `ready` hands it over.
+        if phase == .up { feedRequest(id, &out) }
+    }
+
+    /// Hands a waiting connect to the initiator.
+    private mutating func feedRequest(_ id: RequestID, _ out: inout [Action]) {
+        guard let w = waitingRequest(id) else { return }
+        runInitiator(.request(id, peer: w.peer, inferredType: w.inferredType, parameters: w.parameters), &out)
+    }
+
+    /// A waiting connect as the initiator takes it. The address type: as heard; else an inventory
+    /// address with the static random address's top bits (0b11) is taken as random, and turns
+    /// alternate the guess.
+    private func waitingRequest(_ id: RequestID) -> ConnectionInitiator.Waiting? {
+        guard let r = requests[id] else { return nil }
+        var target = r.peer
         var inferred = false
-        if let heard = cache.entry(for: peer) {
+        if let heard = cache.entry(for: r.peer) {
             target.kind = heard.address.kind
-        } else if peer.kind == .public, peer.value >> 46 == 0b11 {
+        } else if r.peer.kind == .public, r.peer.value >> 46 == 0b11 {
             target.kind = .random
             inferred = true
         }
-        requests[id] = (peer, timeout)
-        out.append(.arm(.connect(id), timeout))
-        runInitiator(.request(id, peer: target, inferredType: inferred), &out)
+        return ConnectionInitiator.Waiting(id: id, peer: target, inferredType: inferred, parameters: initiatorParameters(r.link))
     }
 
     private mutating func withdraw(_ id: RequestID, _ error: BLEError, _ out: inout [Action]) {
@@ -427,6 +708,8 @@ public struct HCIHost: Sendable {
     }
 
     private mutating func runInitiator(_ event: ConnectionInitiator.Event, _ out: inout [Action]) {
+        // Nothing goes to a controller that is down: `ready` hands the waiting connects to a new machine.
+        guard phase == .up else { return }
         for action in initiator.handle(event) {
             switch action {
             case .send(let command):
@@ -434,13 +717,14 @@ public struct HCIHost: Sendable {
                     out.append(.log(c.filterPolicy == 0 ? "creating a connection to \(c.peer)"
                         : "creating a connection to whichever of \(initiator.list.entries.count) devices in the Filter Accept List advertises first"))
                 }
-                submit(.initiator(command), command.packet, timeout: configuration.commandTimeout, &out)
+                submit(.initiator(command), wire(command), timeout: configuration.commandTimeout, &out)
             case .requestRadio:
                 scan(scanner.handle(.initiation(true)), &out)
             case .releaseRadio:
                 scan(scanner.handle(.initiation(false)), &out)
             case .connected(let id, let e):
-                let linkID = register(e, orphan: false, &out)
+                let target = linkTarget(requests[id]?.link)
+                let linkID = register(e, orphan: false, target: target, &out)
                 guard requests.removeValue(forKey: id) != nil else {
                     // The caller is gone (cannot happen: withdrawing removes the request first).
                     drop(linkID, &out)
@@ -448,8 +732,10 @@ public struct HCIHost: Sendable {
                 }
                 stats.connections += 1
                 out.append(.disarm(.connect(id)))
-                out.append(.connected(id, LinkInfo(id: linkID, handle: e.handle, peer: e.peer, heardRSSI: cache.entry(for: e.peer)?.rssi)))
-                tune(linkID, e.handle, &out)
+                let parameters = LinkTuning.parameters(interval: e.interval, latency: e.latency, timeout: e.supervisionTimeout)
+                out.append(.connected(id, LinkInfo(id: linkID, handle: e.handle, peer: e.peer, heardRSSI: cache.entry(for: e.peer)?.rssi,
+                                                   parameters: parameters)))
+                tune(linkID, e, target, &out)
                 runInitiator(.links(links.count), &out)
             case .failed(let id, let failure):
                 guard requests.removeValue(forKey: id) != nil else { continue }
@@ -457,12 +743,14 @@ public struct HCIHost: Sendable {
                 out.append(.connectFailed(id, Self.error(failure)))
             case .orphan(let e):
                 stats.orphanConnections += 1
-                let linkID = register(e, orphan: true, &out)
+                let linkID = register(e, orphan: true, target: linkTarget(nil), &out)
                 drop(linkID, &out)
                 runInitiator(.links(links.count), &out)
             case .arm(let timer, let limit):
+                initiatorTimers.insert(timer)
                 out.append(.arm(.initiator(timer), limit))
             case .disarm(let timer):
+                initiatorTimers.remove(timer)
                 out.append(.disarm(.initiator(timer)))
             case .slots(let n):
                 out.append(.slots(n))
@@ -484,26 +772,58 @@ public struct HCIHost: Sendable {
         }
     }
 
-    /// Asks for the data length and PHY a provisioning link wants; a controller that ignores or
-    /// rejects them is asked no more.
-    private mutating func tune(_ linkID: LinkID, _ handle: UInt16, _ out: inout [Action]) {
-        if wantsDataLength {
-            submit(.tuning(.dataLength, linkID), HCICommandPacket(command: LESetDataLengthCommand(handle: handle)),
+    /// Asks for what the link's target wants and the connection did not bring: its data length (LE Set
+    /// Data Length), its PHY (LE Set PHY) and its interval (LE Connection Update). A controller that
+    /// ignores or rejects the first two is asked no more.
+    private mutating func tune(_ linkID: LinkID, _ e: LEConnectionCompleteEvent, _ t: LinkTuning.Target, _ out: inout [Action]) {
+        if let octets = t.dataLength {
+            // TX_Time for that many octets on LE 1M, (octets + 14) × 8 µs; the controller lowers it for
+            // faster PHYs (Vol 6 Part B 4.5.10).
+            let time = UInt16(clamping: max(328, (Int(octets) + 14) * 8))
+            submit(.tuning(.dataLength, linkID), HCICommandPacket(command: LESetDataLengthCommand(handle: e.handle, txOctets: octets, txTime: time)),
                    timeout: configuration.optionalCommandTimeout, &out)
         }
-        if wantsPHY {
-            submit(.tuning(.phy, linkID), HCICommandPacket(command: LESetPHYCommand(handle: handle)),
+        if let phy = t.phy {
+            submit(.tuning(.phy, linkID), HCICommandPacket(command: LESetPHYCommand(handle: e.handle, txPHYs: phy.preferenceBit, rxPHYs: phy.preferenceBit)),
                    timeout: configuration.optionalCommandTimeout, &out)
         }
+        if !LinkTuning.inRange(interval: e.interval, latency: e.latency, t) {
+            let update = LEConnectionUpdateCommand(handle: e.handle, intervalMin: t.intervalMin, intervalMax: t.intervalMax,
+                                                   maxLatency: t.latency, supervisionTimeout: t.supervisionTimeout)
+            submit(.tuning(.interval, linkID), HCICommandPacket(command: update), timeout: configuration.optionalCommandTimeout, &out)
+        }
+    }
+
+    /// The packet a scan command goes out as: the extended commands on a controller that scans with them.
+    private func wire(_ command: ScanController.Command) -> HCICommandPacket {
+        guard capabilities?.extended == true else { return command.packet }
+        switch command {
+        case .parameters(let c):
+            // Primary advertising on LE 1M; the controller follows AUX_ADV_IND to any secondary PHY it has.
+            let p = ExtendedScanPHYParameters(scanType: c.scanType, interval: c.interval, window: c.window)
+            return HCICommandPacket(command: LESetExtendedScanParametersCommand(ownAddressType: c.ownAddressType, filterPolicy: c.filterPolicy,
+                                                                                 phys: LinkPHY.le1M.preferenceBit, parameters: [p]))
+        case .enable(let on):
+            return HCICommandPacket(command: LESetExtendedScanEnableCommand(enable: on))
+        }
+    }
+
+    /// The packet an initiator command goes out as: LE Extended Create Connection on a controller that
+    /// connects with it (scanning LE 1M; parameters for LE 2M too, for an AUX_ADV_IND on LE 2M).
+    private func wire(_ command: ConnectionInitiator.Command) -> HCICommandPacket {
+        guard capabilities?.extended == true, case .create(let c) = command else { return command.packet }
+        let phys = LinkPHY.le1M.preferenceBit | (phyUsable ? LinkPHY.le2M.preferenceBit : 0)
+        return HCICommandPacket(command: LEExtendedCreateConnectionCommand(c, phys: phys))
     }
 
     // MARK: - Scanning
 
     private mutating func scan(_ actions: [ScanController.Action], _ out: inout [Action]) {
+        guard phase == .up else { return }
         for action in actions {
             switch action {
             case .send(let command):
-                submit(.scanner(command), command.packet, timeout: configuration.commandTimeout, &out)
+                submit(.scanner(command), wire(command), timeout: configuration.commandTimeout, &out)
             case .radioFree:
                 runInitiator(.radioGranted, &out)
             case .failed(let why):
@@ -528,7 +848,7 @@ public struct HCIHost: Sendable {
 
     // MARK: - Links
 
-    private mutating func register(_ e: LEConnectionCompleteEvent, orphan: Bool, _ out: inout [Action]) -> LinkID {
+    private mutating func register(_ e: LEConnectionCompleteEvent, orphan: Bool, target: LinkTuning.Target, _ out: inout [Action]) -> LinkID {
         if let old = links[e.handle] {
             out.append(.log("handle 0x\(String(e.handle, radix: 16)) reused while still known; dropping the old link"))
             linkDown(e.handle, reason: old.localReason ?? .supervisionTimeout, &out)
@@ -536,9 +856,20 @@ public struct HCIHost: Sendable {
         let id = nextLink
         nextLink += 1
         links[e.handle] = LinkState(id: id, handle: e.handle, peer: e.peer,
-                                    router: FixedChannelRouter(securityHandler: configuration.securityHandler), orphan: orphan)
+                                    router: FixedChannelRouter(securityHandler: configuration.securityHandler, target: target),
+                                    orphan: orphan, target: target,
+                                    parameters: LinkTuning.parameters(interval: e.interval, latency: e.latency, timeout: e.supervisionTimeout))
         handles[id] = e.handle
         return id
+    }
+
+    /// Records what a link got from the radio and tells the executor.
+    private mutating func update(_ handle: UInt16, _ out: inout [Action], _ change: (inout LinkParameters) -> Void) {
+        guard var link = links[handle] else { return }
+        let before = link.parameters
+        change(&link.parameters)
+        links[handle] = link
+        if link.parameters != before && !link.orphan { out.append(.linkParameters(link.id, link.parameters)) }
     }
 
     private mutating func disconnect(_ linkID: LinkID, reason: DisconnectReason = .localHostTerminated, _ out: inout [Action]) {
@@ -612,21 +943,35 @@ public struct HCIHost: Sendable {
             linkDown(h, reason: link.localReason ?? .localHostTerminated, &out)
         case .security(let linkID):
             secure(.timerExpired(linkID), &out)
+        case .reopen:
+            guard case .reopening = phase else { return }
+            out.append(.reopenTransport)
         }
     }
 
     // MARK: - Incoming
 
     private mutating func receive(_ bytes: [UInt8], _ out: inout [Action]) {
+        guard phase != .failed else { return }
         let before = decoder.discardedBytes
         let packets = decoder.feed(bytes)
-        if decoder.discardedBytes > before {
-            stats.discardedH4Bytes += decoder.discardedBytes - before
-            out.append(.log("skipped \(decoder.discardedBytes - before) byte(s) that are not an H4 packet indicator"))
+        let skipped = decoder.discardedBytes - before
+        if skipped > 0 {
+            stats.discardedH4Bytes += skipped
+            if configuration.resynchronise && synced {
+                // Bytes that are no packet in a stream that was in step: it lost some (a UART). What was
+                // lost may have been anything — a Command Complete, completed packets, a disconnection —
+                // so the controller is reset and brought up again; the decoder looks for the next packet.
+                restart("lost sync with the host (\(skipped) byte(s) that are no H4 packet)", transport: false, &out)
+                return
+            }
+            out.append(.log("skipped \(skipped) byte(s) that are not an H4 packet"))
         }
         for packet in packets {
             switch packet.type {
-            case .event: receiveEvent(packet.bytes, &out)
+            case .event:
+                receiveEvent(packet.bytes, &out)
+                guard phase != .failed else { return }
             case .acl: receiveACL(packet.bytes, &out)
             default:
                 stats.droppedACLPackets += 1
@@ -646,8 +991,11 @@ public struct HCIHost: Sendable {
         }
         switch event {
         case .commandComplete(let e):
+            // In step again: an answer to a command (after a Reset, its answer) is no accident of noise.
+            synced = true
             commands(.commandComplete(e), &out)
         case .commandStatus(let e):
+            synced = true
             commands(.commandStatus(e), &out)
         case .numberOfCompletedPackets(let e):
             for entry in e.entries {
@@ -678,7 +1026,7 @@ public struct HCIHost: Sendable {
                 // A connection as peripheral: nobody here advertises for one.
                 stats.orphanConnections += 1
                 out.append(.log("unexpected connection 0x\(String(e.handle, radix: 16)) from \(e.peer); disconnecting"))
-                let linkID = register(e, orphan: true, &out)
+                let linkID = register(e, orphan: true, target: linkTarget(nil), &out)
                 drop(linkID, &out)
             }
         case .leAdvertisingReport(let e):
@@ -686,13 +1034,35 @@ public struct HCIHost: Sendable {
         case .leExtendedAdvertisingReport(let e):
             advertisingReports(e.reports.map(\.report), &out)
         case .leConnectionUpdateComplete(let e):
-            out.append(.log("connection 0x\(String(e.handle, radix: 16)) parameters: status \(e.status), interval \(e.interval)"))
+            out.append(.log("connection 0x\(String(e.handle, radix: 16)) parameters: status \(e.status), interval \(e.interval) × 1.25 ms, latency \(e.latency), timeout \(e.supervisionTimeout) × 10 ms"))
+            guard e.status == .success else { break }
+            update(e.handle, &out) { p in
+                let n = LinkTuning.parameters(interval: e.interval, latency: e.latency, timeout: e.supervisionTimeout)
+                p.interval = n.interval
+                p.latency = n.latency
+                p.supervisionTimeout = n.supervisionTimeout
+            }
         case .leDataLengthChange(let e):
             out.append(.log("connection 0x\(String(e.handle, radix: 16)) data length: TX \(e.maxTxOctets), RX \(e.maxRxOctets) octets"))
+            update(e.handle, &out) { p in
+                p.txOctets = Int(e.maxTxOctets)
+                p.rxOctets = Int(e.maxRxOctets)
+            }
         case .lePHYUpdateComplete(let e):
             out.append(.log("connection 0x\(String(e.handle, radix: 16)) PHY: status \(e.status), TX \(e.txPHY), RX \(e.rxPHY)"))
+            guard e.status == .success, let tx = LinkPHY(code: e.txPHY), let rx = LinkPHY(code: e.rxPHY) else { break }
+            update(e.handle, &out) { p in
+                p.txPHY = tx
+                p.rxPHY = rx
+            }
+        case .leRemoteConnectionParameterRequest(let e):
+            parameterRequest(e, &out)
         case .hardwareError(let code):
-            out.append(.failure(.adapterFailure("controller hardware error 0x\(String(code, radix: 16))")))
+            guard setupConfiguration != nil else {
+                out.append(.failure(.adapterFailure("controller hardware error 0x\(String(code, radix: 16))")))
+                return
+            }
+            restart("reported hardware error 0x\(String(code, radix: 16))", transport: false, &out)
         case .encryptionChange(let e):
             guard let link = links[e.handle], !link.orphan else { return }
             secure(.encryptionChanged(link.id, e), &out)
@@ -733,14 +1103,39 @@ public struct HCIHost: Sendable {
             case .reply(let channel, let payload):
                 sendInternal(packet.handle, channel, payload, &out)
             case .updateParameters(let p):
+                stats.parameterRequestsAccepted += 1
+                out.append(.log("connection 0x\(String(packet.handle, radix: 16)): the device asked for other parameters (L2CAP); running at interval \(p.intervalMin)–\(p.intervalMax) × 1.25 ms, latency \(p.latency)"))
                 let update = LEConnectionUpdateCommand(handle: packet.handle, intervalMin: p.intervalMin, intervalMax: p.intervalMax,
                                                        maxLatency: p.latency, supervisionTimeout: p.timeout)
                 submit(.parameterUpdate(link.id), HCICommandPacket(command: update), timeout: configuration.optionalCommandTimeout, &out)
+            case .refusedParameters:
+                stats.parameterRequestsRefused += 1
+                out.append(.log("connection 0x\(String(packet.handle, radix: 16)): refused the device's L2CAP request for connection parameters outside the link's limits"))
             case .dropped(let why):
                 stats.droppedACLPackets += 1
                 out.append(.log("handle 0x\(String(packet.handle, radix: 16)): \(why)"))
             }
         }
+    }
+
+    /// The peer asks for other connection parameters (LL Connection Parameters Request procedure): the
+    /// host answers within the link's limits (`LinkTuning.answer`), or refuses with Unacceptable
+    /// Connection Parameters. Unanswered, the procedure would time out and the link be lost.
+    private mutating func parameterRequest(_ e: LERemoteConnectionParameterRequestEvent, _ out: inout [Action]) {
+        let h = String(e.handle, radix: 16)
+        guard let link = links[e.handle], let answer = LinkTuning.answer(e.request, target: link.target) else {
+            stats.parameterRequestsRefused += 1
+            out.append(.log("connection 0x\(h): refused the device's request for interval \(e.intervalMin)–\(e.intervalMax) × 1.25 ms, latency \(e.maxLatency) (outside the link's limits)"))
+            submit(.parameterReply(links[e.handle]?.id ?? 0),
+                   HCICommandPacket(command: LERemoteConnectionParameterRequestNegativeReplyCommand(handle: e.handle)),
+                   timeout: configuration.optionalCommandTimeout, &out)
+            return
+        }
+        stats.parameterRequestsAccepted += 1
+        out.append(.log("connection 0x\(h): the device asked for interval \(e.intervalMin)–\(e.intervalMax) × 1.25 ms, latency \(e.maxLatency); accepted at \(answer.intervalMin)–\(answer.intervalMax), latency \(answer.latency)"))
+        let reply = LERemoteConnectionParameterRequestReplyCommand(handle: e.handle, intervalMin: answer.intervalMin, intervalMax: answer.intervalMax,
+                                                                  maxLatency: answer.latency, timeout: answer.timeout)
+        submit(.parameterReply(link.id), HCICommandPacket(command: reply), timeout: configuration.optionalCommandTimeout, &out)
     }
 
     // MARK: - Security

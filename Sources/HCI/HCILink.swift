@@ -5,6 +5,7 @@ import Synchronization
 public final class HCILink: Link {
     private struct State {
         var reason: DisconnectReason?
+        var parameters: LinkParameters
         var waiters: [UInt64: CheckedContinuation<DisconnectReason, Never>] = [:]
         var nextWaiter: UInt64 = 0
     }
@@ -23,9 +24,11 @@ public final class HCILink: Link {
     let linkID: UInt64
     private let adapter: HCIAdapter
     private let attBearer: HCIATTBearer
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64, heardRSSI: Int?) {
+    init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64, heardRSSI: Int?,
+         parameters: LinkParameters) {
+        self.state = Mutex(State(parameters: parameters))
         self.peer = peer
         self.adapterID = adapterID
         self.handle = handle
@@ -39,6 +42,13 @@ public final class HCILink: Link {
 
     /// Why the link went down, or nil while it is up.
     public var disconnectReason: DisconnectReason? { state.withLock { $0.reason } }
+
+    /// What the link got from the radio: interval, latency and supervision timeout (LE Connection
+    /// Complete, LE Connection Update Complete), PHY (LE PHY Update Complete) and data length (LE Data
+    /// Length Change), as the controller last reported them — kept after the link went down.
+    public var parameters: LinkParameters? { state.withLock { $0.parameters } }
+
+    func update(_ parameters: LinkParameters) { state.withLock { $0.parameters = parameters } }
 
     /// Waits until the link goes down and says why. A cancelled task stops waiting at once and gets
     /// `HCILink.waitCancelled` (code 0x00) if the link is still up.

@@ -240,7 +240,7 @@ public enum HCITransports {
     public static func open(_ spec: AdapterSpec, connectTimeout: Duration = .seconds(5)) throws -> FileDescriptorTransport {
         switch spec {
         case .tcp(let host, let port): return try openTCP(host: host, port: port, timeout: connectTimeout)
-        case .serial(let path, let baud): return try openSerial(path: path, baud: baud)
+        case .serial(let path, let baud, let flow): return try openSerial(path: path, baud: baud, flowControl: flow)
         case .user(let index): return try openUserChannel(index: index)
         }
     }
@@ -314,8 +314,10 @@ public enum HCITransports {
         }
     }
 
-    /// Opens a UART raw, 8N1, with RTS/CTS hardware flow control.
-    public static func openSerial(path: String, baud: Int) throws -> FileDescriptorTransport {
+    /// Opens a UART raw, 8N1, at `baud`, with RTS/CTS hardware flow control unless `flowControl` is
+    /// false, and checks that the port took those settings (a port that cannot run at that speed, or
+    /// without flow control lines, says so instead of garbling every byte).
+    public static func openSerial(path: String, baud: Int, flowControl: Bool = true) throws -> FileDescriptorTransport {
         guard let speed = speed(for: baud) else { throw TransportError("baud rate \(baud) is not supported", errno: EINVAL) }
         let fd = Glibc.open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
         if fd < 0 {
@@ -330,8 +332,8 @@ public enum HCITransports {
             throw TransportError("\(path) is not a serial port (tcgetattr)", errno: e)
         }
         cfmakeraw(&t)
-        t.c_cflag &= ~tcflag_t(CSTOPB | PARENB | CSIZE)
-        t.c_cflag |= tcflag_t(CS8 | CLOCAL | CREAD) | tcflag_t(CRTSCTS)
+        t.c_cflag &= ~(tcflag_t(CSTOPB | PARENB | CSIZE) | tcflag_t(CRTSCTS))
+        t.c_cflag |= tcflag_t(CS8 | CLOCAL | CREAD) | (flowControl ? tcflag_t(CRTSCTS) : 0)
         withUnsafeMutableBytes(of: &t.c_cc) { cc in
             cc[Int(VMIN)] = 1
             cc[Int(VTIME)] = 0
@@ -343,6 +345,25 @@ public enum HCITransports {
             _ = Glibc.close(fd)
             throw TransportError("configure \(path) (tcsetattr)", errno: e)
         }
+        // tcsetattr succeeds when any of the changes took: read them back.
+        var back = termios()
+        if tcgetattr(fd, &back) != 0 {
+            let e = errno
+            _ = Glibc.close(fd)
+            throw TransportError("read back the settings of \(path) (tcgetattr)", errno: e)
+        }
+        if cfgetospeed(&back) != speed || cfgetispeed(&back) != speed {
+            _ = Glibc.close(fd)
+            throw TransportError("\(path) did not take \(baud) baud", errno: EINVAL,
+                                 hint: "use a speed the port and the controller's firmware both support")
+        }
+        if (back.c_cflag & tcflag_t(CRTSCTS) != 0) != flowControl {
+            _ = Glibc.close(fd)
+            throw TransportError("\(path) did not take flow=\(flowControl ? "rtscts" : "none")", errno: EINVAL,
+                                 hint: flowControl ? "a port without RTS/CTS lines needs flow=none (and firmware built without hardware flow control)" : nil)
+        }
+        // Whatever the port held from before (a controller talking to a previous host) is thrown away;
+        // the host's Reset and its decoder deal with the rest (a packet already under way).
         _ = tcflush(fd, TCIOFLUSH)
         return try FileDescriptorTransport(fd: fd, name: path, isSocket: false)
     }

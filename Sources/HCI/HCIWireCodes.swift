@@ -35,6 +35,17 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Never sent by this host (it is never a peripheral); named so a trace can leave its key out.
     public static let leLongTermKeyRequestReply = HCIOpcode(ogf: 0x08, ocf: 0x001A)
     public static let leLongTermKeyRequestNegativeReply = HCIOpcode(ogf: 0x08, ocf: 0x001B)
+    public static let readLocalSupportedCommands = HCIOpcode(ogf: 0x04, ocf: 0x0002)
+    public static let leReadBufferSizeV2 = HCIOpcode(ogf: 0x08, ocf: 0x0060)
+    public static let leSetDefaultPHY = HCIOpcode(ogf: 0x08, ocf: 0x0031)
+    public static let leRemoteConnectionParameterRequestReply = HCIOpcode(ogf: 0x08, ocf: 0x0020)
+    public static let leRemoteConnectionParameterRequestNegativeReply = HCIOpcode(ogf: 0x08, ocf: 0x0021)
+    public static let leSetExtendedScanParameters = HCIOpcode(ogf: 0x08, ocf: 0x0041)
+    public static let leSetExtendedScanEnable = HCIOpcode(ogf: 0x08, ocf: 0x0042)
+    public static let leExtendedCreateConnection = HCIOpcode(ogf: 0x08, ocf: 0x0043)
+    /// Zephyr vendor commands (OGF 0x3F; HCICommands+Zephyr.swift).
+    public static let zephyrReadSupportedCommands = HCIOpcode(ogf: 0x3F, ocf: 0x0002)
+    public static let zephyrReadStaticAddresses = HCIOpcode(ogf: 0x3F, ocf: 0x0009)
 
     public var name: String {
         switch self {
@@ -65,6 +76,16 @@ public struct HCIOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case .leEnableEncryption: return "LE Enable Encryption"
         case .leLongTermKeyRequestReply: return "LE Long Term Key Request Reply"
         case .leLongTermKeyRequestNegativeReply: return "LE Long Term Key Request Negative Reply"
+        case .readLocalSupportedCommands: return "Read Local Supported Commands"
+        case .leReadBufferSizeV2: return "LE Read Buffer Size v2"
+        case .leSetDefaultPHY: return "LE Set Default PHY"
+        case .leRemoteConnectionParameterRequestReply: return "LE Remote Connection Parameter Request Reply"
+        case .leRemoteConnectionParameterRequestNegativeReply: return "LE Remote Connection Parameter Request Negative Reply"
+        case .leSetExtendedScanParameters: return "LE Set Extended Scan Parameters"
+        case .leSetExtendedScanEnable: return "LE Set Extended Scan Enable"
+        case .leExtendedCreateConnection: return "LE Extended Create Connection"
+        case .zephyrReadSupportedCommands: return "Zephyr Read Supported Commands"
+        case .zephyrReadStaticAddresses: return "Zephyr Read Static Addresses"
         default: return "opcode 0x" + String(rawValue, radix: 16)
         }
     }
@@ -101,6 +122,7 @@ public struct HCILESubeventCode: RawRepresentable, Hashable, Sendable {
     public static let enhancedConnectionComplete = HCILESubeventCode(rawValue: 0x0A)
     public static let extendedAdvertisingReport = HCILESubeventCode(rawValue: 0x0D)
     public static let longTermKeyRequest = HCILESubeventCode(rawValue: 0x05)
+    public static let remoteConnectionParameterRequest = HCILESubeventCode(rawValue: 0x06)
 }
 
 /// An HCI status / error code (Core v5.4 Vol 1 Part F). Open.

@@ -97,8 +97,11 @@ public struct ConnectionParameterUpdateRequest: Sendable, Equatable {
 /// What the LE signalling channel answers to a command from the peer, as a pure function.
 public enum LESignalingResponder {
     /// The response to send (nil for none) and, for an accepted parameter update, the parameters
-    /// the host should ask the controller for.
-    public static func respond(to bytes: [UInt8]) -> (response: L2CAPSignal?, accepted: ConnectionParameterUpdateRequest?) {
+    /// the host should ask the controller for. With a link `target`, a parameter update is accepted
+    /// within its limits (`LinkTuning.answer`: the overlap of the two interval ranges); without, any
+    /// request valid by the specification is accepted as it is.
+    public static func respond(to bytes: [UInt8], target: LinkTuning.Target? = nil)
+        -> (response: L2CAPSignal?, accepted: ConnectionParameterUpdateRequest?) {
         guard let signal = try? L2CAPSignal(bytes: bytes) else {
             // Vol 3 Part A 4.1: a malformed command gets Command Reject "not understood" if an
             // identifier can be read at all.
@@ -111,10 +114,10 @@ public enum LESignalingResponder {
             guard let request = try? ConnectionParameterUpdateRequest(from: &r), r.isAtEnd else {
                 return (reject(identifier: signal.identifier), nil)
             }
-            let accepted = request.isAcceptable
+            let answer = target.map { LinkTuning.answer(request, target: $0) } ?? (request.isAcceptable ? request : nil)
             let response = L2CAPSignal(code: .connectionParameterUpdateResponse, identifier: signal.identifier,
-                                       data: [accepted ? 0x00 : 0x01, 0x00])
-            return (response, accepted ? request : nil)
+                                       data: [answer != nil ? 0x00 : 0x01, 0x00])
+            return (response, answer)
         case .commandReject, .connectionParameterUpdateResponse:
             return (nil, nil)
         default:

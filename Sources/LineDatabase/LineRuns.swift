@@ -84,6 +84,13 @@ public struct LineRuns: Sendable {
                   .int(station.pid), .text(run)], timeout: timeout, label: "register station \(station.id)")
     }
 
+    /// Records the station's identity on each of its adapters (in the order of its adapters; empty for
+    /// one that has none), once they are open.
+    public func setIdentities(station: String, identities: [String]) async throws {
+        try await connection.query("UPDATE provision.stations SET identities = $2::text[] WHERE station_id = $1",
+                                   [.text(station), .textArray(identities)], timeout: timeout, label: "record the identities of station \(station)")
+    }
+
     /// Marks a station stopped, with why when it stopped early (its leases, if any, still expire as usual).
     public func stopped(station: String, reason: String? = nil, message: String? = nil) async throws {
         try await connection.query("""
@@ -147,6 +154,9 @@ public struct LineRuns: Sendable {
             public var name: String
             public var host: String
             public var adapters: [String]
+            /// The station's identity on each adapter (empty when not known: a station that has not
+            /// opened its adapters yet, or one of a tool before line schema 4).
+            public var identities: [String]
             public var started: Date
             public var heartbeat: Date
             public var stopped: Date?
@@ -219,7 +229,7 @@ public struct LineRuns: Sendable {
     /// How many devices of each list `status` names.
     public static let listLimit = 20
 
-    /// The status of a run. `heard`: the database has the `provision.heard` table (schema 4 or newer).
+    /// The status of a run. `heard`: the database has the `provision.heard` table (schema 5 or newer).
     public func status(run: String, heard: Bool = true) async throws -> Status {
         var statements = [
             PostgresStatement("""
@@ -273,8 +283,8 @@ public struct LineRuns: Sendable {
         let results = try await connection.pipeline([
             PostgresStatement("SELECT state, count(*) AS n FROM provision.device_status WHERE run_id = $1 GROUP BY state", [.text(run)]),
             PostgresStatement("""
-                SELECT s.station_id, s.name, s.host, to_jsonb(s.adapters) AS adapters, s.started_at, s.heartbeat_at, s.stopped_at,
-                       s.stop_reason, s.stop_message,
+                SELECT s.station_id, s.name, s.host, to_jsonb(s.adapters) AS adapters, coalesce(to_jsonb(s) -> 'identities', '[]') AS identities,
+                       s.started_at, s.heartbeat_at, s.stopped_at, s.stop_reason, s.stop_message,
                        (SELECT count(*) FROM provision.devices AS d
                         WHERE d.run_id = $1 AND d.lease_owner = s.station_id AND d.state = 'claimed' AND d.lease_expires_at > now()) AS leases,
                        (SELECT count(*) FROM provision.outcomes AS o WHERE o.run_id = $1 AND o.station_id = s.station_id) AS outcomes,
@@ -290,7 +300,8 @@ public struct LineRuns: Sendable {
         for row in results[0] { counts[try row.decode("state", as: DeviceState.self)] = try row.decode("n") }
         let stations = try results[1].map { row in
             Status.Station(id: try row.decode("station_id"), name: try row.decode("name"), host: try row.decode("host"),
-                           adapters: try row.decodeJSON("adapters", as: [String].self), started: try row.decode("started_at"),
+                           adapters: try row.decodeJSON("adapters", as: [String].self),
+                           identities: try row.decodeJSON("identities", as: [String].self), started: try row.decode("started_at"),
                            heartbeat: try row.decode("heartbeat_at"), stopped: try row.decodeIfPresent("stopped_at"),
                            stopReason: try row.decodeIfPresent("stop_reason"), stopMessage: try row.decodeIfPresent("stop_message"),
                            leases: try row.decode("leases"), outcomes: try row.decode("outcomes"), outcomesLastMinute: try row.decode("recent"))

@@ -307,7 +307,13 @@ public enum LineSchema {
             PostgresStatement("ALTER TABLE provision.runs ADD COLUMN capture_types jsonb"),
             PostgresStatement("COMMENT ON COLUMN provision.runs.capture_types IS 'The type of each captured value (name to uint, int, real, text, bytes, version, boolean), as the report''s run.capture_types'"),
         ]),
-        Migration(version: 4, name: "devices heard by each station", statements: [
+        Migration(version: 4, name: "station identities per adapter", statements: [
+            // The address each adapter connects from (the station's identity there, under which devices
+            // keep their bonds), known once the adapters are open: `line status` names it.
+            PostgresStatement("ALTER TABLE provision.stations ADD COLUMN identities text[] NOT NULL DEFAULT '{}'"),
+            PostgresStatement("COMMENT ON COLUMN provision.stations.identities IS 'Per adapter (in the order of adapters): the address the station connects from there, empty when none is kept (the simulator)'"),
+        ]),
+        Migration(version: 5, name: "devices heard by each station", statements: [
             // Which station heard which device first, so `provision line status` can name the pending
             // devices nobody hears. No foreign key: a key check would lock the device row that claims
             // take with SKIP LOCKED. One row per station and device, written once.

@@ -179,6 +179,11 @@ public actor LineStation {
     /// Releases everything held (but `keep`), marks the station stopped (with why, when it stopped
     /// early) and closes the connections. The devices kept stay claimed until their leases expire: a
     /// station keeps those whose outcomes it could not write yet.
+    /// Records the station's identity on each of its adapters (`LineRuns.setIdentities`).
+    public func setIdentities(_ identities: [String]) async throws {
+        try await LineRuns(connection: try await liveConnection(), timeout: timeout).setIdentities(station: station.id, identities: identities)
+    }
+
     public func leave(keep: Set<String> = [], reason: String? = nil, message: String? = nil) async throws {
         let release = held.keys.filter { !keep.contains($0) }
         if !release.isEmpty { try await self.release(release) }

@@ -355,6 +355,13 @@ public actor LineRunStore: RunStore, DeviceClaims {
         return ClaimProgress(pending: p.pending, claimed: p.claimed, unwrittenHere: shared.withLock { $0.spooled })
     }
 
+    /// Tells the line the station's identity on each of its adapters (in the order of `--adapter`; empty
+    /// for one without), once they are open: `provision line status` names them.
+    public func recordIdentities(_ identities: [String]) async throws {
+        guard let station = shared.withLock({ $0.station }) else { throw RunStoreError("the line is not open") }
+        try await station.setIdentities(identities)
+    }
+
     public func keepLeases(lost: @escaping @Sendable ([String]) -> Void) async {
         lostHandler = lost
     }

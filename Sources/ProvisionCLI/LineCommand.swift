@@ -116,7 +116,7 @@ public struct LineCommand: Command {
                 out.err(escaping: "error: " + (run.map { "the line has no run `\($0)`" } ?? "the line has no run yet"))
                 return ExitCode.invalidInput
             }
-            let status = try await runs.status(run: row.run.id, heard: version >= 4)
+            let status = try await runs.status(run: row.run.id, heard: version >= 5)
             if json {
                 out.out(Self.json(row, status))
             } else {
@@ -166,7 +166,11 @@ public struct LineCommand: Command {
         lines.append(rate)
         lines.append("stations: \(s.stations.count)")
         for st in s.stations {
-            var l = "  \(st.name)  \(st.id)  on \(st.host)  adapters \(st.adapters.joined(separator: ","))  leases \(st.leases)"
+            var l = "  \(st.name)  \(st.id)  on \(st.host)  adapters \(st.adapters.joined(separator: ","))"
+            if st.identities.contains(where: { !$0.isEmpty }) {
+                l += "  as \(st.identities.map { $0.isEmpty ? "-" : $0 }.joined(separator: ","))"
+            }
+            l += "  leases \(st.leases)"
             l += "  outcomes \(st.outcomes) (\(st.outcomesLastMinute) in the last minute)"
             if let stopped = st.stopped {
                 l += "  stopped \(WallClock.iso(stopped))"
@@ -202,7 +206,8 @@ public struct LineCommand: Command {
         ]
         if let ended = row.ended { run["ended"] = WallClock.iso(ended) }
         let stations: [[String: Any]] = s.stations.map { st in
-            var o: [String: Any] = ["id": st.id, "name": st.name, "host": st.host, "adapters": st.adapters, "leases": st.leases,
+            var o: [String: Any] = ["id": st.id, "name": st.name, "host": st.host, "adapters": st.adapters, "identities": st.identities,
+                                    "leases": st.leases,
                                     "outcomes": st.outcomes, "outcomes_last_minute": st.outcomesLastMinute,
                                     "started": WallClock.iso(st.started), "heartbeat": WallClock.iso(st.heartbeat)]
             if let stopped = st.stopped { o["stopped"] = WallClock.iso(stopped) }

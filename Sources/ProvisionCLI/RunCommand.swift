@@ -303,6 +303,14 @@ public struct RunCommand: Command {
         if !tracePaths.isEmpty { out.err(escaping: TraceOutputs.secretsNote(tracePaths)) }
         // Without --slots, say when the radios hold fewer links than the concurrency asked for.
         if let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: slots, adapters: centrals) { out.err(note) }
+        // The line learns who the station is on each adapter (`line status`); not knowing it stops nothing.
+        if let lineStore {
+            do {
+                try await lineStore.recordIdentities(centrals.map { $0.stationIdentity?.description ?? "" })
+            } catch {
+                out.err(escaping: "warning: the line did not take the station's identities: \(LineOption.describe(error).message)")
+            }
+        }
 
         var options = RunOptions(journalPath: plan.absolute(journalPath), reportPath: plan.absolute(reportPath))
         options.concurrency = concurrency

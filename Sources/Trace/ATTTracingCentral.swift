@@ -29,6 +29,8 @@ public final class ATTTracingCentral: Central {
     public var connectionSlots: Int { base.connectionSlots }
     public var isSimulated: Bool { base.isSimulated }
     public var connectsByAddress: Bool { base.connectsByAddress }
+    public var stationIdentity: BluetoothAddress? { base.stationIdentity }
+    public var outage: String? { base.outage }
 
     public func scan(_ filter: ScanFilter) -> AsyncThrowingStream<Advertisement, any Error> { base.scan(filter) }
 
@@ -55,6 +57,7 @@ final class TracedLink: Link {
     func waitForDisconnect() async -> DisconnectReason { await base.waitForDisconnect() }
     func disconnect() async { await base.disconnect() }
     func readRSSI() async -> Int? { await base.readRSSI() }
+    var parameters: LinkParameters? { base.parameters }
     /// Pairing and encryption are the wrapped link's (its SMP is not ATT: it is not traced here).
     func secure(_ request: SecurityRequest) async throws -> SecurityOutcome { try await base.secure(request) }
 }

@@ -236,10 +236,14 @@ extension Step {
         /// The connection's reconnect policy after defaults.
         public var reconnect: ReconnectPolicy
         public var security: Security
-        public init(mtu: Int? = nil, reconnect: ReconnectPolicy = .standard, security: Security = .none) {
+        /// What the link should get from the radio (`interval`, `latency`, `supervision_timeout`, `phy`,
+        /// `data_length`); nil: the adapter's defaults.
+        public var link: LinkPreferences?
+        public init(mtu: Int? = nil, reconnect: ReconnectPolicy = .standard, security: Security = .none, link: LinkPreferences? = nil) {
             self.mtu = mtu
             self.reconnect = reconnect
             self.security = security
+            self.link = link
         }
     }
 

@@ -48,10 +48,12 @@ public struct WorkflowParser: Sendable {
     static let topKeys = ["name", "description", "defaults", "vars", "steps"]
     /// The security options `connect` and `pair` share (`connect` adds `upgrade`).
     static let securityKeys = ["security", "passkey", "oob", "legacy", "bond", "on_bond_lost"]
+    /// The keys of `connect` that say what the link should get from the radio.
+    static let linkKeys = ["interval", "latency", "supervision_timeout", "phy", "data_length"]
     static let commonKeys = ["name", "timeout", "retry", "retry_from", "when", "optional", "continue_on_error"]
     static let optionKeys: [String: [String]] = [
         "scan": ["address", "name", "services", "manufacturer", "min_rssi"],
-        "connect": ["mtu", "reconnect"] + securityKeys + ["upgrade"],
+        "connect": ["mtu", "reconnect"] + securityKeys + ["upgrade"] + linkKeys,
         "pair": securityKeys,
         "discover": ["all", "services"],
         "read": ["service", "characteristic", "id", "as"],
@@ -515,7 +517,68 @@ struct ParserState {
         if let m = options["mtu"] { if let v = reader.integer(m, "`mtu`", in: 23...517) { c.mtu = v } else { ok = false } }
         if let r = options["reconnect"] { if let v = reader.reconnect(r) { c.reconnect = v } else { ok = false } }
         if let s = security(options, step: "connect") { c.security = s } else { ok = false }
+        if let l = linkPreferences(options) { c.link = l.isEmpty ? nil : l } else { ok = false }
         return ok ? .connect(c) : nil
+    }
+
+    /// `connect: { interval: 7.5ms..15ms, latency: 0, supervision_timeout: 4s, phy: 2M, data_length: 251 }`
+    /// (Core v5.4 Vol 6 Part B 4.5.1, 4.5.10): nil after an error (reported), empty when none is given.
+    mutating func linkPreferences(_ options: YAMLNode) -> LinkPreferences? {
+        var l = LinkPreferences()
+        var ok = true
+        if let n = options["interval"], let text = reader.string(n, "`interval`") {
+            let bounds = text.split(separator: "..", omittingEmptySubsequences: false).map { String($0).trimmingSpaces }
+            var parsed: [Duration] = []
+            if bounds.count <= 2 {
+                for b in bounds {
+                    guard case .success(let d) = DurationText.parse(b) else { break }
+                    parsed.append(d)
+                }
+            }
+            if parsed.count != bounds.count || parsed.isEmpty {
+                reader.error("`interval` is `MIN..MAX` or one duration, like `7.5ms..15ms`, not `\(text)`", at: n.mark,
+                             hint: "durations with units; the connection interval runs from 7.5ms to 4s in steps of 1.25ms")
+                ok = false
+            } else if let lo = parsed.first, let hi = parsed.last {
+                if lo > hi {
+                    reader.error("`interval` \(text): the minimum is above the maximum", at: n.mark)
+                    ok = false
+                } else if !LinkPreferences.intervalRange.contains(lo) || !LinkPreferences.intervalRange.contains(hi) {
+                    reader.error("`interval` \(text) is outside 7.5ms..4s", at: n.mark,
+                                 hint: "the connection interval runs from 7.5ms to 4s (Core Vol 6 Part B 4.5.1)")
+                    ok = false
+                } else {
+                    l.interval = lo...hi
+                }
+            }
+        }
+        if let n = options["latency"] {
+            if let v = reader.integer(n, "`latency`", in: LinkPreferences.latencyRange) { l.latency = v } else { ok = false }
+        }
+        if let n = options["supervision_timeout"] {
+            if let d = reader.duration(n, "`supervision_timeout`", max: .seconds(32)) {
+                if d < .milliseconds(100) {
+                    reader.error("`supervision_timeout` must be at least 100ms", at: n.mark)
+                    ok = false
+                } else {
+                    l.supervisionTimeout = d
+                }
+            } else { ok = false }
+        }
+        if let n = options["phy"], let text = reader.string(n, "`phy`") {
+            let names = LinkPHY.allCases.map(\.rawValue)
+            if let phy = LinkPHY.allCases.first(where: { $0.rawValue.lowercased() == text.lowercased() }) {
+                l.phy = phy
+            } else {
+                reader.error("`phy` is \(names.map { "`\($0)`" }.joined(separator: ", ")), not `\(text)`", at: n.mark,
+                             hint: Suggestions.hint(for: text, in: names))
+                ok = false
+            }
+        }
+        if let n = options["data_length"] {
+            if let v = reader.integer(n, "`data_length`", in: LinkPreferences.dataLengthRange) { l.dataLength = v } else { ok = false }
+        }
+        return ok ? l : nil
     }
 
     /// The security options of `connect` or `pair` (docs/workflow.md, "Security"). Passkeys and OOB data

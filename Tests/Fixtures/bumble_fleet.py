@@ -34,9 +34,33 @@ Station controllers (what a real controller does; see fleet_radio.py):
   --no-scan-while-initiating
                           LE Read Supported States says scanning while initiating is not supported, and
                           the combination is refused with Command Disallowed (0x0C).
+  --controller KIND       `bumble` (default) or `zephyr`: a Zephyr-like controller (manufacturer 0x05F1,
+                          BD_ADDR zero, vendor Read Static Addresses giving station N the static
+                          address C4:5A:00:00:00:0N, 251-byte ACL buffers; see fleet_radio.py).
+  --no-static-address     zephyr stations without Read Static Addresses: no address of their own.
+  --extended              station controllers have extended advertising (LE Set Extended Scan
+                          Parameters/Enable, LE Extended Create Connection; coded PHY): they hear and
+                          connect devices that advertise only with extended PDUs.
+  --acl-buffers LENxN     LE ACL buffers of every station controller (default 27x64; zephyr 251x10).
+  --station-fault [S:]KIND@N
+                          after the Nth connection a station makes (every station, or station S):
+                          `hardware-error` (its links drop, a Hardware Error event) or `restart` (its
+                          links drop and it closes the host's connection, taking a new one on the same
+                          port). Repeatable.
+
+Link timing by connection interval:
+  --pace-by-interval      every LL PDU waits for its link's next connection event (the interval the
+                          host asked for); an event carries what fits before the next one. Replaces
+                          --link-latency for links.
 
 Devices:
   --silent, --ack-loss, --old-firmware, --drop-on-commit INDICES   faults by 1-based index (below)
+  --ext-adv PHY           every device advertises only with extended advertising (ADV_EXT_IND and an
+                          AUX_ADV_IND on the secondary PHY `1M`, `2M` or `coded`); per device: `ext_adv`.
+  --param-request MIN-MAX@VIA   every device asks for other connection parameters 100 ms after a
+                          central connects: interval MIN-MAX (e.g. 30ms-50ms), latency 0, timeout 4s,
+                          VIA `l2cap` (Connection Parameter Update Request) or `ll` (its controller's
+                          Connection Parameters Request procedure). The result is in its state file.
   --ack-loss-rate P       every device loses each ack with probability P (seeded)
   --quirk uuid128         every device declares its services and characteristics (180A, 2A25, FFF0, ...)
                           in 128-bit form (legal; defeats discovery by 16-bit service UUID)
@@ -99,12 +123,14 @@ from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport.tcp_server import open_tcp_server_transport_with_socket
 
 import smp_device
-from fleet_radio import LinkTiming, PacedController, PacedLink, StationController
+from fleet_radio import LinkTiming, PacedController, PacedLink, StationController, ZephyrStationController
 
 logger = logging.getLogger("bumble_fleet")
 
 DEFAULT_ADV_INTERVAL = 0.020
 QUIRKS = {"uuid128"}
+# Secondary PHYs of extended advertising (LE PHY codes).
+EXT_ADV_PHYS = {"1M": 1, "2M": 2, "coded": 3}
 SECURITY_LEVELS = ("none", "encrypted", "authenticated")
 SECURITY_FAULTS = {"wrong_passkey", "forget_bond"}
 # The Bluetooth Base UUID (Vol 3 Part B 2.5.1), for 16-bit UUIDs written out in 128-bit form.
@@ -159,7 +185,7 @@ class SensorV2:
     """One sensor-v2 peripheral: GATT database, control commands and acks, device-side state."""
 
     def __init__(self, spec, link, state_dir, seed=1, adv_interval=DEFAULT_ADV_INTERVAL, quirks=(),
-                 ack_loss_rate=0.0):
+                 ack_loss_rate=0.0, param_request=None, ext_adv=None):
         self.spec = spec
         self.id = spec["id"]
         self.name = spec["name"]
@@ -200,10 +226,19 @@ class SensorV2:
         self.acks_lost = []
         self.drops = 0
         self.mtu = 23
+        # What the device's link got (as its own controller reports it), and its parameter requests.
+        self.link = {}
+        self.param_request = parse_param_request(spec["param_request"]) if "param_request" in spec else param_request
+        self.param_requests = []
         self._init_security(spec)
         self.controller = PacedController(f"ctl-{self.id}", link=link, seed=seed)
         # Devices are powered on at different moments: the first advertising event at a random phase.
         self.controller.le_legacy_advertiser.first_delay = self.controller.rng.uniform(0, self.adv_interval)
+        self.ext_adv = spec.get("ext_adv", ext_adv)
+        if self.ext_adv is not None:
+            if self.ext_adv not in EXT_ADV_PHYS:
+                raise ValueError(f"{self.id}: ext_adv is one of {', '.join(EXT_ADV_PHYS)}, not `{self.ext_adv}`")
+            self.controller.le_legacy_advertiser.extended_phy = EXT_ADV_PHYS[self.ext_adv]
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
         # docs/devices/sensor-v2.md: the device accepts an ATT MTU of up to 247.
         self.device.gatt_server.max_mtu = 247
@@ -258,7 +293,41 @@ class SensorV2:
         self.connected = True
         connection.on("disconnection", lambda reason: self._on_disconnection(reason))
         connection.on("connection_att_mtu_update", lambda: self._on_mtu(connection))
+        connection.on("connection_parameters_update", lambda: self._on_link(connection))
+        connection.on("connection_phy_update", lambda phy: self._on_link(connection, phy))
+        connection.on("connection_data_length_change", lambda: self._on_link(connection))
+        self._on_link(connection)
         self._watch_security(connection)
+        if self.param_request is not None:
+            asyncio.get_running_loop().create_task(self._request_parameters(connection))
+        self.save()
+
+    def _on_link(self, connection, phy=None):
+        p = connection.parameters
+        self.link["interval_ms"] = round(p.connection_interval, 3)
+        self.link["latency"] = p.peripheral_latency
+        length = getattr(connection, "data_length", None)
+        if length is not None:
+            self.link["tx_octets"], self.link["rx_octets"] = length.max_tx_octets, length.max_rx_octets
+        if phy is not None:
+            self.link["tx_phy"], self.link["rx_phy"] = int(phy.tx_phy), int(phy.rx_phy)
+        self.save()
+
+    async def _request_parameters(self, connection):
+        low, high, via = self.param_request
+        await asyncio.sleep(0.1)
+        entry = {"via": via, "interval_ms": [low, high]}
+        updated = asyncio.get_running_loop().create_future()
+        connection.on("connection_parameters_update", lambda: updated.done() or updated.set_result(True))
+        try:
+            await connection.update_parameters(low, high, 0, 4000, use_l2cap=(via == "l2cap"))
+            entry["result"] = "accepted"
+            # Over L2CAP the answer comes first; the central's LE Connection Update follows on the link.
+            await asyncio.wait_for(updated, 2.0)
+        except Exception as error:  # refused, or the link went away
+            entry.setdefault("result", f"refused: {error!r}")
+        entry["interval_after_ms"] = round(connection.parameters.connection_interval, 3)
+        self.param_requests.append(entry)
         self.save()
 
     def _on_mtu(self, connection):
@@ -378,6 +447,8 @@ class SensorV2:
             "disconnections": self.disconnections,
             "connected": self.connected,
             "mtu": self.mtu,
+            "link": self.link,
+            "param_requests": self.param_requests,
             "fff1_writes": self.fff1_writes,
             "acks_sent": self.acks_sent,
             "acks_lost": self.acks_lost,
@@ -397,7 +468,7 @@ class SensorV2:
         return {"id": self.id, "name": self.name, "address": self.address, "state_file": self.state_path,
                 "faults": sorted(self.faults), "firmware": self.firmware, "quirks": self.quirks,
                 "adv_interval_ms": round(self.adv_interval * 1000, 3), "ack_loss_rate": self.ack_loss_rate,
-                "security": self.security, "passkey": self.passkey}
+                "security": self.security, "passkey": self.passkey, "ext_adv": self.ext_adv}
 
     # -- Security (see SECURITY in the module docstring) --
 
@@ -513,6 +584,32 @@ def default_devices(count, old_firmware=(), silent=(), ack_loss=(), drop_on_comm
     return devices
 
 
+def parse_param_request(text):
+    """(low ms, high ms, via) from `30ms-50ms@ll`."""
+    interval, _, via = text.partition("@")
+    if via not in ("l2cap", "ll"):
+        raise ValueError(f"`{text}`: say @l2cap or @ll")
+    low, high = parse_latency(interval)
+    return low * 1000, high * 1000, via
+
+
+def parse_fault(text):
+    """(station index or None, kind, n) from `hardware-error@3` or `2:restart@5`."""
+    station, _, rest = text.rpartition(":")
+    kind, _, n = rest.partition("@")
+    if kind not in ("hardware-error", "restart") or not n.isdigit() or int(n) < 1:
+        raise ValueError(f"`{text}` is not [S:]hardware-error@N or [S:]restart@N")
+    return (int(station) if station else None), kind, int(n)
+
+
+def parse_buffers(text):
+    """(length, count) from `251x10`."""
+    length, _, count = text.lower().partition("x")
+    if not (length.isdigit() and count.isdigit() and 27 <= int(length) <= 1021 and 1 <= int(count) <= 255):
+        raise ValueError(f"`{text}` is not LENxCOUNT (27-1021 x 1-255)")
+    return int(length), int(count)
+
+
 def parse_indices(text):
     return {int(x) for x in text.split(",") if x.strip()} if text else set()
 
@@ -553,6 +650,22 @@ def argument_parser():
                              "or in the Connection Complete (complete)")
     parser.add_argument("--no-scan-while-initiating", dest="scan_while_initiating", action="store_false",
                         help="station controllers cannot scan while initiating (LE Read Supported States says so)")
+    parser.add_argument("--controller", choices=["bumble", "zephyr"], default="bumble",
+                        help="what the station controllers are: bumble (default) or zephyr (BD_ADDR zero, static addresses)")
+    parser.add_argument("--no-static-address", action="store_true",
+                        help="zephyr stations lack Read Static Addresses (no address of their own at all)")
+    parser.add_argument("--acl-buffers", type=argument(parse_buffers), default=None,
+                        help="LE ACL buffers of the station controllers, LENxCOUNT (default 27x64; zephyr 251x10)")
+    parser.add_argument("--station-fault", type=argument(parse_fault), action="append", default=[],
+                        help="[S:]hardware-error@N or [S:]restart@N: after a station's Nth connection (repeatable)")
+    parser.add_argument("--pace-by-interval", action="store_true",
+                        help="LL PDUs wait for their link's connection events (the interval the host asked for)")
+    parser.add_argument("--ext-adv", choices=sorted(EXT_ADV_PHYS), default=None,
+                        help="every device advertises only with extended PDUs, its data on this secondary PHY")
+    parser.add_argument("--extended", action="store_true",
+                        help="station controllers have extended advertising (extended scanning and connecting)")
+    parser.add_argument("--param-request", type=argument(parse_param_request), default=None,
+                        help="every device asks for other connection parameters after connecting: MIN-MAX@l2cap or @ll")
     parser.add_argument("--state-dir", required=True, help="directory for the per-device state files")
     parser.add_argument("--exit-on-stdin-eof", action="store_true",
                         help="stop when stdin closes (the launching test process died)")
@@ -585,17 +698,22 @@ async def main():
                                   security_request=parse_indices(args.security_request))
     os.makedirs(args.state_dir, exist_ok=True)
 
-    link = PacedLink(LinkTiming(args.link_latency, seed=args.seed, rate=args.link_rate))
+    link = PacedLink(LinkTiming(args.link_latency, seed=args.seed, rate=args.link_rate,
+                                by_interval=args.pace_by_interval))
     try:
         sensors = [SensorV2(spec, link, args.state_dir, seed=args.seed, adv_interval=args.adv_interval,
-                            quirks=args.quirk, ack_loss_rate=args.ack_loss_rate) for spec in devices]
+                            quirks=args.quirk, ack_loss_rate=args.ack_loss_rate, param_request=args.param_request,
+                            ext_adv=args.ext_adv)
+                   for spec in devices]
         sensors += smp_device.create(args, link, args.state_dir, args.seed, args.adv_interval)
     except ValueError as error:
         parser.error(str(error))
     for sensor in sensors:
         await sensor.start()
 
-    async def station(name, port, public_address):
+    identities = []
+
+    async def station(index, name, port, public_address):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted sockets inherit it: without it Nagle holds a reply behind the Number Of Completed
@@ -604,16 +722,31 @@ async def main():
         sock.bind((args.host, port))
         sock.listen()
         transport = await open_tcp_server_transport_with_socket(sock)
-        StationController(name, host_source=transport.source, host_sink=transport.sink, link=link,
-                          public_address=public_address, seed=args.seed, fal_size=args.fal_size,
-                          max_links=args.max_links, max_links_at=args.max_links_at,
-                          scan_while_initiating=args.scan_while_initiating)
+        faults = [(kind, n) for (s, kind, n) in args.station_fault if s is None or s == index]
+        common = dict(host_source=transport.source, host_sink=transport.sink, link=link, seed=args.seed,
+                      fal_size=args.fal_size, max_links=args.max_links, max_links_at=args.max_links_at,
+                      scan_while_initiating=args.scan_while_initiating, faults=faults, extended=args.extended)
+        if args.controller == "zephyr":
+            static = f"C4:5A:00:00:00:{index:02X}"
+            controller = ZephyrStationController(name, static_address=static, static_addresses=not args.no_static_address,
+                                                 acl_buffers=args.acl_buffers or (251, 10), **common)
+            identities.append(None if args.no_static_address else static)
+        else:
+            controller = StationController(name, public_address=public_address, acl_buffers=args.acl_buffers, **common)
+            identities.append(None)
+
+        def close_host():
+            # The restarting controller drops its host; the server takes the next connection.
+            if transport.sink.transport is not None:
+                transport.sink.transport.close()
+                transport.sink.transport = None
+        controller.close_host = close_host
         return transport, sock.getsockname()[1]
 
     transports = []
     ports = []
     for i in range(max(1, args.stations)):
-        transport, port = await station(f"station{i + 1}", args.port + i if args.port else 0,
+        transport, port = await station(i + 1, f"station{i + 1}", args.port + i if args.port else 0,
                                         f"00:AA:00:00:00:{i + 1:02X}")
         transports.append(transport)
         ports.append(port)
@@ -643,7 +776,9 @@ async def main():
                   "link_latency_ms": [round(low * 1000, 3), round(high * 1000, 3)], "seed": args.seed,
                   "link_rate_bps": args.link_rate},
         "stations": {"fal_size": args.fal_size, "max_links": args.max_links, "max_links_at": args.max_links_at,
-                     "scan_while_initiating": args.scan_while_initiating},
+                     "scan_while_initiating": args.scan_while_initiating, "controller": args.controller,
+                     "extended": args.extended,
+                     "static_addresses": identities},
     }), flush=True)
 
     await stop.wait()

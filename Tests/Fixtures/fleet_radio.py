@@ -46,11 +46,35 @@ StationController (the controllers the hosts drive) adds, over PacedController:
 - LE Enhanced Connection Complete when the host unmasked it (the plain one otherwise).
 - LE Read Local Supported Features that claims only what is honoured here.
 - Reset that clears links, the pending connection, scanning and the Filter Accept List.
+- Faults on cue (`faults`): a Hardware Error, or a restart that closes the host's connection, after
+  the station's Nth connection.
+
+Extended advertising: a device whose advertiser has `extended_phy` sends its advertising data only as
+ADV_EXT_IND pointing to an AUX_ADV_IND on that secondary PHY (1M, 2M or coded). A station built with
+`extended` has the LE Extended Advertising feature and commands: legacy scanning does not hear such
+devices; LE Set Extended Scan Parameters/Enable reports them (LE Extended Advertising Report with the
+secondary PHY); LE Extended Create Connection connects to them (AUX_CONNECT_REQ: the link starts on
+the secondary PHY). Without `extended` the station refuses the extended commands, as before.
+
+ZephyrStationController is a StationController that answers like a Zephyr controller (hci_uart,
+hci_usb): manufacturer 0x05F1, BD_ADDR 00:00:00:00:00:00, Zephyr's vendor Read Supported Commands and
+Read Static Addresses (a static random address of its own with its identity root), 251-byte LE ACL
+buffers.
+
+Connection intervals (`LinkTiming(by_interval=True)`): instead of a fixed delay, every LL PDU waits for
+its link's next connection event (anchors every connInterval from the connection's start), PDUs handed
+over during an event follow in it while it lasts (an event ends before the next anchor), so the
+interval, the data length and the PHY all bound a link's throughput. LE Connection Update (central),
+and the Connection Parameters Request procedure started by a peripheral's host (LL_CONNECTION_PARAM_REQ,
+answered by the central's host through LE Remote Connection Parameter Request Reply or Negative Reply),
+change the interval of both sides.
 """
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
+import math
 import random
 
 from bumble import hci, ll
@@ -86,6 +110,8 @@ LE_CONNECTION_COMPLETE = hci.HCI_LE_CONNECTION_COMPLETE_EVENT
 LE_DATA_LENGTH_CHANGE = hci.HCI_LE_DATA_LENGTH_CHANGE_EVENT
 LE_ENHANCED_CONNECTION_COMPLETE = hci.HCI_LE_ENHANCED_CONNECTION_COMPLETE_EVENT
 LE_PHY_UPDATE_COMPLETE = hci.HCI_LE_PHY_UPDATE_COMPLETE_EVENT
+LE_REMOTE_CONNECTION_PARAMETER_REQUEST = hci.HCI_LE_REMOTE_CONNECTION_PARAMETER_REQUEST_EVENT
+UNACCEPTABLE_CONNECTION_PARAMETERS = 0x3B
 EVENT_MASK_LE_META = 1 << 61
 
 # LE Read Supported States (Vol 4 Part E 7.8.27): bits 22 and 23 are passive and active scanning
@@ -126,13 +152,15 @@ def max_time(octets):
 
 
 class LinkTiming:
-    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high); and
-    `rate`, the bits per second one direction of one link carries at most (None: its PHY's)."""
+    """The link delay of every PDU: `latency` seconds, fixed or drawn uniformly from (low, high), or, with
+    `by_interval`, the wait for the link's next connection event; and `rate`, the bits per second one
+    direction of one link carries at most (None: its PHY's)."""
 
-    def __init__(self, latency=(0.0, 0.0), seed=1, rate=None):
+    def __init__(self, latency=(0.0, 0.0), seed=1, rate=None, by_interval=False):
         self.low, self.high = latency
         self.rate = rate
         self.rng = random.Random(f"{seed}/link")
+        self.by_interval = by_interval
 
     def airtime(self, length, octets, phy):
         """Seconds `length` bytes hold one direction of a link: at the PHY, and no less than at `rate`."""
@@ -141,7 +169,7 @@ class LinkTiming:
 
     @property
     def paced(self):
-        return self.high > 0 or bool(self.rate)
+        return self.high > 0 or bool(self.rate) or self.by_interval
 
     def sample(self):
         return self.low if self.low == self.high else self.rng.uniform(self.low, self.high)
@@ -158,6 +186,8 @@ class PacedLink(LocalLink):
         # (sender address, receiver address) -> bytes of the L2CAP PDU being handed over that already went
         # out as fragments of their own (see send_fragment).
         self._ahead = {}
+        # (sender address, receiver address) -> when the current connection event must end (by interval).
+        self._event_end = {}
         # Data PDUs handed to the link so far, and when the last one (data or control) arrives: a
         # controller that feeds host data into its assembler learns whether a PDU left, and when.
         self.data_pdus = 0
@@ -168,9 +198,10 @@ class PacedLink(LocalLink):
 
     # -- Timing --
 
-    def schedule(self, sender_address, receiver_address, length, octets, phy, deliver):
+    def schedule(self, sender_address, receiver_address, length, octets, phy, deliver, connection=None):
         """Delivers `deliver()` once a PDU of `length` bytes has crossed from sender to receiver;
-        returns the loop time it arrives."""
+        returns the loop time it arrives. `connection` (the sender's side of the link) gives the
+        connection events when the timing goes by interval."""
         loop = asyncio.get_running_loop()
         if not self.timing.paced:
             loop.call_soon(deliver)
@@ -179,21 +210,36 @@ class PacedLink(LocalLink):
         key = (sender_address, receiver_address)
         now = loop.time()
         busy_until = self._air_free_at.get(key, 0.0)
-        # A PDU handed over while earlier ones are still on the air goes right behind them in the same
-        # connection event (More Data); otherwise it waits for the next event.
-        start = busy_until if busy_until > now else now + self.timing.sample()
-        end = start + self.timing.airtime(length, octets, phy)
+        duration = self.timing.airtime(length, octets, phy)
+        interval = getattr(connection, "ll_interval", None) if self.timing.by_interval else None
+        if interval:
+            # Connection events: anchors every interval from the connection's anchor. A PDU handed over
+            # while the current event still runs (More Data) and fits before it must end goes in it;
+            # otherwise it waits for the next anchor.
+            event_end = self._event_end.get(key, 0.0)
+            if busy_until > now and busy_until + duration <= event_end:
+                start = busy_until
+            else:
+                anchor = getattr(connection, "ll_anchor", now)
+                t = max(now, busy_until)
+                start = anchor + math.ceil((t - anchor) / interval - 1e-9) * interval
+                self._event_end[key] = start + interval - T_IFS
+        else:
+            # A PDU handed over while earlier ones are still on the air goes right behind them in the same
+            # connection event (More Data); otherwise it waits for the next event.
+            start = busy_until if busy_until > now else now + self.timing.sample()
+        end = start + duration
         self._air_free_at[key] = end
         loop.call_at(end, deliver)
         self.last_arrival = end
         return end
 
-    def send_fragment(self, sender_address, receiver_address, length, octets, phy, done):
+    def send_fragment(self, sender_address, receiver_address, length, octets, phy, done, connection=None):
         """A fragment of an L2CAP PDU whose host has not handed over the rest yet: it crosses on its own
         (`done()` when it has) and the PDU's delivery (send_acl_data) then takes only the rest's airtime."""
         key = (sender_address, receiver_address)
         self._ahead[key] = self._ahead.get(key, 0) + length
-        return self.schedule(sender_address, receiver_address, length, octets, phy, done)
+        return self.schedule(sender_address, receiver_address, length, octets, phy, done, connection)
 
     def air_free_at(self, sender_address, receiver_address):
         """Loop time at which what was handed over from sender to receiver so far has arrived."""
@@ -246,7 +292,7 @@ class PacedLink(LocalLink):
         connection = sender_controller.le_connections.get(destination_address)
         octets, phy = tx_parameters(connection)
         self.schedule(source_address, destination_address, rest, octets, phy,
-                      lambda: destination.on_link_acl_data(source_address, transport, data))
+                      lambda: destination.on_link_acl_data(source_address, transport, data), connection)
         self.data_pdus += 1
 
     def send_ll_control_pdu(self, sender_address, receiver_address, packet):
@@ -256,8 +302,10 @@ class PacedLink(LocalLink):
             self.last_arrival = asyncio.get_running_loop().time()
             return
         size = LL_TERMINATE_IND if isinstance(packet, ll.TerminateInd) else LL_CONTROL_PDU
+        sender = self.find_le_controller(sender_address)
+        connection = sender.le_connections.get(receiver_address) if sender is not None else None
         self.schedule(sender_address, receiver_address, size, LL_MAX_OCTETS, PHY_1M,
-                      lambda: receiver.on_ll_control_pdu(sender_address, packet))
+                      lambda: receiver.on_ll_control_pdu(sender_address, packet), connection)
 
     def send_advertising_pdu(self, sender_controller, packet):
         if isinstance(packet, ll.ConnectInd):
@@ -284,13 +332,33 @@ def tx_parameters(connection):
 
 
 @dataclasses.dataclass
+class AuxAdvInd(ll.AdvExtInd):
+    """ADV_EXT_IND with its AUX_ADV_IND (Vol 6 Part B 2.3.4), reduced to what matters here: connectable
+    extended advertising whose data is on `secondary_phy` (PHY_1M, PHY_2M or PHY_CODED)."""
+
+    secondary_phy: int = 1
+
+
+PHY_CODED = 3
+
+
+@dataclasses.dataclass
 class PacedAdvertiser(LegacyAdvertiser):
-    """Legacy advertising with advInterval in its real unit (0.625 ms) and advDelay (0-10 ms)."""
+    """Legacy advertising with advInterval in its real unit (0.625 ms) and advDelay (0-10 ms); with
+    `extended_phy`, the same data as extended advertising on that secondary PHY instead."""
 
     rng: random.Random = dataclasses.field(default_factory=random.Random)
     # The first event after the first enable comes after this many seconds (devices powered on at
     # different moments); later enables advertise at once, as a controller does.
     first_delay: float = 0.0
+    extended_phy: int | None = None
+
+    def send_advertising_data(self):
+        if self.extended_phy is None:
+            return super().send_advertising_data()
+        if self.enabled:
+            self.controller.send_advertising_pdu(AuxAdvInd(advertiser_address=self.address, data=self.advertising_data,
+                                                           sid=0, secondary_phy=self.extended_phy))
 
     def start(self):
         self.stop()
@@ -348,6 +416,8 @@ class PacedController(Controller):
         # Per handle: host ACL packets received that have not gone over the air yet.
         self._unsent_packets = {}
         self._terminating = set()
+        # Per handle: a peripheral's LL_CONNECTION_PARAM_REQ waiting for this host's answer.
+        self.pending_parameter_requests = {}
 
     @property
     def paced(self):
@@ -399,7 +469,7 @@ class PacedController(Controller):
             # A packet of a PDU the host has not finished: it goes out on its own, as a controller does.
             octets, phy = tx_parameters(connection)
             self.link.send_fragment(self.random_address, connection.peer_address, len(packet.data), octets, phy,
-                                    lambda: self._packets_completed(connection, 1))
+                                    lambda: self._packets_completed(connection, 1), connection)
 
     def _packets_completed(self, connection, count):
         # After a disconnection the host counts the link's packets as flushed (Vol 4 Part E 4.3).
@@ -434,13 +504,6 @@ class PacedController(Controller):
             self.send_hci_packet(hci.HCI_AclDataPacket(connection.handle, pb, 0, len(chunk), chunk))
 
     # -- LL control --
-
-    def on_ll_control_pdu(self, sender_address, packet):
-        if sender_address not in self.le_connections:
-            # An LL_TERMINATE_IND crossing ours, or a PDU for a link that is gone.
-            logger.debug("[%s] LL control PDU from %s without a link: %s", self.name, sender_address, packet)
-            return
-        super().on_ll_control_pdu(sender_address, packet)
 
     def on_le_disconnected(self, connection, reason):
         if self.le_connections.get(connection.peer_address) is not connection:
@@ -497,13 +560,13 @@ class PacedController(Controller):
             set_data_length(peer, peer_connection, tx=theirs, rx=ours)
             p_octets, p_phy = tx_parameters(peer_connection)
             self.link.schedule(connection.peer_address, connection.self_address, LL_LENGTH_PDU, p_octets, p_phy,
-                               lambda: back_here(theirs))
+                               lambda: back_here(theirs), peer_connection)
 
         def back_here(theirs):
             if self.le_connections.get(connection.peer_address) is connection:
                 set_data_length(self, connection, tx=ours, rx=theirs)
 
-        self.link.schedule(connection.self_address, connection.peer_address, LL_LENGTH_PDU, octets, phy, at_peer)
+        self.link.schedule(connection.self_address, connection.peer_address, LL_LENGTH_PDU, octets, phy, at_peer, connection)
 
     # -- RSSI (Vol 4 Part E 7.5.4) --
     # Bumble's controller does not know HCI Read RSSI; a real one answers it for every link. The host
@@ -556,7 +619,7 @@ class PacedController(Controller):
 
         def send(src, dst, size, conn, then):
             octets, phy = tx_parameters(conn)
-            self.link.schedule(src, dst, size, octets, phy, then)
+            self.link.schedule(src, dst, size, octets, phy, then, conn)
 
         def at_peer():
             peer_connection = peer.le_connections.get(connection.self_address)
@@ -576,6 +639,121 @@ class PacedController(Controller):
             set_phy(self, connection, tx=tx, rx=rx, always_report=True)
 
         send(connection.self_address, connection.peer_address, LL_PHY_PDU, connection, at_peer)
+
+    # -- Connection parameters (Vol 4 Part E 7.8.18, 7.8.31-32; Vol 6 Part B 5.1.1, 5.1.7) --
+
+    def on_le_connect_ind(self, packet):
+        # Bumble's peripheral reports a fixed 12.5 ms interval and 100 ms timeout to its host: report the
+        # CONNECT_IND's.
+        self._connect_ind = packet
+        try:
+            super().on_le_connect_ind(packet)
+        finally:
+            self._connect_ind = None
+
+    def send_hci_packet(self, packet):
+        connect_ind = getattr(self, "_connect_ind", None)
+        if connect_ind is not None and isinstance(packet, hci.HCI_LE_Connection_Complete_Event):
+            packet.connection_interval = connect_ind.interval
+            packet.peripheral_latency = connect_ind.latency
+            packet.supervision_timeout = connect_ind.timeout
+        super().send_hci_packet(packet)
+
+    def on_hci_le_connection_update_command(self, command):
+        connection = self.find_le_connection_by_handle(command.connection_handle)
+        if connection is None:
+            self._send_hci_command_status(hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, command.op_code)
+            return None
+        self._send_hci_command_status(hci.HCI_COMMAND_STATUS_PENDING, command.op_code)
+        if connection.role == hci.Role.PERIPHERAL:
+            # A peripheral's host asks the central (the Connection Parameters Request procedure).
+            connection.send_ll_control_pdu(ConnectionParamReq(
+                interval_min=command.connection_interval_min, interval_max=command.connection_interval_max,
+                latency=command.max_latency, timeout=command.supervision_timeout))
+            return None
+        # The central picks the shortest interval it was allowed, as when it connects.
+        self.update_connection(connection, command.connection_interval_min, command.max_latency, command.supervision_timeout)
+        return None
+
+    def update_connection(self, connection, interval, latency, timeout):
+        """LL_CONNECTION_UPDATE_IND to the peer; at its instant both sides run at the new interval (a
+        new anchor), and each host hears LE Connection Update Complete."""
+        connection.send_ll_control_pdu(ll.ConnectionUpdateInd(interval=interval, latency=latency, timeout=timeout))
+        peer = self.link.find_le_controller(connection.peer_address)
+
+        def instant():
+            if self.le_connections.get(connection.peer_address) is not connection:
+                return
+            now = asyncio.get_running_loop().time()
+            for c in (connection, peer.le_connections.get(connection.self_address) if peer else None):
+                if c is not None:
+                    c.ll_interval = interval * 0.00125
+                    c.ll_anchor = now
+                    c.ll_latency = latency
+                    c.ll_timeout = timeout
+            self.send_hci_packet(hci.HCI_LE_Connection_Update_Complete_Event(
+                status=hci.HCI_ErrorCode.SUCCESS, connection_handle=connection.handle, connection_interval=interval,
+                peripheral_latency=latency, supervision_timeout=timeout))
+
+        asyncio.get_running_loop().call_at(self.link.last_arrival, instant)
+
+    def on_ll_control_pdu(self, sender_address, packet):
+        connection = self.le_connections.get(sender_address)
+        if connection is None:
+            # An LL_TERMINATE_IND crossing ours, or a PDU for a link that is gone.
+            logger.debug("[%s] LL control PDU from %s without a link: %s", self.name, sender_address, packet)
+            return
+        if isinstance(packet, ConnectionParamReq):
+            self.on_connection_param_req(connection, packet)
+        elif isinstance(packet, ll.RejectExtInd) and packet.reject_opcode == ll.ControlPdu.Opcode.LL_CONNECTION_PARAM_REQ:
+            # The central refused this side's request: its host hears the update fail.
+            self.send_hci_packet(hci.HCI_LE_Connection_Update_Complete_Event(
+                status=packet.error_code, connection_handle=connection.handle,
+                connection_interval=int(getattr(connection, "ll_interval", 0) / 0.00125),
+                peripheral_latency=getattr(connection, "ll_latency", 0), supervision_timeout=getattr(connection, "ll_timeout", 0)))
+        else:
+            super().on_ll_control_pdu(sender_address, packet)
+
+    def on_connection_param_req(self, connection, req):
+        """The central's side of a peripheral's request: its host decides (LE Remote Connection
+        Parameter Request) where it unmasked the event; otherwise the controller accepts."""
+        if self.le_event_enabled(LE_REMOTE_CONNECTION_PARAMETER_REQUEST):
+            self.pending_parameter_requests[connection.handle] = req
+            self.send_hci_packet(hci.HCI_LE_Remote_Connection_Parameter_Request_Event(
+                connection_handle=connection.handle, interval_min=req.interval_min, interval_max=req.interval_max,
+                max_latency=req.latency, timeout=req.timeout))
+        else:
+            self.update_connection(connection, req.interval_min, req.latency, req.timeout)
+
+    def on_hci_le_remote_connection_parameter_request_reply_command(self, command):
+        connection = self.find_le_connection_by_handle(command.connection_handle)
+        if connection is None or self.pending_parameter_requests.pop(command.connection_handle, None) is None:
+            return hci.HCI_StatusAndConnectionHandleReturnParameters(
+                status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, connection_handle=command.connection_handle)
+        self.update_connection(connection, command.interval_min, command.max_latency, command.timeout)
+        return hci.HCI_StatusAndConnectionHandleReturnParameters(status=hci.HCI_ErrorCode.SUCCESS,
+                                                                connection_handle=command.connection_handle)
+
+    def on_hci_le_remote_connection_parameter_request_negative_reply_command(self, command):
+        connection = self.find_le_connection_by_handle(command.connection_handle)
+        if connection is None or self.pending_parameter_requests.pop(command.connection_handle, None) is None:
+            return hci.HCI_StatusAndConnectionHandleReturnParameters(
+                status=hci.HCI_ErrorCode.UNKNOWN_CONNECTION_IDENTIFIER_ERROR, connection_handle=command.connection_handle)
+        connection.send_ll_control_pdu(ll.RejectExtInd(reject_opcode=ll.ControlPdu.Opcode.LL_CONNECTION_PARAM_REQ,
+                                                       error_code=command.reason))
+        return hci.HCI_StatusAndConnectionHandleReturnParameters(status=hci.HCI_ErrorCode.SUCCESS,
+                                                                connection_handle=command.connection_handle)
+
+
+@dataclasses.dataclass
+class ConnectionParamReq(ll.ControlPdu):
+    """LL_CONNECTION_PARAM_REQ (Vol 6 Part B 2.4.2.16), with the values the procedure uses here."""
+    opcode = ll.ControlPdu.Opcode.LL_CONNECTION_PARAM_REQ
+
+    interval_min: int
+    interval_max: int
+    latency: int
+    timeout: int
 
 
 def preferred_phy(no_preference, phys, current):
@@ -628,8 +806,23 @@ class StationController(PacedController):
     autonomous_data_length = True
 
     def __init__(self, name, *, fal_size=8, max_links=None, max_links_at="create", scan_while_initiating=True,
-                 **kwargs):
+                 faults=(), acl_buffers=None, extended=False, **kwargs):
         super().__init__(name, **kwargs)
+        # Extended advertising: the feature, the commands, and a scan that runs with them.
+        self.extended = extended
+        self.extended_scan = False
+        if extended:
+            self.le_features = LE_FEATURES | hci.LeFeatureMask.LE_EXTENDED_ADVERTISING | hci.LeFeatureMask.LE_CODED_PHY
+            self.supported_commands = set(Controller.supported_commands) | {
+                hci.HCI_LE_SET_EXTENDED_SCAN_PARAMETERS_COMMAND, hci.HCI_LE_SET_EXTENDED_SCAN_ENABLE_COMMAND,
+                hci.HCI_LE_EXTENDED_CREATE_CONNECTION_COMMAND}
+        # [(kind, n)]: after the station's nth connection, `hardware-error` or `restart` (see fail()).
+        self.faults = list(faults)
+        self.connections_made = 0
+        # Called to close the host's connection (set by whoever serves the host: bumble_fleet.py).
+        self.close_host = None
+        if acl_buffers is not None:
+            self.le_acl_data_packet_length, self.total_num_le_acl_data_packets = acl_buffers
         self.filter_accept_list_size = fal_size
         self.max_links = max_links
         self.max_links_at = max_links_at
@@ -645,9 +838,16 @@ class StationController(PacedController):
     # -- Reset (Vol 4 Part E 7.3.2): nothing survives it --
 
     def on_hci_reset_command(self, command):
+        self.drop_everything()
+        return super().on_hci_reset_command(command)
+
+    def drop_everything(self):
+        """What Reset (or a crash) clears: links (their peers see them end), the pending connection,
+        scanning, the Filter Accept List, masks and defaults."""
         for connection in list(self.le_connections.values()):
             connection.send_ll_control_pdu(ll.TerminateInd(hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR))
             self.le_connections.pop(connection.peer_address, None)
+        self.pending_parameter_requests.clear()
         self._unsent_packets.clear()
         self._terminating.clear()
         self.pending_le_connection = None
@@ -662,7 +862,28 @@ class StationController(PacedController):
         self.suggested_max_tx_time = 0x0148
         self.event_mask = 0x00001FFFFFFFFFFF
         self.le_event_mask = 0x1F
-        return super().on_hci_reset_command(command)
+
+    # -- Faults on cue --
+
+    def fail(self, kind):
+        """`hardware-error`: the controller crashes — its links are gone (the devices see them end) — and
+        says so with a Hardware Error event (Vol 4 Part E 7.7.16); its host must reset it.
+        `restart`: the controller restarts — links gone, its connection to the host closed — and takes a
+        new connection on the same port, as a restarting HCI bridge or TCP peer does."""
+        logger.warning("[%s] fault: %s after %d connection(s)", self.name, kind, self.connections_made)
+        self.drop_everything()
+        if kind == "hardware-error":
+            self.send_hci_packet(RawPacket(bytes([0x04, 0x10, 0x01, 0x01])))
+        elif kind == "restart" and self.close_host is not None:
+            self.close_host()
+
+    def connection_made(self):
+        self.connections_made += 1
+        for kind, n in list(self.faults):
+            if n == self.connections_made:
+                self.faults.remove((kind, n))
+                # A moment later: the link is in use when the controller goes.
+                asyncio.get_running_loop().call_later(0.05, self.fail, kind)
 
     # -- What the controller says about itself --
 
@@ -714,32 +935,57 @@ class StationController(PacedController):
 
     # -- Scanning (Vol 4 Part E 7.8.10-11) --
 
+    def on_hci_le_set_extended_scan_parameters_command(self, command):
+        if not self.extended:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR)
+        # The LE 1M entry (primary advertising on LE 1M; a coded one is heard as well here).
+        self.le_scan_type = command.scan_types[0] if command.scan_types else 0
+        self.le_scan_interval = command.scan_intervals[0] if command.scan_intervals else 0x10
+        self.le_scan_window = command.scan_windows[0] if command.scan_windows else 0x10
+        self.le_scanning_filter_policy = command.scanning_filter_policy
+        return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
+
+    def on_hci_le_set_extended_scan_enable_command(self, command):
+        if not self.extended:
+            return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR)
+        return self.enable_scan(bool(command.enable), bool(command.filter_duplicates), extended=True)
+
     def on_hci_le_set_scan_enable_command(self, command):
-        enable = bool(command.le_scan_enable)
+        return self.enable_scan(bool(command.le_scan_enable), bool(command.filter_duplicates), extended=False)
+
+    def enable_scan(self, enable, filter_duplicates, extended):
         if enable and not self.scan_while_initiating and self.pending_le_connection is not None:
             return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.COMMAND_DISALLOWED_ERROR)
         if enable and not self.le_scan_enable:
             self.scan_started_at = asyncio.get_running_loop().time()
             self.reported.clear()
         self.le_scan_enable = enable
-        self.filter_duplicates = bool(command.filter_duplicates)
+        self.extended_scan = enable and extended
+        self.filter_duplicates = filter_duplicates
         return hci.HCI_StatusReturnParameters(hci.HCI_ErrorCode.SUCCESS)
 
     def on_advertising_pdu(self, pdu):
-        if not isinstance(pdu, ll.AdvInd):
+        extended = isinstance(pdu, AuxAdvInd)
+        if not isinstance(pdu, ll.AdvInd) and not extended:
             return super().on_advertising_pdu(pdu)
+        if extended and not self.extended:
+            return  # a controller without extended advertising does not follow the aux pointer
         now = asyncio.get_running_loop().time()
-        if self.le_scan_enable and in_window(now - self.scan_started_at, self.le_scan_interval, self.le_scan_window):
+        # A legacy scan hears legacy advertising only; an extended scan hears both.
+        if self.le_scan_enable and (self.extended_scan or not extended) and \
+                in_window(now - self.scan_started_at, self.le_scan_interval, self.le_scan_window):
             self.report(pdu)
         pending = self.pending_le_connection
-        if pending is None or not in_window(now - self.initiating_since, pending.le_scan_interval, pending.le_scan_window):
+        if pending is None or not in_window(now - self.initiating_since, *initiating_window(pending)):
             return
+        if extended and not isinstance(pending, hci.HCI_LE_Extended_Create_Connection_Command):
+            return  # LE Create Connection connects to legacy advertising only
         if initiator_filter_policy(pending) == 1:
             wanted = self.on_accept_list(pdu.advertiser_address)
         else:
             wanted = pdu.advertiser_address == pending.peer_address
         if wanted:
-            self.create_le_connection(pdu.advertiser_address)
+            self.create_le_connection(pdu.advertiser_address, phy=pdu.secondary_phy if extended else PHY_1M)
 
     def report(self, pdu):
         address = pdu.advertiser_address
@@ -747,7 +993,8 @@ class StationController(PacedController):
         if self.le_scanning_filter_policy in (1, 3) and not self.on_accept_list(address):
             return
         kinds = [(hci.HCI_LE_Advertising_Report_Event.EventType.ADV_IND, pdu.data)]
-        if self.le_scan_type == 1:  # active: a SCAN_REQ, answered by the advertiser's scan response
+        if self.le_scan_type == 1 and not isinstance(pdu, AuxAdvInd):
+            # Active: a SCAN_REQ, answered by the advertiser's scan response.
             advertiser = self.link.controller_at(address)
             response = advertiser.le_legacy_advertiser.scan_response_data if advertiser else b""
             kinds.append((hci.HCI_LE_Advertising_Report_Event.EventType.SCAN_RSP, response))
@@ -757,8 +1004,11 @@ class StationController(PacedController):
                 if key in self.reported:
                     continue
                 self.reported.add(key)
-            self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([hci.HCI_LE_Advertising_Report_Event.Report(
-                event_type=event_type, address_type=address.address_type, address=address, data=data, rssi=-50)]))
+            if self.extended_scan:
+                self.send_hci_packet(extended_report(pdu, event_type, data))
+            else:
+                self.send_hci_packet(hci.HCI_LE_Advertising_Report_Event([hci.HCI_LE_Advertising_Report_Event.Report(
+                    event_type=event_type, address_type=address.address_type, address=address, data=data, rssi=-50)]))
 
     # -- Connecting (Vol 4 Part E 7.8.12-13) --
 
@@ -782,9 +1032,11 @@ class StationController(PacedController):
         return None
 
     def on_hci_le_extended_create_connection_command(self, command):
-        # Not in this controller's supported commands: the hosts here use LE Create Connection.
-        self._send_hci_command_status(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR, command.op_code)
-        return None
+        if not self.extended:
+            # Not in this controller's supported commands: its hosts use LE Create Connection.
+            self._send_hci_command_status(hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR, command.op_code)
+            return None
+        return self.on_hci_le_create_connection_command(command)
 
     def on_hci_le_create_connection_cancel_command(self, _command):
         # Bumble answers success and leaves the connection pending; a controller ends it with a
@@ -817,13 +1069,13 @@ class StationController(PacedController):
             return
         self.send_hci_packet(event)
 
-    def create_le_connection(self, peer_address):
-        """Answers `peer_address`'s advertising event with a CONNECT_IND (replaces Bumble's, which
-        connects to the command's peer address whatever the filter policy)."""
+    def create_le_connection(self, peer_address, phy=PHY_1M):
+        """Answers `peer_address`'s advertising event with a CONNECT_IND (AUX_CONNECT_REQ on `phy` for
+        extended advertising; replaces Bumble's, which connects to the command's peer address whatever
+        the filter policy)."""
         pending = self.pending_le_connection
         self.pending_le_connection = None
-        interval, latency, timeout = (pending.connection_interval_min, pending.max_latency,
-                                      pending.supervision_timeout)
+        interval, latency, timeout = connection_parameters(pending)
         if self.max_links is not None and self.central_links() >= self.max_links:
             # max_links_at == "complete": accepted, then refused when the link would be made.
             self.send_connection_complete(hci.HCI_ErrorCode.CONNECTION_LIMIT_EXCEEDED_ERROR, 0, peer_address, 0, 0, 0)
@@ -844,6 +1096,18 @@ class StationController(PacedController):
             won = after is not None and after is not before
         self.send_connection_complete(hci.HCI_ErrorCode.SUCCESS, connection.handle, peer_address, interval, latency,
                                       timeout)
+        if won:
+            # Connection events from now on, every interval (both sides; see LinkTiming.by_interval). A
+            # connection made from an AUX_ADV_IND starts on its PHY.
+            now = asyncio.get_running_loop().time()
+            for c in (connection, after):
+                c.ll_interval = interval * 0.00125
+                c.ll_anchor = now
+                c.ll_latency = latency
+                c.ll_timeout = timeout
+                if phy != PHY_1M:
+                    c.ll_tx_phy = c.ll_rx_phy = phy
+            self.connection_made()
         if not won:
             # Another initiator's CONNECT_IND for the same event reached the device first: this side
             # believes it is connected until six connection events pass without an answer (Vol 6
@@ -859,6 +1123,36 @@ def initiator_filter_policy(command):
     return getattr(command, "initiator_filter_policy", 0)
 
 
+def initiating_window(command):
+    """(scan interval, scan window) of LE Create Connection or (its first PHY's) LE Extended Create Connection."""
+    if isinstance(command, hci.HCI_LE_Extended_Create_Connection_Command):
+        return command.scan_intervals[0], command.scan_windows[0]
+    return command.le_scan_interval, command.le_scan_window
+
+
+def connection_parameters(command):
+    """(interval min, latency, supervision timeout) of either create command."""
+    if isinstance(command, hci.HCI_LE_Extended_Create_Connection_Command):
+        return command.connection_interval_mins[0], command.max_latencies[0], command.supervision_timeouts[0]
+    return command.connection_interval_min, command.max_latency, command.supervision_timeout
+
+
+def extended_report(pdu, event_type, data):
+    """An LE Extended Advertising Report of `pdu` (Vol 4 Part E 7.7.65.13): legacy advertising with the
+    legacy bit, extended with its secondary PHY."""
+    address = pdu.advertiser_address
+    if isinstance(pdu, AuxAdvInd):
+        kind, secondary, sid = 0x01, pdu.secondary_phy, 0   # connectable, extended
+    elif event_type == hci.HCI_LE_Advertising_Report_Event.EventType.SCAN_RSP:
+        kind, secondary, sid = 0x1B, 0, 0xFF               # legacy scan response to ADV_IND
+    else:
+        kind, secondary, sid = 0x13, 0, 0xFF               # legacy ADV_IND
+    return hci.HCI_LE_Extended_Advertising_Report_Event([hci.HCI_LE_Extended_Advertising_Report_Event.Report(
+        event_type=kind, address_type=address.address_type, address=address, primary_phy=PHY_1M,
+        secondary_phy=secondary, advertising_sid=sid, tx_power=0x7F, rssi=-50, periodic_advertising_interval=0,
+        direct_address_type=0, direct_address=hci.Address.ANY, data=data)])
+
+
 def accept_list_entry(address_type, address):
     return (address_type in (hci.AddressType.PUBLIC_DEVICE, hci.AddressType.PUBLIC_IDENTITY), address.address_bytes)
 
@@ -869,3 +1163,59 @@ def in_window(elapsed, interval, window):
     if window >= interval or interval <= 0:
         return True
     return (elapsed % (interval * 0.000625)) < window * 0.000625
+
+
+class RawPacket:
+    """An H4 packet given as bytes (indicator included), for events Bumble has no class for."""
+
+    def __init__(self, data):
+        self.data = bytes(data)
+
+    def __bytes__(self):
+        return self.data
+
+    def __str__(self):
+        return f"RawPacket({self.data.hex()})"
+
+
+ZEPHYR_MANUFACTURER = 0x05F1
+ZEPHYR_OGF = 0x3F
+
+
+class ZephyrStationController(StationController):
+    """A station controller that answers like a Zephyr one (see the module docstring): BD_ADDR zero,
+    manufacturer 0x05F1, vendor Read Supported Commands (bits: Read Version Information, Read Supported
+    Commands, Read Static Addresses) and Read Static Addresses (`static_address`, with an identity root
+    derived from it), LE ACL buffers of 251 octets."""
+
+    manufacturer_company_identifier = ZEPHYR_MANUFACTURER
+
+    def __init__(self, name, *, static_address, static_addresses=True, acl_buffers=(251, 10), **kwargs):
+        super().__init__(name, acl_buffers=acl_buffers, **kwargs)
+        self.static_address = hci.Address(static_address, hci.Address.RANDOM_DEVICE_ADDRESS)
+        self.identity_root = hashlib.sha256(b"zephyr ir " + bytes(self.static_address)).digest()[:16]
+        self.static_addresses = static_addresses
+        self.vendor_commands = []  # OCFs the host asked, in order
+
+    def on_packet(self, packet):
+        # Vendor commands are answered from their bytes: Bumble knows other vendors' commands under
+        # some of these opcodes and would parse them as those.
+        if len(packet) >= 4 and packet[0] == 0x01 and packet[2] >> 2 == ZEPHYR_OGF:
+            return self.on_vendor_command(int.from_bytes(packet[1:3], "little"))
+        return super().on_packet(packet)
+
+    def on_vendor_command(self, op_code):
+        ocf = op_code & 0x3FF
+        self.vendor_commands.append(ocf)
+        if ocf == 0x0002:
+            bits = bytearray(64)
+            bits[0] = 0b011          # Read Version Information, Read Supported Commands
+            if self.static_addresses:
+                bits[1] = 0b001      # Read Static Addresses (bit 8)
+            parameters = bytes([0]) + bytes(bits)
+        elif ocf == 0x0009 and self.static_addresses:
+            parameters = bytes([0, 1]) + bytes(self.static_address) + self.identity_root
+        else:
+            parameters = bytes([hci.HCI_ErrorCode.UNKNOWN_HCI_COMMAND_ERROR])
+        complete = bytes([0x04, 0x0E, 3 + len(parameters), 1]) + op_code.to_bytes(2, "little") + parameters
+        self.send_hci_packet(RawPacket(complete))

@@ -46,6 +46,21 @@ import Testing
         }
     }
 
+    @Test func theStationAddressIsAStaticRandomAddress() throws {
+        var o = HCIAdapter.Options()
+        try AdapterConfiguration(parsing: "hci:serial:/dev/ttyACM0?baud=1000000&flow=rtscts,address=c4:5a:00:00:00:01").apply(to: &o)
+        #expect(o.staticRandomAddress == BluetoothAddress("C4:5A:00:00:00:01", kind: .random))
+        for (spec, words) in [("hci:user:0,address=00:11:22:33:44:55", "not a static random address"),
+                              ("hci:user:0,address=FF:FF:FF:FF:FF:FF", "not a static random address"),
+                              ("hci:user:0,address=C4:5A", "not an address")] {
+            #expect {
+                _ = try AdapterConfiguration(parsing: spec)
+            } throws: { error in
+                "\(error)".contains(words)
+            }
+        }
+    }
+
     @Test func optionsBecomeWireUnitsClampedToTheSpec() throws {
         var o = HCIAdapter.Options()
         try AdapterConfiguration(parsing: "hci:user:0,scan-interval=60ms,scan-window=30ms,conn-interval=7.5ms-4s,supervision-timeout=100ms")

@@ -145,6 +145,14 @@ final class FakeController: HCITransport {
         if script.silent.contains(command.opcode.rawValue) { return }
         var w = ByteWriter()
         switch command.opcode {
+        case .reset:
+            // Nothing survives a Reset (Vol 4 Part E 7.3.2).
+            state.withLock { s in
+                s.pending = nil
+                s.list = []
+                s.links = [:]
+            }
+            complete(command.opcode, [0x00])
         case .readLocalVersionInformation:
             LocalVersionReturn(hciVersion: 0x0D, hciSubversion: 1, lmpVersion: 0x0D, companyIdentifier: 0xFFFF, lmpSubversion: 2).encode(into: &w)
             complete(command.opcode, w.bytes)

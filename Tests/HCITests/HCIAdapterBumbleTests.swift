@@ -311,11 +311,16 @@ struct HCIAdapterBumbleTests {
     @Test func aDeadControllerEndsLinksAndScansWithTransportClosed() async throws {
         let fleet = try await BumbleFleet.start(arguments: ["--devices", "1"])
         defer { fleet.stop() }
-        let adapter = try await HCIAdapter.open(spec: fleet.spec)
+        // No attempt to reopen it (by default the adapter tries for about 30 s: `reopenAttempts`).
+        var options = HCIAdapter.Options()
+        options.reopenAttempts = 0
+        let adapter = try await HCIAdapter.open(spec: fleet.spec, options: options)
         let address = try #require(BluetoothAddress(fleet.devices[0].address, kind: .random))
         let link = try await adapter.connect(to: address, options: ConnectOptions(timeout: .seconds(5)))
+        #expect(adapter.outage == nil)
         fleet.stop()
         #expect(await link.waitForDisconnect() == .transportClosed)
+        #expect(adapter.outage != nil, "a failed adapter says why it is out")
         await #expect(throws: BLEError.self) {
             for try await _ in adapter.scan(ScanFilter()) {}
         }

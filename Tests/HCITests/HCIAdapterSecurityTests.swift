@@ -39,7 +39,7 @@ private let irk = Key128(0x0F0E_0D0C_0B0A_0908_0706_0504_0302_0100)
         var options = HCIAdapter.Options(log: { _ in })
         options.bonds = bonds
         let adapter = try await HCIAdapter.open(transport: fake, id: "fake", options: options)
-        #expect(await adapter.stationIdentity == station)
+        #expect(adapter.stationIdentity == station)
 
         // A connect to the identity address: the adapter listens for it first.
         async let connecting = adapter.connect(to: identity, options: ConnectOptions(timeout: .seconds(5)))

@@ -14,13 +14,14 @@ struct HostHarness {
     /// Deadlines armed and not disarmed.
     var armed: [HCIHost.Deadline: Duration] = [:]
 
-    init(acceptListSize: Int = 8, states: UInt64? = nil, features: UInt64? = nil,
+    init(acceptListSize: Int = 8, states: UInt64? = nil, features: UInt64? = nil, extended: Bool = false, skipReady: Bool = false,
          configure: (inout HCIHost.Configuration) -> Void = { _ in }) {
         var c = HCIHost.Configuration()
         configure(&c)
         host = HCIHost(c)
+        guard !skipReady else { return }
         _ = on(.controllerReady(HCIHost.Capabilities(aclMaxLength: 27, aclPackets: 4, leFeatures: features,
-                                                      supportedStates: states, acceptListSize: acceptListSize)))
+                                                      supportedStates: states, acceptListSize: acceptListSize, extended: extended)))
     }
 
     @discardableResult
@@ -205,9 +206,15 @@ private let statusOK = "04 0f04 00 01"
         _ = h.take()
         let att = h.controller("02 4020 0700 0300 0400 0b0102")
         #expect(att.contains(.att(link, hex("0b0102"))))
+        // The device asks for 7.5–15 ms; the link's limits are the adapter's 15–30 ms: accepted, and the
+        // link runs at the overlap, 15 ms (LE Connection Update 12–12).
         h.controller("02 4020 1000 0c00 0500 12 07 0800 0600 0c00 0000 f401")
         #expect(h.take() == [x("02 4000 0a00 0600 0500 13 07 0200 0000"),
-                             x("01 1320 0e 4000 0600 0c00 0000 f401 0000 0000")])
+                             x("01 1320 0e 4000 0c00 0c00 0000 f401 0000 0000")])
+        // 100–200 ms misses the link's range: refused (result 0x0001), nothing asked of the controller.
+        h.controller("02 4020 1000 0c00 0500 12 08 0800 5000 a000 0000 f401")
+        #expect(h.take() == [x("02 4000 0a00 0600 0500 13 08 0200 0100")])
+        #expect(h.host.statistics.parameterRequestsAccepted == 1 && h.host.statistics.parameterRequestsRefused == 1)
     }
 
     @Test func connectionLimitExceededLowersTheSlots() {

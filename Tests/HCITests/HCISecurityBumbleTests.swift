@@ -60,7 +60,7 @@ struct HCISecurityBumbleTests {
             #expect(state["fff1_writes_encrypted"] as? [Bool] == [true, true])
             // The store holds the bond under this station, mode 0600.
             let store = try BondStore(path: path)
-            let station = try #require(await adapter.stationIdentity)
+            let station = try #require(adapter.stationIdentity)
             #expect(store.bond(station: station, peer: address)?.secureConnections == true)
         }
     }

@@ -133,12 +133,22 @@ private func hex(_ s: String) -> [UInt8] { [UInt8](hex: s) ?? [] }
         #expect(try AdapterSpec(parsing: "hci:serial:/dev/ttyUSB1@115200") == .serial(path: "/dev/ttyUSB1", baud: 115200))
         #expect(try AdapterSpec(parsing: "hci:user:0") == .user(index: 0))
         #expect(try AdapterSpec(parsing: "hci:user:hci1") == .user(index: 1))
+        // The serial settings as a query: speed and flow control.
+        #expect(try AdapterSpec(parsing: "hci:serial:/dev/ttyACM0?baud=1000000&flow=rtscts")
+                == .serial(path: "/dev/ttyACM0", baud: 1_000_000, flowControl: true))
+        let none = try AdapterSpec(parsing: "hci:serial:/dev/serial/by-id/usb-ZEPHYR-if00?flow=none&baud=115200")
+        #expect(none == .serial(path: "/dev/serial/by-id/usb-ZEPHYR-if00", baud: 115200, flowControl: false))
+        #expect(none.description == "hci:serial:/dev/serial/by-id/usb-ZEPHYR-if00?baud=115200&flow=none")
+        #expect(none.identityKey == "hci:serial:/dev/serial/by-id/usb-ZEPHYR-if00")
     }
 
     @Test func badSpecsSayWhatIsWrong() {
         for (spec, words) in [("tcp:1:2", "hci:"), ("hci:tcp:localhost", "PORT"), ("hci:tcp:h:99999", "port"),
                               ("hci:serial:ttyACM0", "absolute"), ("hci:serial:/dev/x@12", "not supported"),
-                              ("hci:user:x", "index"), ("hci:usb:0", "unknown transport")] {
+                              ("hci:user:x", "index"), ("hci:usb:0", "unknown transport"),
+                              ("hci:serial:/dev/x?baud=12", "not supported"), ("hci:serial:/dev/x?bad=1", "unknown serial option 'bad' (did you mean"),
+                              ("hci:serial:/dev/x?flow=xon", "rtscts or none"), ("hci:serial:/dev/x@115200?baud=9600", "given twice"),
+                              ("hci:serial:/dev/x?baud", "name=value"), ("hci:serial:/dev/x?flow=none&flow=none", "twice")] {
             #expect {
                 _ = try AdapterSpec(parsing: spec)
             } throws: { error in

@@ -241,6 +241,19 @@ struct LineClaimsTests {
         #expect(status.outcomesLastMinute == 300)
     }
 
+    @Test func aStationsIdentityOnEachAdapterIsWhatLineStatusShows() async throws {
+        let line = try await LineFixture.make(devices: 2)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let runs = LineRuns(connection: line.admin)
+        // Before its adapters are open the station has none.
+        #expect(try await runs.status(run: line.run.id).stations.first?.identities == [])
+        try await a.setIdentities(["C4:5A:00:00:00:01"])
+        let status = try await runs.status(run: line.run.id)
+        #expect(status.stations.map(\.identities) == [["C4:5A:00:00:00:01"]])
+        await a.close()
+    }
+
     @Test func aRunIsJoinedOnlyWithTheSameWorkflowAndInventory() async throws {
         let line = try await LineFixture.make(devices: 1)
         defer { line.close() }

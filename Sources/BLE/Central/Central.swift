@@ -73,11 +73,15 @@ public struct ConnectOptions: Sendable, Equatable {
     /// to answer a device's Security Request that comes first. Nil: nothing will be asked, so a Security
     /// Request is answered only with a stored bond, never by pairing.
     public var security: SecurityRequest?
+    /// What the link should get from the radio (interval, PHY, data length); nil: the adapter's defaults.
+    public var link: LinkPreferences?
 
-    public init(timeout: Duration = .seconds(10), preferredMTU: Int = 247, security: SecurityRequest? = nil) {
+    public init(timeout: Duration = .seconds(10), preferredMTU: Int = 247, security: SecurityRequest? = nil,
+                link: LinkPreferences? = nil) {
         self.timeout = timeout
         self.preferredMTU = preferredMTU
         self.security = security
+        self.link = link
     }
 }
 
@@ -95,6 +99,12 @@ public protocol Central: AnyObject, Sendable {
     /// initiator hears it advertise) and concurrent connects do not wait for one another's device, so a
     /// scan that only waits to hear a known address can be satisfied by connecting. Default false.
     var connectsByAddress: Bool { get }
+    /// The address this adapter connects from — the station's identity, under which devices keep their
+    /// bonds — when it has one it keeps across runs (default nil).
+    var stationIdentity: BluetoothAddress? { get }
+    /// Why the adapter cannot work right now while it tries to come back (its controller reset or went
+    /// away and is being brought up again), or why it stopped for good; nil while it works (default).
+    var outage: String? { get }
 
     /// Advertisements that pass `filter`, until the consumer stops iterating (which stops the scan) or
     /// the adapter fails (the stream throws).
@@ -127,14 +137,20 @@ public protocol Link: AnyObject, Sendable {
     /// `BLEError.security` when pairing or encryption fails, `.disconnected` when the link goes down.
     /// Default: a link that cannot be secured (only `none` succeeds).
     func secure(_ request: SecurityRequest) async throws -> SecurityOutcome
+    /// What the link got from the radio (interval, PHY, data length), as its controller last reported it;
+    /// nil when the adapter cannot tell (default).
+    var parameters: LinkParameters? { get }
 }
 
 extension Central {
     public var connectsByAddress: Bool { false }
+    public var stationIdentity: BluetoothAddress? { nil }
+    public var outage: String? { nil }
 }
 
 extension Link {
     public func readRSSI() async -> Int? { nil }
+    public var parameters: LinkParameters? { nil }
 
     public func secure(_ request: SecurityRequest) async throws -> SecurityOutcome {
         guard request.level == .none else {

@@ -18,6 +18,9 @@ public actor Session {
     public var roundTrips: Int { counter.value }
     /// The current connection state.
     public var state: ConnectionState { states.current }
+    /// What the session's current (or last) link got from the radio, where its adapter can tell.
+    public var linkParameters: LinkParameters? { link?.parameters ?? lastLinkParameters }
+    private var lastLinkParameters: LinkParameters?
     /// What securing the session's links achieved so far (nil: no link was secured): the level of the
     /// latest, the method of the last pairing, whether a bond was made or used.
     public private(set) var security: SecurityOutcome?
@@ -214,6 +217,7 @@ public actor Session {
     private func dropLink(_ reason: DisconnectReason) {
         generation += 1
         router.reset(generation: generation)
+        lastLinkParameters = link?.parameters ?? lastLinkParameters
         link = nil
         gatt = nil
         linkSecurity = .none

@@ -61,7 +61,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
     }
 
     private struct Pending: Sendable {
-        let edit: @Sendable (inout [UInt64: Station]) -> Void
+        let edit: @Sendable (inout Book) -> Void
         let done: CheckedContinuation<Result<Void, BondStoreError>, Never>
     }
 
@@ -75,9 +75,17 @@ public final class BondStore: Sendable, CustomStringConvertible {
         var nanoseconds: Int
     }
 
+    /// What the file holds: bonds by station, and the station identity generated for each adapter that
+    /// has no address of its own (`adapters`, by the adapter's name).
+    private struct Book: Sendable {
+        var stations: [UInt64: Station] = [:]
+        var adapters: [String: BluetoothAddress] = [:]
+    }
+
     /// Bonds by station, then by peer; addresses compared by their 48 bits (the type is in the bond).
     private struct Contents: Sendable {
         var stations: [UInt64: Station] = [:]
+        var adapters: [String: BluetoothAddress] = [:]
         /// Resolvable private addresses already resolved (or not) per station; cleared on every change.
         var resolved: [Pair: UInt64?] = [:]
 
@@ -93,7 +101,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
     public init(path: String) throws(BondStoreError) {
         self.path = path
         let file = try Self.read(path: path)
-        contents = Mutex(Contents(stations: file?.stations ?? [:]))
+        contents = Mutex(Contents(stations: file?.book.stations ?? [:], adapters: file?.book.adapters ?? [:]))
         writer = Mutex(Writer(written: file?.stamp))
     }
 
@@ -138,22 +146,33 @@ public final class BondStore: Sendable, CustomStringConvertible {
         var dated = bond
         if dated.created == nil { dated.created = now }
         let stamped = dated
-        try await change { stations in
-            stations[station.value, default: Station(address: station)].bonds[stamped.peer.value] = stamped
+        try await change { book in
+            book.stations[station.value, default: Station(address: station)].bonds[stamped.peer.value] = stamped
         }
+    }
+
+    /// The station identity kept for `adapter` (an adapter without an address of its own), if any.
+    public func stationIdentity(adapter: String) -> BluetoothAddress? {
+        contents.withLock { $0.adapters[adapter] }
+    }
+
+    /// Keeps `identity` as the station identity of `adapter` (replacing one kept before) and writes the
+    /// file: the next run on that adapter connects from the same address, and devices know it.
+    public func saveStationIdentity(_ identity: BluetoothAddress, adapter: String) async throws(BondStoreError) {
+        try await change { book in book.adapters[adapter] = identity }
     }
 
     /// Forgets the bond `station` holds for `peer` (if any) and writes the file.
     public func remove(station: BluetoothAddress, peer: BluetoothAddress) async throws(BondStoreError) {
-        try await change { stations in
-            stations[station.value]?.bonds[peer.value] = nil
-            if stations[station.value]?.bonds.isEmpty == true { stations[station.value] = nil }
+        try await change { book in
+            book.stations[station.value]?.bonds[peer.value] = nil
+            if book.stations[station.value]?.bonds.isEmpty == true { book.stations[station.value] = nil }
         }
     }
 
     // MARK: - Writing
 
-    private func change(_ edit: @escaping @Sendable (inout [UInt64: Station]) -> Void) async throws(BondStoreError) {
+    private func change(_ edit: @escaping @Sendable (inout Book) -> Void) async throws(BondStoreError) {
         let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Void, BondStoreError>, Never>) in
             let first = writer.withLock { w in
                 w.pending.append(Pending(edit: edit, done: done))
@@ -180,18 +199,19 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 if errno == EINTR { continue }
                 throw Self.ioError("locking \(lockPath)", path)
             }
-            var stations: [UInt64: Station]
+            var book: Book
             if let written, try Self.stamp(path: path) == written {
-                stations = contents.withLock { $0.stations }
+                book = contents.withLock { Book(stations: $0.stations, adapters: $0.adapters) }
             } else {
-                stations = try Self.read(path: path)?.stations ?? [:]
+                book = try Self.read(path: path)?.book ?? Book()
             }
-            for change in batch { change.edit(&stations) }
-            try Self.writeAtomically(Self.encode(stations, path: path), to: path)
+            for change in batch { change.edit(&book) }
+            try Self.writeAtomically(Self.encode(book, path: path), to: path)
             let stamp = try Self.stamp(path: path)
             writer.withLock { $0.written = stamp }
             contents.withLock { c in
-                c.stations = stations
+                c.stations = book.stations
+                c.adapters = book.adapters
                 c.resolved.removeAll()
             }
         }
@@ -239,8 +259,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
 
     // MARK: - Reading
 
-    /// The stations in the file and its stamp, or nil when there is no file.
-    private static func read(path: String) throws(BondStoreError) -> (stations: [UInt64: Station], stamp: FileStamp)? {
+    /// What the file holds and its stamp, or nil when there is no file.
+    private static func read(path: String) throws(BondStoreError) -> (book: Book, stamp: FileStamp)? {
         var fd: Int32
         repeat { fd = Glibc.open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
         if fd < 0 {
@@ -299,11 +319,19 @@ public final class BondStore: Sendable, CustomStringConvertible {
 
     // MARK: - The file format
 
-    /// The file: `{"format": "provision-bonds", "version": 1, "stations": [...]}`.
+    /// The file: `{"format": "provision-bonds", "version": 1, "stations": [...], "adapters": [...]}`
+    /// (`adapters` only when an identity was generated for one).
     private struct FileImage: Codable {
         var format: String
         var version: Int
         var stations: [StationImage]
+        var adapters: [AdapterImage]?
+    }
+
+    /// The station identity generated for an adapter that has no address of its own.
+    private struct AdapterImage: Codable {
+        var adapter: String
+        var station: String
     }
 
     private struct StationImage: Codable {
@@ -345,8 +373,9 @@ public final class BondStore: Sendable, CustomStringConvertible {
     static let format = "provision-bonds"
     static let version = 1
 
-    private static func encode(_ stations: [UInt64: Station], path: String) throws(BondStoreError) -> [UInt8] {
-        let image = FileImage(format: format, version: version, stations: stations.values.sorted { $0.address < $1.address }.map { station in
+    private static func encode(_ book: Book, path: String) throws(BondStoreError) -> [UInt8] {
+        let adapters = book.adapters.sorted { $0.key < $1.key }.map { AdapterImage(adapter: $0.key, station: $0.value.description) }
+        let image = FileImage(format: format, version: version, stations: book.stations.values.sorted { $0.address < $1.address }.map { station in
             StationImage(station: station.address.description, stationType: typeName(station.address.kind),
                          bonds: station.bonds.values.sorted { $0.peer < $1.peer }.map { b in
                 BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: b.ediv,
@@ -355,7 +384,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                           csrk: b.peerCSRK.map { hex($0.value) }, created: b.created,
                           privateAddress: b.usesPrivateAddress ? true : nil)
             })
-        })
+        }, adapters: adapters.isEmpty ? nil : adapters)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -366,7 +395,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
         }
     }
 
-    private static func decode(_ data: [UInt8], path: String) throws(BondStoreError) -> [UInt64: Station] {
+    private static func decode(_ data: [UInt8], path: String) throws(BondStoreError) -> Book {
         func damaged(_ detail: String) -> BondStoreError { BondStoreError(.damaged, path: path, detail: detail) }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -412,7 +441,15 @@ public final class BondStore: Sendable, CustomStringConvertible {
             }
             stations[address.value] = station
         }
-        return stations
+        var adapters: [String: BluetoothAddress] = [:]
+        for (i, a) in (image.adapters ?? []).enumerated() {
+            guard let address = BluetoothAddress(a.station, kind: .random) else {
+                throw damaged("adapters[\(i)]: station \"\(a.station)\" is not an address")
+            }
+            guard adapters[a.adapter] == nil else { throw damaged("adapters[\(i)]: adapter \(a.adapter) is listed twice") }
+            adapters[a.adapter] = address
+        }
+        return Book(stations: stations, adapters: adapters)
     }
 
     private static func describe(_ error: DecodingError) -> String {
