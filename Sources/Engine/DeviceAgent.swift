@@ -60,7 +60,8 @@ actor DeviceAgent {
         let start = clock.now
         let startedAt = WallClock.iso(WallClock.now())
         let steps = context.workflow.steps
-        var supervisor = StepSupervisor(steps: context.stepInfos, seed: context.seed ^ StableHash.fnv1a(device.id))
+        var supervisor = StepSupervisor(steps: context.stepInfos, seed: context.seed ^ StableHash.fnv1a(device.id),
+                                        reconcile: context.reconcile[device.id])
         var queue = supervisor.handle(.begin(at: .zero))
         while !queue.isEmpty {
             let action = queue.removeFirst()
@@ -76,6 +77,8 @@ actor DeviceAgent {
                     continue
                 }
                 queue += supervisor.handle(await executeStep(index, confirmFirst: confirmFirst, elapsed: { clock.now - start }))
+            case .confirm(let index, _):
+                queue += supervisor.handle(await confirmStep(index, elapsed: { clock.now - start }))
             case .stepFinished(let index, let outcome, let attempt, let duration, let f):
                 context.events.emit(RunEvent(.stepFinished, device: device.id, step: steps[index].name, attempt: attempt,
                                              outcome: outcome.rawValue, durationMs: duration.milliseconds,
@@ -138,6 +141,22 @@ actor DeviceAgent {
             var f = DeviceFailure.from(error)
             if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
             return .failed(redacted(f), sent: irreversibleSent, at: elapsed())
+        }
+    }
+
+    /// Reads a reconciling device's `confirm` for step `index` (nothing is sent), for the supervisor.
+    private func confirmStep(_ index: Int, elapsed: () -> Duration) async -> StepSupervisor.Event {
+        let step = context.workflow.steps[index]
+        do {
+            try Task.checkCancellation()
+            guard case .await(let a) = step.kind, a.confirm != nil else {
+                throw DeviceFailure(.invalidInput, "step `\(step.name)` has no `confirm` read")
+            }
+            return .confirmed(tookEffect: try await confirmed(a, step: step, timeout: step.effectiveTimeout), at: elapsed())
+        } catch {
+            var f = DeviceFailure.from(error)
+            if Task.isCancelled { f = DeviceFailure(.interrupted, "cut while stopping", causes: [f.description]) }
+            return .failed(redacted(f), sent: false, at: elapsed())
         }
     }
 

@@ -5,8 +5,9 @@ import Workflow
 /// workflow says is irreversible.
 ///
 /// The rules, per device (first that applies):
-/// 1. An irreversible write was announced (`intent`) and no final outcome followed: `needsReview` —
-///    the write may have reached the device; it is never sent again automatically.
+/// 1. An irreversible write was announced (`intent`) and no final outcome followed: the write may have
+///    reached the device; it is never sent again blindly. If the step declares `confirm`: `confirm` —
+///    run, asking the device (the confirm read) before anything is sent; else `needsReview`.
 /// 2. A recorded `needs_review` outcome stays so (carried over), whatever the options.
 /// 3. A recorded `succeeded`, or `failed` without `retryFailed`: carried over, not touched.
 /// 4. `failed` with `retryFailed`: run again, unless the record shows an irreversible step was
@@ -18,6 +19,9 @@ public struct ResumePlan: Sendable, Equatable {
     public enum Decision: Sendable, Equatable {
         /// Run the workflow.
         case run(attempt: Int, resumed: Bool)
+        /// Run the workflow, reading step `step`'s `confirm` before anything is sent: an earlier run
+        /// announced that irreversible step and never learned its outcome (`StepSupervisor`, reconciling).
+        case confirm(attempt: Int, step: Int)
         /// Report the journal's outcome; do not touch the device.
         case carryOver(DeviceRecord)
         /// The device may have received an irreversible write whose outcome is unknown: record this
@@ -41,9 +45,19 @@ public struct ResumePlan: Sendable, Equatable {
     /// The devices to run, in order, with their attempt number and whether they are resumed.
     public var toRun: [(device: InventoryDevice, attempt: Int, resumed: Bool)] {
         entries.compactMap { e in
-            if case .run(let attempt, let resumed) = e.decision { return (e.device, attempt, resumed) }
-            return nil
+            switch e.decision {
+            case .run(let attempt, let resumed): return (e.device, attempt, resumed)
+            case .confirm(let attempt, _): return (e.device, attempt, true)
+            case .carryOver, .needsReview: return nil
+            }
         }
+    }
+
+    /// The devices whose confirm read comes first: id → the step in doubt.
+    public var reconcile: [String: Int] {
+        var out: [String: Int] = [:]
+        for e in entries { if case .confirm(_, let step) = e.decision { out[e.device.id] = step } }
+        return out
     }
 
     /// Why a run cannot resume this journal.
@@ -61,10 +75,13 @@ public struct ResumePlan: Sendable, Equatable {
         public var selection: [InventoryDevice]
         /// The workflow's irreversible steps: index → name.
         public var irreversibleSteps: [Int: String]
+        /// The irreversible steps that declare a `confirm` read (indices).
+        public var confirmable: Set<Int>
         public var retryFailed: Bool
 
         public init(workflow: FileRef, inventory: FileRef, inventoryDevices: [InventoryDevice], selection: [InventoryDevice],
-                    irreversibleSteps: [Int: String], retryFailed: Bool) {
+                    irreversibleSteps: [Int: String], confirmable: Set<Int> = [], retryFailed: Bool) {
+            self.confirmable = confirmable
             self.workflow = workflow
             self.inventory = inventory
             self.inventoryDevices = inventoryDevices
@@ -111,6 +128,9 @@ public struct ResumePlan: Sendable, Equatable {
     private static func decide(_ d: InventoryDevice, _ journal: JournalState, _ inputs: Inputs) -> Decision {
         let starts = journal.starts[d.id] ?? 0
         if let step = journal.pendingIntents[d.id] {
+            if let index = inputs.confirmable.sorted().first(where: { inputs.irreversibleSteps[$0] == step }) {
+                return .confirm(attempt: starts + 1, step: index)
+            }
             var r = DeviceRecord(id: d.id, address: d.address?.description, name: d.name, outcome: .failed, attempts: max(1, starts),
                                  error: FailureRecord(kind: .needsReview, step: step,
                                                       message: "an earlier run stopped after sending the irreversible step `\(step)` to this device and before its outcome was known; check the device, then run it again on its own"),

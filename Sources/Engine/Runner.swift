@@ -117,8 +117,13 @@ final class RunContext: Sendable {
     /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
     /// captures derived from them.
     let secretNames: Set<String>
+    /// Devices resumed with an irreversible step in doubt that declares `confirm` (id → step index):
+    /// their confirm read comes before anything is sent (`StepSupervisor`, reconciling).
+    let reconcile: [String: Int]
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions,
+         reconcile: [String: Int] = [:]) {
+        self.reconcile = reconcile
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -219,7 +224,8 @@ public enum Runner {
         // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options)
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options,
+                                 reconcile: plan.reconcile)
         events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         let stopper = StopCoordinator(events: events, grace: options.stopGrace)
@@ -286,9 +292,14 @@ public enum Runner {
             throw StartError(description: options.resume ? "cannot resume: \(error)" : "\(error)")
         }
         var irreversible: [Int: String] = [:]
-        for (i, step) in workflow.steps.enumerated() where step.irreversible { irreversible[i] = step.name }
+        var confirmable: Set<Int> = []
+        for (i, step) in workflow.steps.enumerated() where step.irreversible {
+            irreversible[i] = step.name
+            if case .await(let a) = step.kind, a.confirm != nil, a.trigger != nil { confirmable.insert(i) }
+        }
         let inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
-                                       selection: devices, irreversibleSteps: irreversible, retryFailed: options.retryFailed)
+                                       selection: devices, irreversibleSteps: irreversible, confirmable: confirmable,
+                                       retryFailed: options.retryFailed)
         do {
             return try ResumePlan.make(inputs, journal: journal)
         } catch {
@@ -303,7 +314,7 @@ public enum Runner {
             switch e.decision {
             case .carryOver(let r), .needsReview(let r):
                 return r
-            case .run:
+            case .run, .confirm:
                 if let r = ran[e.device.id] { return r }
                 return DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
                                     skipReason: stop.map { "not started: \($0.message)" } ?? "not started")

@@ -13,7 +13,7 @@ import Testing
         createdBy: "a/1", started: Date(timeIntervalSince1970: 1_796_000_000), ended: nil, stopReason: nil, stopMessage: nil)
 
     static func station(stopped: Bool) -> LineRuns.Status.Station {
-        LineRuns.Status.Station(id: "a/1", name: "a", host: "bench-1", adapters: ["hci0"], started: Date(timeIntervalSince1970: 1_796_000_000),
+        LineRuns.Status.Station(id: "a/1", name: "a", host: "bench-1", adapters: ["hci0"], identities: ["C4:5A:00:00:00:01"], started: Date(timeIntervalSince1970: 1_796_000_000),
                                 heartbeat: Date(timeIntervalSince1970: 1_796_000_590), stopped: stopped ? Date(timeIntervalSince1970: 1_796_000_595) : nil,
                                 stopReason: nil, stopMessage: nil, leases: stopped ? 0 : 4, outcomes: 13, outcomesLastMinute: 3)
     }
