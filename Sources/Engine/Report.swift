@@ -283,13 +283,15 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var link: LinkRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
+    /// An operator's resolution of the device's doubt (`provision review --mark`), when this outcome is one.
+    public var review: ReviewRecord?
     /// Set in memory when the outcome could not be journaled (never written to a report).
     var journalError: String?
 
     /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, link, measurements, name, outcome,
-             resumed, rssi, security, skipReason, started, steps
+             resumed, review, rssi, security, skipReason, started, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
@@ -316,6 +318,33 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.skipReason = skipReason
         self.security = security
         self.link = link
+    }
+}
+
+/// An operator's resolution of a device in doubt (`provision review --mark`): the outcome it set comes
+/// with who set it, when, why, and the doubt it replaced — recorded, never silent.
+public struct ReviewRecord: Codable, Sendable, Equatable, SortedRecordKeys {
+    /// When the operator resolved it (ISO 8601 UTC).
+    public var at: String
+    public var by: String
+    public var note: String
+    /// What the operator found: `succeeded` (the write took effect and the device is good) or `failed`
+    /// (it did not, or the device was reset: `--resume --retry-failed` may run it again).
+    public var resolution: DeviceOutcome
+    /// The doubt it resolved: the earlier record's failure (or the intent, as a `needs_review` failure).
+    public var previous: FailureRecord?
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case at, by, note, previous, resolution
+    }
+
+    public init(at: String, by: String, note: String, resolution: DeviceOutcome, previous: FailureRecord?) {
+        self.at = at
+        self.by = by
+        self.note = note
+        self.resolution = resolution
+        self.previous = previous
     }
 }
 

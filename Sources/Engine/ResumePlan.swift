@@ -8,10 +8,12 @@ import Workflow
 /// 1. An irreversible write was announced (`intent`) and no final outcome followed: the write may have
 ///    reached the device; it is never sent again blindly. If the step declares `confirm`: `confirm` —
 ///    run, asking the device (the confirm read) before anything is sent; else `needsReview`.
-/// 2. A recorded `needs_review` outcome stays so (carried over), whatever the options.
+/// 2. A recorded `needs_review` outcome stays so (carried over), whatever the options — unless the
+///    device is to be asked again (`recheck`, `provision review --reread`) and the step in doubt declares
+///    `confirm`: then `confirm`, as in rule 1.
 /// 3. A recorded `succeeded`, or `failed` without `retryFailed`: carried over, not touched.
 /// 4. `failed` with `retryFailed`: run again, unless the record shows an irreversible step was
-///    attempted (then carried over as `needs_review`).
+///    attempted (then carried over as `needs_review`) and no operator marked it failed on review.
 /// 5. Otherwise (never started, started without an outcome, `interrupted`): run; `attempt` counts
 ///    earlier starts, `resumed` when there were any.
 public struct ResumePlan: Sendable, Equatable {
@@ -78,6 +80,8 @@ public struct ResumePlan: Sendable, Equatable {
         /// The irreversible steps that declare a `confirm` read (indices).
         public var confirmable: Set<Int>
         public var retryFailed: Bool
+        /// Devices recorded `needs_review` to ask again (their step in doubt's `confirm` read).
+        public var recheck: Set<String> = []
 
         public init(workflow: FileRef, inventory: FileRef, inventoryDevices: [InventoryDevice], selection: [InventoryDevice],
                     irreversibleSteps: [Int: String], confirmable: Set<Int> = [], retryFailed: Bool) {
@@ -139,11 +143,15 @@ public struct ResumePlan: Sendable, Equatable {
             return .needsReview(r)
         }
         if var r = journal.outcomes[d.id] {
+            if inputs.recheck.contains(d.id), r.error?.kind == .needsReview, let step = r.error?.step,
+               let index = inputs.confirmable.sorted().first(where: { inputs.irreversibleSteps[$0] == step }) {
+                return .confirm(attempt: starts + 1, step: index)
+            }
             if r.error?.kind == .needsReview || r.outcome == .succeeded || (r.outcome == .failed && !inputs.retryFailed) {
                 r.carriedOver = true
                 return .carryOver(r)
             }
-            if r.outcome == .failed,
+            if r.outcome == .failed, r.review == nil,
                let sent = inputs.irreversibleSteps.keys.sorted().first(where: { $0 < r.steps.count && r.steps[$0].attempts > 0 }) {
                 // It failed after an irreversible step went out: running it again could repeat that step.
                 let name = inputs.irreversibleSteps[sent] ?? "step \(sent + 1)"

@@ -47,6 +47,9 @@ public struct RunOptions: Sendable {
     public var resume: Bool = false
     /// On resume, also run again devices that failed before.
     public var retryFailed: Bool = false
+    /// With `resume`: devices recorded `needs_review` to ask again with their step's `confirm` read
+    /// (`provision review --reread`).
+    public var recheck: Set<String> = []
     public var maxFailures: FailureThreshold?
     public var seed: UInt64 = 1
     /// How long in-flight devices may run on after a first stop request before they are cut.
@@ -297,9 +300,10 @@ public enum Runner {
             irreversible[i] = step.name
             if case .await(let a) = step.kind, a.confirm != nil, a.trigger != nil { confirmable.insert(i) }
         }
-        let inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
+        var inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
                                        selection: devices, irreversibleSteps: irreversible, confirmable: confirmable,
                                        retryFailed: options.retryFailed)
+        inputs.recheck = options.recheck
         do {
             return try ResumePlan.make(inputs, journal: journal)
         } catch {

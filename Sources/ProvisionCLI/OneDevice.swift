@@ -22,6 +22,8 @@ struct OneDevice {
         OptionSpec("json", kind: .flag, help: "print JSON"),
         OptionSpec("trace", kind: .value("PATH"), role: .output, help: "protocol trace: btsnoop for HCI (Wireshark), ATT PDUs for sim"),
         OptionSpec("force", kind: .flag, help: "replace an existing --trace file"),
+        OptionSpec("sim-state", kind: .value("PATH"), role: .output,
+                   help: "simulator: the virtual devices' state, as `provision run --sim-state` keeps it (read, and written back)"),
     ]
 
     /// What DEVICE named, once found.
@@ -101,10 +103,14 @@ struct OneDevice {
         let traces = TraceOutputs(warn: { out.err(escaping: $0) })
 
         // The adapter.
+        let statePath = arguments.value("sim-state").map { $0.hasPrefix("/") ? $0 : context.currentDirectory + "/" + $0 }
+        if statePath != nil && spec != "sim" {
+            throw Failure(message: "`--sim-state` goes with `--adapter sim`", code: ExitCode.invalidInput, isUsage: true)
+        }
         var central: any Central
         do {
             if spec == "sim", let inventory {
-                let sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: nil)
+                let sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: statePath)
                 central = sim
                 if let tracePath {
                     let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } }, uniquingKeysWith: { a, _ in a })

@@ -45,6 +45,7 @@ public struct RunCommand: Command {
         OptionSpec("resume", kind: .value("JOURNAL"), role: .output, help: "resume a crashed or interrupted run from its journal"),
         OptionSpec("force", kind: .flag, help: "replace an existing report, JUnit, events or simulator dump file"),
         OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again"),
+        OptionSpec("recheck", kind: .value("IDS"), help: "with --resume: ask these devices in review again (their step's confirm read; comma list)"),
         OptionSpec("limit", short: "l", kind: .value("SEL"), role: .input, help: "devices: ids, globs (SN-00*), comma lists, @file"),
         OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed"),
         OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
@@ -112,6 +113,9 @@ public struct RunCommand: Command {
         if let l = arguments.value("sim-latency") {
             guard let v = Double(l), v >= 0, v <= 100 else { return usageError(out, "`--sim-latency` must be a number from 0 to 100, not `\(l)`") }
             latency = v
+        }
+        if arguments.value("recheck") != nil && arguments.value("resume") == nil {
+            return usageError(out, "`--recheck` needs `--resume JOURNAL` (it asks again the devices a run left in review)")
         }
         if arguments.flag("retry-failed") && arguments.value("resume") == nil {
             return usageError(out, "`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
@@ -318,6 +322,7 @@ public struct RunCommand: Command {
         options.junitPath = file(arguments.value("junit"))
         options.resume = resumePath != nil
         options.retryFailed = arguments.flag("retry-failed")
+        options.recheck = Set((arguments.value("recheck") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         options.maxFailures = threshold
         options.seed = seed
         options.stopGrace = grace

@@ -175,6 +175,28 @@ import YAML
         #expect(blind.toRun.isEmpty && blind.reconcile.isEmpty)
     }
 
+    @Test func aDeviceInReviewIsAskedAgainOnlyWhenRecheckedAndItsStepCanBeConfirmed() throws {
+        let lines: [JournalLine] = [Self.header(), Symbol.started.line("D"), Symbol.intent.line("D"), Symbol.needsReview.line("D"),
+                                    Symbol.started.line("E"), Symbol.needsReview.line("E")]
+        var inputs = Self.inputs(confirmable: true)
+        guard case .carryOver? = Self.decision(try Self.plan(lines, inputs), "D") else {
+            Issue.record("a device in review was touched without being rechecked")
+            return
+        }
+        inputs.recheck = ["D", "E"]
+        let plan = try Self.plan(lines, inputs)
+        #expect(Self.decision(plan, "D") == .confirm(attempt: 2, step: Self.commitIndex))
+        #expect(Self.decision(plan, "E") == .confirm(attempt: 2, step: Self.commitIndex))
+        // Without a confirm read there is nothing to ask: it stays in review.
+        var blind = Self.inputs()
+        blind.recheck = ["D"]
+        guard case .carryOver(let r)? = Self.decision(try Self.plan(lines, blind), "D") else {
+            Issue.record("a device in review without a confirm read was run")
+            return
+        }
+        #expect(r.error?.kind == .needsReview)
+    }
+
     @Test func anotherDevicesLinesAtAnyPositionChangeNothing() throws {
         // E: started, intent and a crash: it needs review, whatever D's lines around it.
         let other: [JournalLine] = [.started(device: "E", attempt: 1, at: "t"), .intent(device: "E", step: "commit", stepIndex: Self.commitIndex, at: "t")]

@@ -71,5 +71,17 @@ import Glibc
             let succeeded = report.devices.first { $0.id == id }?.outcome == .succeeded
             #expect(succeeded ? commits == 1 : commits <= 1, "\(id) committed \(commits) times")
         }
+        // `provision read` on the simulator sees the state the runs left (`--sim-state`); without it, a fresh device.
+        let base = ["read", "--adapter", "sim", "--inventory", paths.inventory, device, "FFF0", "FFF2", "--as", "hex", "--timeout", "5s"]
+        var state: [String] = []
+        let kept = try ChildProcess(base + ["--sim-state", "sim.state"], directory: line.directory)
+        for await l in kept.lines { state.append(l) }
+        #expect(await kept.wait() == 0)
+        #expect(state == ["02"], "the committed state of \(device)")
+        var fresh: [String] = []
+        let other = try ChildProcess(base, directory: line.directory)
+        for await l in other.lines { fresh.append(l) }
+        #expect(await other.wait() == 0)
+        #expect(fresh != ["02"] && fresh.count == 1, "\(fresh)")
     }
 }

@@ -1,0 +1,62 @@
+import Testing
+import Workflow
+@testable import Engine
+
+/// The devices a journal leaves in doubt, and an operator's resolution as the journal records it.
+@Suite struct JournalReviewTests {
+    static let header = ResumePlanTests.header()
+
+    static func review(_ id: String) -> DeviceRecord {
+        DeviceRecord(id: id, address: nil, name: nil, outcome: .failed, attempts: 1,
+                     steps: [StepRecord(name: "begin", kind: "await", outcome: .succeeded, attempts: 1, startMs: 0, durationMs: 1),
+                             StepRecord(name: "commit", kind: "await", outcome: .failed, attempts: 1, startMs: 1, durationMs: 1)],
+                     error: FailureRecord(kind: .needsReview, step: "commit", message: "the commit was sent and its outcome is unknown"))
+    }
+
+    @Test func intentsWithoutOutcomesAndNeedsReviewOutcomesAreListedOthersAreNot() {
+        let lines: [JournalLine] = [
+            Self.header,
+            .started(device: "A", attempt: 1, at: "t1"), .intent(device: "A", step: "commit", stepIndex: 3, at: "t2"),
+            .outcome(DeviceRecord(id: "A", address: nil, name: nil, outcome: .interrupted, attempts: 1), at: "t3"),
+            .started(device: "B", attempt: 1, at: "t1"), .intent(device: "B", step: "commit", stepIndex: 3, at: "t2"),
+            .outcome(DeviceRecord(id: "B", address: nil, name: nil, outcome: .succeeded, attempts: 1), at: "t3"),
+            .started(device: "C", attempt: 1, at: "t1"), .outcome(Self.review("C"), at: "t4"),
+            .started(device: "D", attempt: 1, at: "t1"),
+        ]
+        let units = JournalReview(lines: lines).units
+        #expect(units.map(\.device) == ["A", "C"])
+        #expect(units[0].step == "commit" && units[0].intentAt == "t2" && units[0].record?.outcome == .interrupted)
+        #expect(units[0].evidence.hasPrefix("the intent to send `commit` (t2) has no final outcome"), "\(units[0].evidence)")
+        #expect(units[1].intentStep == nil && units[1].step == "commit")
+        #expect(units[1].evidence == "last outcome failed (needs_review): the commit was sent and its outcome is unknown; last step that succeeded: `begin`; started 1 time")
+    }
+
+    @Test func aResolutionKeepsTheEvidenceAndSaysWhoWhenAndWhy() throws {
+        let unit = try #require(JournalReview(lines: [Self.header, .outcome(Self.review("C"), at: "t")]).units.first)
+        let good = JournalReview.resolution(of: unit, as: .succeeded, note: "state reads 02", by: "ana", at: "t9")
+        #expect(good.outcome == .succeeded && good.error == nil && good.steps == Self.review("C").steps)
+        #expect(good.review == ReviewRecord(at: "t9", by: "ana", note: "state reads 02", resolution: .succeeded, previous: Self.review("C").error))
+        let bad = JournalReview.resolution(of: unit, as: .failed, note: "state reads 01", by: "ana", at: "t9")
+        #expect(bad.error?.kind == .verifyFailed && bad.error?.message == "marked failed on review by ana: state reads 01")
+        // Resolved, it is no longer in doubt; a failed one runs again with --retry-failed.
+        let lines: [JournalLine] = [Self.header, .started(device: "D", attempt: 1, at: "t"), .outcome(Self.review("D"), at: "t"),
+                                    .outcome(JournalReview.resolution(of: unit, as: .failed, note: "01", by: "ana", at: "t").withID("D"), at: "t")]
+        #expect(JournalReview(lines: lines).units.isEmpty)
+        let plan = try ResumePlanTests.plan(lines, ResumePlanTests.inputs(["D"], retryFailed: true))
+        #expect(ResumePlanTests.decision(plan, "D") == .run(attempt: 2, resumed: true))
+        let kept = try ResumePlanTests.plan(lines, ResumePlanTests.inputs(["D"]))
+        guard case .carryOver(let r)? = ResumePlanTests.decision(kept, "D") else {
+            Issue.record("a resolved device was not carried over")
+            return
+        }
+        #expect(r.review?.note == "01")
+    }
+}
+
+extension DeviceRecord {
+    fileprivate func withID(_ id: String) -> DeviceRecord {
+        var r = self
+        r.id = id
+        return r
+    }
+}
