@@ -283,6 +283,9 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var link: LinkRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
+    /// The station (`--station`, default the host name) that worked the device: on a line, the one whose
+    /// record this is.
+    public var station: String?
     /// An operator's resolution of the device's doubt (`provision review --mark`), when this outcome is one.
     public var review: ReviewRecord?
     /// Set in memory when the outcome could not be journaled (never written to a report).
@@ -291,7 +294,7 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, link, measurements, name, outcome,
-             resumed, review, rssi, security, skipReason, started, steps
+             resumed, review, rssi, security, skipReason, started, station, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,

@@ -81,6 +81,7 @@ struct RunScheduler {
         context.events.emit(RunEvent(.deviceStarted, device: device.id, attempt: attempt))
         let agent = DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed)
         var record = await agent.run()
+        record.station = context.station
         // Durable before the device counts as done; concurrent devices share one fsync.
         do {
             try await context.store.outcome(record)

@@ -123,10 +123,13 @@ final class RunContext: Sendable {
     /// Devices resumed with an irreversible step in doubt that declares `confirm` (id → step index):
     /// their confirm read comes before anything is sent (`StepSupervisor`, reconciling).
     let reconcile: [String: Int]
+    /// The station's name, on every record.
+    let station: String
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions,
          reconcile: [String: Int] = [:]) {
         self.reconcile = reconcile
+        self.station = options.station
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)

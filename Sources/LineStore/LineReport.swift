@@ -71,6 +71,13 @@ public enum LineReport {
 
     /// One device of the merged report (see the type's rules).
     static func record(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
+        var r = try unstamped(e, stations: stations)
+        // The station that worked it (a record of an older station does not say).
+        if r.station == nil, let id = e.station { r.station = stations[id] ?? id }
+        return r
+    }
+
+    private static func unstamped(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
         var recorded: DeviceRecord?
         if let json = e.record {
             do {

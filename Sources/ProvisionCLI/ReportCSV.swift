@@ -5,7 +5,8 @@ import Workflow
 /// `provision report --csv`: RFC 4180 CSV, one row per device, for a spreadsheet or an MES import.
 ///
 /// Columns: `id, address, name, outcome, error_kind, error_step, error_message, adapter, rssi,
-/// duration_ms, attempts, run_id, started` (the device's start, ISO 8601 UTC), then one column per
+/// duration_ms, attempts, run_id, started` (the device's start, ISO 8601 UTC), `station`, then
+/// `security_level, security_method, security_bond` when a device has security, then one column per
 /// captured value (typed values as their JSON shows them: `87`, `2.4.1`, hex for bytes).
 ///
 /// A cell a spreadsheet would take for a formula (it begins with `=`, `+`, `-`, `@`, a tab or a
@@ -14,12 +15,15 @@ import Workflow
 enum ReportCSV {
     static func devices(_ devices: [DeviceRecord], run: RunInfo) -> String {
         let keys = Set(devices.flatMap { $0.captured.keys }).sorted()
+        let secured = devices.contains { $0.security != nil }
         var rows = [row(["id", "address", "name", "outcome", "error_kind", "error_step", "error_message", "adapter", "rssi", "duration_ms",
-                         "attempts", "run_id", "started"] + keys)]
+                         "attempts", "run_id", "started", "station"]
+                        + (secured ? ["security_level", "security_method", "security_bond"] : []) + keys)]
         for d in devices {
             var cells = [d.id, d.address ?? "", d.name ?? "", d.outcome.rawValue, d.error?.kind.rawValue ?? "", d.error?.step ?? "",
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
-                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started ?? ""]
+                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started ?? "", d.station ?? ""]
+            if secured { cells += [d.security?.level ?? "", d.security?.method ?? "", d.security?.bond ?? ""] }
             cells += keys.map { d.captured[$0]?.text ?? "" }
             rows.append(row(cells))
         }

@@ -328,6 +328,8 @@ public struct RunCommand: Command {
         options.stopGrace = grace
         options.fsync = !arguments.flag("no-fsync")
         options.toolVersion = ProvisionCLI.version
+        // The station's name on the run and on every record (on a line, `--station`).
+        if let name = lineSettings?.station { options.station = name }
         var reported: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": specs.joined(separator: ",")]
         if let l = arguments.value("limit") { reported["limit"] = l }
         if let m = arguments.value("max-failures") { reported["max_failures"] = m }

@@ -7,7 +7,7 @@ import TestSupport
 /// its bonds; `--bonds` in the output-path check; no key in anything a run writes or prints.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct SecurityProcessTests {
     /// A copy of the example line in a temporary directory.
-    private func line() throws -> String {
+    static func line() throws -> String {
         let dir = NSTemporaryDirectory() + "provision-security-\(UUID().uuidString)"
         let fm = FileManager.default
         try fm.createDirectory(atPath: dir + "/models", withIntermediateDirectories: true)
@@ -38,7 +38,7 @@ import TestSupport
     }
 
     @Test func theSecureLineIsPairedBondedAndAuditedOverItsBondsAndNoKeyShowsAnywhere() async throws {
-        let dir = try line()
+        let dir = try Self.line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let common = ["--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0", "--bonds", "bonds.json",
                       "--sim-state", "devices.state"]
@@ -108,7 +108,7 @@ import TestSupport
     }
 
     @Test func aBondsFileOthersCanReadIsRefusedBeforeAnythingIsTouched() async throws {
-        let dir = try line()
+        let dir = try Self.line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         #expect(FileManager.default.createFile(atPath: dir + "/bonds.json",
                                                contents: Data(#"{"format":"provision-bonds","version":1,"stations":[]}"#.utf8),
@@ -121,7 +121,7 @@ import TestSupport
     }
 
     @Test func theBondsFileIsNeverAnInputNorAnotherOutput() async throws {
-        let dir = try line()
+        let dir = try Self.line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let clash = try await run(["run", "sensor-v2-secure.yaml", "--inventory", "inventory.yaml", "--adapter", "sim",
                                    "--bonds", "inventory.yaml"], in: dir)

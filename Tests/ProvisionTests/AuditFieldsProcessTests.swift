@@ -1,0 +1,45 @@
+import Engine
+import Foundation
+import Testing
+import TestSupport
+
+/// `provision report` over what a station and the link's security say: `station` and `security.*`
+/// filtered, grouped and in the CSV, on reports the binary wrote.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct AuditFieldsProcessTests {
+    private func run(_ arguments: [String], in dir: String) async throws -> (status: Int32, stdout: [String]) {
+        try await RunProcessTests.run(arguments, in: dir)
+    }
+
+    @Test func stationAndSecurityAreFieldsOfEveryQuery() async throws {
+        let dir = try SecurityProcessTests.line()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let ran = try await run(["run", "sensor-v2-secure.yaml", "--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0",
+                                 "--report", "line.json", "--quiet"], in: dir)
+        #expect(ran.status == 1, "SN-S005 refuses pairing")
+        let report = try RunReport.read(from: dir + "/line.json")
+        // A station away from a line is its host.
+        let host = ProcessInfo.processInfo.hostName
+        #expect(report.devices.allSatisfy { $0.station == host })
+
+        let byStation = try await run(["report", "line.json", "--group-by", "station", "--json"], in: dir)
+        #expect(byStation.status == 0)
+        #expect(byStation.stdout.joined().contains("\"\(host)\""), "\(byStation.stdout)")
+        let mine = try await run(["report", "line.json", "--where", "station == \"\(host)\" and security.level == authenticated", "--json"], in: dir)
+        #expect(mine.status == 0)
+        let selected = try JSONSerialization.jsonObject(with: Data(mine.stdout.joined().utf8)) as? [String: Any]
+        let ids = ((selected?["devices"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+        #expect(ids.count == report.devices.count - 1 && !ids.contains("SN-S005"), "\(ids)")
+        let bonds = try await run(["report", "line.json", "--group-by", "security.bond"], in: dir)
+        #expect(bonds.status == 0)
+        #expect(bonds.stdout.contains { $0.contains("made") } && bonds.stdout.contains { $0.contains("none") }, "\(bonds.stdout)")
+        #expect(try await run(["report", "line.json", "--where", "security.bond == stolen"], in: dir).status == 2, "an enumeration is checked")
+
+        let csv = try await run(["report", "line.json", "--csv"], in: dir)
+        let header = try #require(csv.stdout.first).split(separator: ",").map(String.init)
+        let station = try #require(header.firstIndex(of: "station"))
+        let level = try #require(header.firstIndex(of: "security_level"))
+        let method = try #require(header.firstIndex(of: "security_method"))
+        let row = try #require(csv.stdout.dropFirst().first { $0.hasPrefix("SN-S001,") }).split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        #expect(row[station] == host && row[level] == "authenticated" && row[method] == "passkey_entry", "\(row)")
+    }
+}
