@@ -132,6 +132,7 @@ public struct ReportCommand: Command {
         }
 
         if let comparison {
+            if let warning = comparison.warning { out.err(escaping: "warning: \(warning)") }
             if arguments.flag("json") {
                 out.out(comparison.json)
             } else if arguments.flag("csv") {

@@ -29,6 +29,16 @@ struct ReportComparison: Sendable {
     var newer: RunInfo
     var workflowChanged: Bool
     var entries: [Entry]
+
+    /// What a reader must know before reading the changes (printed as a warning, whatever the format):
+    /// the runs come from different workflows, or from two versions of one.
+    var warning: String? {
+        if let before = older.workflow.name, let after = newer.workflow.name, before != after {
+            return "the reports come from different workflows: \(older.id) ran `\(before)` (\(older.workflow.path)), \(newer.id) ran `\(after)` (\(newer.workflow.path)); a field of one may not mean the same in the other"
+        }
+        guard workflowChanged else { return nil }
+        return "the workflow changed between the runs: \(older.workflow.path) \(older.workflow.sha256.prefix(12))… → \(newer.workflow.path) \(newer.workflow.sha256.prefix(12))…"
+    }
     /// Devices in either run.
     var total: Int
     /// Counts by outcome, before and after.

@@ -43,3 +43,28 @@ import TestSupport
         #expect(row[station] == host && row[level] == "authenticated" && row[method] == "passkey_entry", "\(row)")
     }
 }
+
+extension AuditFieldsProcessTests {
+    @Test func comparingReportsOfDifferentWorkflowsWarnsWhateverTheFormat() async throws {
+        let dir = try SecurityProcessTests.line()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let common = ["--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0", "--bonds", "bonds.json", "--quiet"]
+        #expect(try await run(["run", "sensor-v2-secure.yaml"] + common + ["--report", "line.json"], in: dir).status == 1)
+        #expect(try await run(["run", "fleet-audit-secure.yaml"] + common + ["--report", "audit.json"], in: dir).status == 1)
+        for format in [[], ["--json"], ["--csv"]] {
+            let child = try ChildProcess(["report", "audit.json", "--compare", "line.json"] + format, directory: dir)
+            var stdout: [String] = []
+            for await l in child.lines { stdout.append(l) }
+            let stderr = await child.stderr()
+            #expect(await child.wait() == 0)
+            #expect(stderr.contains("warning: the reports come from different workflows: "), "\(format): \(stderr)")
+            #expect(stderr.contains("ran `sensor-v2-secure-provisioning`") || stderr.contains("ran `sensor-v2"), "\(stderr)")
+            #expect(!stdout.contains { $0.hasPrefix("warning:") }, "the warning stays off the data")
+        }
+        // One workflow against itself: no warning.
+        let same = try ChildProcess(["report", "line.json", "--compare", "line.json", "--json"], directory: dir)
+        for await _ in same.lines {}
+        #expect(await same.stderr() == "")
+        #expect(await same.wait() == 0)
+    }
+}
