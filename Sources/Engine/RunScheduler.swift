@@ -14,6 +14,7 @@ struct RunScheduler {
     let stopper: StopCoordinator
     let concurrency: Int
     let maxFailures: FailureThreshold?
+    let maxConsecutiveFailures: Int?
 
     struct Result {
         /// The devices that started, by id.
@@ -30,7 +31,7 @@ struct RunScheduler {
         var result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
-        var tally = Tally()
+        var tally = Tally(threshold: maxFailures, maxConsecutive: maxConsecutiveFailures)
         // Each device runs in one task (the stop coordinator cuts it by cancelling it) that hands its
         // record to `finishedDevices` as it ends: no second task per device to await it.
         let finishedDevices = FinishedDevices()
@@ -91,11 +92,8 @@ struct RunScheduler {
         return record
     }
 
-    /// Failures and finished devices of this run, for the failure threshold.
-    struct Tally {
-        var failures = 0
-        var finished = 0
-    }
+    /// The failures of this run, for the failure thresholds.
+    typealias Tally = FailureWatch
 
     /// A device ended: its record kept, its event emitted, the threshold checked (when devices still
     /// `waiting` could be spared by stopping).
@@ -112,10 +110,8 @@ struct RunScheduler {
         result.records[record.id] = record
         context.events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
                                      error: record.error, adapter: record.adapter))
-        if record.outcome == .failed { tally.failures += 1 }
-        if record.outcome == .failed || record.outcome == .succeeded { tally.finished += 1 }
-        if let threshold = maxFailures, waiting, threshold.crossed(failures: tally.failures, finished: tally.finished) {
-            stopper.beginStop(StopInfo(reason: "failure_threshold", message: "line stopped: \(tally.failures) of \(tally.finished) finished devices failed (threshold \(threshold)); a fixture or adapter problem is suspected", at: WallClock.iso(WallClock.now())))
+        if let stop = tally.record(outcome: record.outcome, kind: record.error?.kind), waiting {
+            stopper.beginStop(StopInfo(reason: "failure_threshold", message: stop, at: WallClock.iso(WallClock.now())))
         }
     }
 

@@ -51,6 +51,8 @@ public struct RunOptions: Sendable {
     /// (`provision review --reread`).
     public var recheck: Set<String> = []
     public var maxFailures: FailureThreshold?
+    /// Stop the line after this many failures in a row (any kind).
+    public var maxConsecutiveFailures: Int?
     public var seed: UInt64 = 1
     /// How long in-flight devices may run on after a first stop request before they are cut.
     public var stopGrace: Duration = .seconds(30)
@@ -237,7 +239,7 @@ public enum Runner {
         let stopper = StopCoordinator(events: events, grace: options.stopGrace)
         stopper.follow(controller)
         let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
-                                     maxFailures: options.maxFailures)
+                                     maxFailures: options.maxFailures, maxConsecutiveFailures: options.maxConsecutiveFailures)
         let scheduled: RunScheduler.Result
         if let claims = store.claims {
             scheduled = await scheduler.runClaiming(plan.toRun.map(\.device), claims: claims, whole: plan.selected == nil)

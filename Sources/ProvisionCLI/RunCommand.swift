@@ -47,7 +47,8 @@ public struct RunCommand: Command {
         OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again"),
         OptionSpec("recheck", kind: .value("IDS"), help: "with --resume: ask these devices in review again (their step's confirm read; comma list)"),
         OptionSpec("limit", short: "l", kind: .value("SEL"), role: .input, help: "devices: ids, globs (SN-00*), comma lists, @file"),
-        OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed"),
+        OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N (or P% of finished) devices failed for the fixture (timeout, not found, connection, adapter; not product rejects)"),
+        OptionSpec("max-consecutive-failures", kind: .value("N"), help: "stop the line after N devices in a row failed (any kind)"),
         OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
         OptionSpec("dry-run", kind: .flag, help: "validate and print the plan; touch no device"),
@@ -98,6 +99,11 @@ public struct RunCommand: Command {
         if let m = arguments.value("max-failures") {
             guard let t = FailureThreshold(m) else { return usageError(out, "`--max-failures` must be a count (5) or a percentage (10%), not `\(m)`") }
             threshold = t
+        }
+        var consecutive: Int?
+        if let m = arguments.value("max-consecutive-failures") {
+            guard let n = Int(m), n > 0 else { return usageError(out, "`--max-consecutive-failures` must be a whole number above 0, not `\(m)`") }
+            consecutive = n
         }
         var seed: UInt64 = 1
         if let s = arguments.value("seed") {
@@ -324,6 +330,7 @@ public struct RunCommand: Command {
         options.retryFailed = arguments.flag("retry-failed")
         options.recheck = Set((arguments.value("recheck") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         options.maxFailures = threshold
+        options.maxConsecutiveFailures = consecutive
         options.seed = seed
         options.stopGrace = grace
         options.fsync = !arguments.flag("no-fsync")
@@ -333,6 +340,7 @@ public struct RunCommand: Command {
         var reported: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": specs.joined(separator: ",")]
         if let l = arguments.value("limit") { reported["limit"] = l }
         if let m = arguments.value("max-failures") { reported["max_failures"] = m }
+        if let m = arguments.value("max-consecutive-failures") { reported["max_consecutive_failures"] = m }
         if let s = slots { reported["slots"] = "\(s)" }
         if let b = arguments.value("bonds") { reported["bonds"] = b }
         if specs.contains("sim") { reported["sim_latency"] = "\(latency)" }

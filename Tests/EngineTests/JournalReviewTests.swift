@@ -53,6 +53,33 @@ import Workflow
     }
 }
 
+/// The line's failure thresholds, one finished device at a time.
+@Suite struct FailureWatchTests {
+    @Test func theThresholdCountsFixtureFailuresOnlyAndSaysWhichKinds() {
+        var w = FailureWatch(threshold: .count(2))
+        #expect(w.record(outcome: .failed, kind: .verifyFailed) == nil)
+        #expect(w.record(outcome: .failed, kind: .pairingFailed) == nil)
+        #expect(w.record(outcome: .failed, kind: .timeout) == nil)
+        #expect(w.record(outcome: .skipped, kind: nil) == nil)
+        #expect(w.record(outcome: .failed, kind: .notFound)
+                == "line stopped: 2 of 4 finished devices failed in ways that point to the fixture (threshold 2 failure(s)): not_found 1, timeout 1, product rejects 2; 2 product rejects (verify and other device answers) not counted; a fixture or adapter problem is suspected")
+        var p = FailureWatch(threshold: .percent(50, minimumSample: 4))
+        for kind in [FailureKind.adapterFailure, .connectFailed] { #expect(p.record(outcome: .failed, kind: kind) == nil) }
+        #expect(p.record(outcome: .succeeded, kind: nil) == nil, "below the sample")
+        #expect(p.record(outcome: .succeeded, kind: nil)?.hasPrefix("line stopped: 2 of 4 finished devices") == true)
+    }
+
+    @Test func failuresInARowOfAnyKindStopTheLineASuccessStartsAgain() {
+        var w = FailureWatch(maxConsecutive: 2)
+        #expect(w.record(outcome: .failed, kind: .verifyFailed) == nil)
+        #expect(w.record(outcome: .succeeded, kind: nil) == nil)
+        #expect(w.record(outcome: .failed, kind: .verifyFailed) == nil)
+        #expect(w.record(outcome: .interrupted, kind: .interrupted) == nil, "a cut device neither breaks nor extends the run")
+        #expect(w.record(outcome: .failed, kind: .disconnected)
+                == "line stopped: 2 devices failed in a row (--max-consecutive-failures 2); disconnected 1, product rejects 2")
+    }
+}
+
 extension DeviceRecord {
     fileprivate func withID(_ id: String) -> DeviceRecord {
         var r = self

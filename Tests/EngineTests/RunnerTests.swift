@@ -100,11 +100,12 @@ import Synchronization
         #expect(sim.peakLinkCount >= 2)
     }
 
+    /// Units the fixture cannot find (`not_found`) point to the fixture: the line stops.
     @Test func stoppingTheLineSkipsTheRestAndSaysSo() async throws {
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in 1...4 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in 1...4 { faults[n] = "{ faults: { no_advertise: true } }" }
         let loaded = try line.load(try line.write(count: 30, faults: faults))
         let sim = try line.simulator(loaded)
         var options = line.options()
@@ -116,13 +117,41 @@ import Synchronization
         #expect(report.summary.outcomes["failed"] == 3)
         #expect(report.summary.outcomes["skipped"] == 27)
         #expect(report.devices.filter { $0.outcome == .skipped }.allSatisfy { $0.skipReason?.contains("line stopped") == true })
+        #expect(report.run.stopped?.message.contains("3 of 3 finished devices failed in ways that point to the fixture (threshold 3 failure(s)): not_found 3") == true,
+                "\(report.run.stopped?.message ?? "")")
+    }
+
+    /// Units the product rejects (old firmware: `verify_failed`) say nothing of the fixture: the line
+    /// goes on; failures in a row stop it when asked.
+    @Test func productRejectsDoNotStopTheLineButFailuresInARowCan() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        var faults: [Int: String] = [:]
+        for n in 1...4 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        let loaded = try line.load(try line.write(count: 8, faults: faults))
+        var options = line.options()
+        options.concurrency = 1
+        options.maxFailures = .count(3)
+        let kept = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                        adapters: [try line.simulator(loaded)], options: options)
+        #expect(kept.run.stopped == nil)
+        #expect(kept.summary.outcomes["failed"] == 4 && kept.summary.outcomes["succeeded"] == 4)
+
+        var inARow = line.options("in-a-row")
+        inARow.concurrency = 1
+        inARow.maxConsecutiveFailures = 3
+        let stopped = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                           adapters: [try line.simulator(loaded)], options: inARow)
+        #expect(stopped.run.stopped?.reason == "failure_threshold")
+        #expect(stopped.run.stopped?.message == "line stopped: 3 devices failed in a row (--max-consecutive-failures 3); no fixture failure, product rejects 3")
+        #expect(stopped.summary.outcomes["failed"] == 3 && stopped.summary.outcomes["skipped"] == 5)
     }
 
     @Test func resumeSkipsSucceededDevicesAndRunsTheRest() async throws {
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in [3, 4] { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in [3, 4] { faults[n] = "{ faults: { no_advertise: true } }" }
         let paths = try line.write(count: 12, faults: faults)
         let loaded = try line.load(paths)
         let statePath = line.directory + "/sim.state"
@@ -511,7 +540,7 @@ import Synchronization
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in 1...3 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in 1...3 { faults[n] = "{ faults: { no_advertise: true } }" }
         let loaded = try line.load(try line.write(count: 3, faults: faults))
         var options = line.options()
         options.concurrency = 1
