@@ -63,6 +63,7 @@ public struct RunCommand: Command {
         OptionSpec("sim-state", kind: .value("PATH"), role: .output, help: "simulator: keep the virtual devices' state in this file"),
         OptionSpec("sim-dump", kind: .value("PATH"), role: .output, help: "simulator: write the devices' final state (JSON) here"),
         OptionSpec("sim-latency", kind: .value("SCALE"), help: "simulator: latency scale (0 none, 1 the model's; default 1)"),
+        OptionSpec("sim-model", kind: .value("PATH"), role: .input, help: "simulator: the device model (a CSV inventory cannot name one; wins over the inventory's)"),
         OptionSpec("no-fsync", kind: .flag, help: "write the journal without fsync (survives a crash of provision, not of the machine)"),
         LineOption.spec,
         OptionSpec("run", kind: .value("ID"), help: "with --line: the run to create or join (default: WORKFLOW-NAME/INVENTORY-NAME)"),
@@ -156,6 +157,10 @@ public struct RunCommand: Command {
         // Validate everything before anything touches a radio.
         var result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.value("limit"),
                                         currentDirectory: context.currentDirectory)
+        if let model = arguments.value("sim-model") {
+            guard specs.contains("sim") else { return usageError(out, "`--sim-model` goes with `--adapter sim`") }
+            result.inventory?.simulatorModel = ValueSpec.resolve(path: model, baseDirectory: context.currentDirectory)
+        }
         result.diagnostics += ModelCheck.diagnostics(result)
         for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
         guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {
@@ -286,7 +291,8 @@ public struct RunCommand: Command {
                 let tap = try tracePath.map { p throws(TraceError) in spec == "sim" ? nil : try traces.btsnoopTap(path: p) } ?? nil
                 var central = try await AdapterFactory.open(spec, inventory: inventory, devices: devices, seed: seed, latencyScale: latency,
                                                             statePath: file(arguments.value("sim-state")), slots: slots, bonds: bonds,
-                                                            verbose: arguments.flag("verbose"), packetTap: tap, hears: hears)
+                                                            verbose: arguments.flag("verbose"), packetTap: tap, hears: hears,
+                                                            workflowPath: ValueSpec.resolve(path: workflowPath, baseDirectory: context.currentDirectory))
                 if let tracePath, let sim = central as? SimulatedCentral {
                     let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } },
                                            uniquingKeysWith: { a, _ in a })
