@@ -86,11 +86,21 @@ public struct RunInfo: Codable, Sendable, Equatable {
     /// name: the same for every device, so `devices[].captured` holds bare JSON values and this map
     /// says how to read them back (`TypedValue(json:as:)`). Nil only in reports of older versions.
     public var captureTypes: [String: ValueType]?
+    /// The run's metadata (operator, lot, work order...): the inventory's `meta:` with `--meta KEY=VALUE`
+    /// over it. Absent when there is none.
+    public var meta: [String: String]?
+
+    /// The metadata in one line, in key order (`lot=L-42, operator=ana`); nil when there is none.
+    public var metaText: String? {
+        guard let meta, !meta.isEmpty else { return nil }
+        return meta.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", ")
+    }
 
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
                 toolVersion: String, options: [String: String], started: String, finished: String? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
-                captureTypes: [String: ValueType]? = nil) {
+                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil) {
+        self.meta = meta?.isEmpty == true ? nil : meta
         self.id = id
         self.workflow = workflow
         self.inventory = inventory

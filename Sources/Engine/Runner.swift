@@ -62,6 +62,8 @@ public struct RunOptions: Sendable {
     public var station: String = ProcessInfo.processInfo.hostName
     /// The command-line options, as the report shows them.
     public var reportOptions: [String: String] = [:]
+    /// The run's metadata from the command line (`--meta KEY=VALUE`), over the inventory's `meta:`.
+    public var meta: [String: String] = [:]
     /// Where the run's record goes; nil: a `FileJournal` at `journalPath` (with `fsync`).
     public var store: (any RunStore)?
 
@@ -265,7 +267,7 @@ public enum Runner {
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
-                           captureTypes: workflow.captureTypes)
+                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given })
         // A line station reports the devices it worked; the line's merged report has the others.
         let ordered = store.claims == nil ? records(plan, scheduled.records, stop) : plan.entries.compactMap { scheduled.records[$0.device.id] }
         let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)

@@ -65,8 +65,16 @@ public enum LineReport {
                            toolVersion: row.run.toolVersion, options: row.run.options, started: WallClock.iso(row.started),
                            finished: finished.map(WallClock.iso), journal: "line \(connectionString) run \(row.run.id)",
                            stopped: row.stopReason.map { StopInfo(reason: $0, message: row.stopMessage ?? $0, at: WallClock.iso(finished ?? row.started)) },
-                           captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) })
+                           captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) },
+                           meta: Self.meta(row.run.options))
         return RunReport(run: info, summary: Summary.compute(devices, wall: .milliseconds(Int64(wall * 1000))), devices: devices)
+    }
+
+    /// The run's metadata, as the station that created the run recorded it among its options (`meta.KEY`).
+    static func meta(_ options: [String: String]) -> [String: String] {
+        var meta: [String: String] = [:]
+        for (key, value) in options where key.hasPrefix("meta.") { meta[String(key.dropFirst(5))] = value }
+        return meta
     }
 
     /// One device of the merged report (see the type's rules).

@@ -102,6 +102,7 @@ struct HTMLReport {
         x += "\(Self.h(r.started)) → \(Self.h(r.finished ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
         x += "workflow \(Self.h(r.workflow.path)) <code>\(Self.h(String(r.workflow.sha256.prefix(12))))…</code> · "
         x += "inventory \(Self.h(r.inventory.path)) · provision \(Self.h(r.toolVersion))</p>\n"
+        if let meta = r.metaText { x += "<p class=\"meta\" data-figure=\"run-meta\">\(Self.h(meta))</p>\n" }
         if let stop = r.stopped { x += "<p class=\"warn\">stopped: \(Self.h(stop.message))</p>\n" }
         if let selection {
             x += "<p class=\"warn\" data-figure=\"selection\">showing the \(devices.count) of \(report.devices.count) device(s) where <code>\(Self.h(selection))</code></p>\n"

@@ -48,6 +48,7 @@ public struct RunCommand: Command {
         OptionSpec("recheck", kind: .value("IDS"), help: "with --resume: ask these devices in review again (their step's confirm read; comma list)"),
         OptionSpec("limit", short: "l", kind: .value("SEL"), role: .input, help: "devices: ids, globs (SN-00*), comma lists, @file"),
         OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N (or P% of finished) devices failed for the fixture (timeout, not found, connection, adapter; not product rejects)"),
+        OptionSpec("meta", kind: .repeated("KEY=VALUE"), help: "run metadata shown in every report (operator=ana, lot=L-42; over the inventory's meta:)"),
         OptionSpec("max-consecutive-failures", kind: .value("N"), help: "stop the line after N devices in a row failed (any kind)"),
         OptionSpec("stop-grace", kind: .value("DURATION"), help: "how long in-flight devices may finish after Ctrl-C (default 30s)"),
         OptionSpec("seed", kind: .value("N"), help: "seed for jitter and the simulator (default 1)"),
@@ -100,6 +101,15 @@ public struct RunCommand: Command {
         if let m = arguments.value("max-failures") {
             guard let t = FailureThreshold(m) else { return usageError(out, "`--max-failures` must be a count (5) or a percentage (10%), not `\(m)`") }
             threshold = t
+        }
+        var meta: [String: String] = [:]
+        for item in arguments.values("meta") {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, let key = parts.first, !key.isEmpty,
+                  key.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == "." }) else {
+                return usageError(out, "`--meta` is KEY=VALUE with a KEY of letters, digits, `_`, `-` or `.` (operator=ana), not `\(item)`")
+            }
+            meta[String(key)] = String(parts[1])
         }
         var consecutive: Int?
         if let m = arguments.value("max-consecutive-failures") {
@@ -269,7 +279,9 @@ public struct RunCommand: Command {
             let store = LineRunStore(lineSettings.storeSettings(
                 run: LineRun(id: runID, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
                              inventory: LineFile(path: inventory.path, sha256: inventory.sha256),
-                             options: [:], toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
+                             // The run's metadata, for the merged report (`meta.KEY`).
+                             options: Dictionary(uniqueKeysWithValues: inventory.meta.merging(meta) { _, given in given }.map { ("meta.\($0.key)", $0.value) }),
+                             toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name)),
                 adapters: specs, devices: inventory.devices.map(\.id), spoolPath: plan.absolute(spoolPath)))
             do {
                 _ = try await store.open(.start)
@@ -337,6 +349,7 @@ public struct RunCommand: Command {
         options.recheck = Set((arguments.value("recheck") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         options.maxFailures = threshold
         options.maxConsecutiveFailures = consecutive
+        options.meta = meta
         options.seed = seed
         options.stopGrace = grace
         options.fsync = !arguments.flag("no-fsync")
@@ -347,6 +360,8 @@ public struct RunCommand: Command {
         if let l = arguments.value("limit") { reported["limit"] = l }
         if let m = arguments.value("max-failures") { reported["max_failures"] = m }
         if let m = arguments.value("max-consecutive-failures") { reported["max_consecutive_failures"] = m }
+        // The metadata goes with the run's options too: a journal's header and a line's run keep it.
+        for (key, value) in inventory.meta.merging(meta, uniquingKeysWith: { _, given in given }) { reported["meta.\(key)"] = value }
         if let s = slots { reported["slots"] = "\(s)" }
         if let b = arguments.value("bonds") { reported["bonds"] = b }
         if specs.contains("sim") { reported["sim_latency"] = "\(latency)" }

@@ -7,7 +7,7 @@ import YAML
 public struct InventoryParser: Sendable {
     public init() {}
 
-    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files"]
+    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files", "meta"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
     /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
@@ -111,6 +111,14 @@ public struct InventoryParser: Sendable {
         } else if root["files"] != nil {
             fileRootUsable = false
         }
+        // `meta:` — the run's metadata (operator, lot, work order): names to text, shown in every report.
+        var meta: [String: String] = [:]
+        if let m = root["meta"], let mp = reader.mapping(m, "`meta`") {
+            for pair in mp {
+                guard let key = reader.string(pair.key, "a `meta` name") else { continue }
+                if let text = reader.string(pair.value, "`meta.\(key)`") { meta[key] = text }
+            }
+        }
         var devices: [InventoryDevice] = []
         if let d = root["devices"] {
             if let items = reader.sequence(d, "`devices`") {
@@ -127,6 +135,7 @@ public struct InventoryParser: Sendable {
         var inventory = Inventory(
             path: path, sha256: sha, baseDirectory: fileRoot, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
+        inventory.meta = meta
         Self.checkDevices(&inventory, sink: &sink)
         if !secretMarks.isEmpty {
             let names = inventory.variableNames

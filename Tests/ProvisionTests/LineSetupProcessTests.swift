@@ -68,7 +68,7 @@ struct LineSetupProcessTests {
         func station(_ name: String, _ role: String) throws -> ChildProcess {
             try ChildProcess(["run", paths.workflow, "--inventory", paths.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0.3",
                               "--sim-state", "devices.state", "--line", line(role), "--run", run, "--station", name, "--idle", "5s",
-                              "--concurrency", "3", "--report", "\(name).json"], directory: testLine.directory)
+                              "--concurrency", "3", "--report", "\(name).json", "--meta", "lot=L-42"], directory: testLine.directory)
         }
         let a = try station("a", stationA), b = try station("b", stationB)
         let statuses = await withTaskGroup(of: Int32.self) { group in
@@ -85,6 +85,7 @@ struct LineSetupProcessTests {
         #expect(merged.status == 0, "\(merged.stderr)")
         let report = try JSONDecoder.snakeCase.decode(RunReport.self, from: Data(merged.stdout.utf8))
         #expect(report.summary.outcomes["succeeded"] == 12)
+        #expect(report.run.meta == ["lot": "L-42"], "the run's metadata on the line's merged report")
         // Every record names the station that worked it, as each station's own report does.
         let worked = Dictionary(uniqueKeysWithValues: reports.flatMap { r in r.devices.map { ($0.id, $0.station) } })
         #expect(report.devices.allSatisfy { $0.station != nil && $0.station == worked[$0.id] }, "\(report.devices.map { "\($0.id) \($0.station ?? "-")" })")
