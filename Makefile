@@ -1,9 +1,10 @@
 # provision: build, demo and test. Each target installs what it needs on a fresh Debian machine.
 SWIFT      ?= swift
 VENV       ?= .venv
-APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev pkg-config
-# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files.
-TEST_APT_PKGS := chromium tshark
+APT_PKGS   := libyaml-dev libbluetooth-dev libssl-dev libpq-dev libpcre2-dev libcbor-dev pkg-config
+# Tools the tests drive: a headless browser opens the HTML report; Wireshark's tshark reads --trace files;
+# zsh loads `provision completion zsh`.
+TEST_APT_PKGS := chromium tshark zsh
 BIN_DEBUG  := .build/debug/provision
 BIN        := .build/release/provision
 
@@ -11,9 +12,9 @@ BIN        := .build/release/provision
 
 all: build
 
-# System libraries through pkg-config (libyaml, libbluetooth, libcrypto, libpq). apt only when something is missing.
+# System libraries through pkg-config (libyaml, libbluetooth, libcrypto, libpq, libpcre2-8, libcbor). apt only when something is missing.
 deps:
-	@if ! pkg-config --exists yaml-0.1 bluez libcrypto libpq 2>/dev/null; then \
+	@if ! pkg-config --exists yaml-0.1 bluez libcrypto libpq libpcre2-8 libcbor 2>/dev/null; then \
 	  echo "installing $(APT_PKGS)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PKGS) >/dev/null; \
@@ -30,7 +31,7 @@ postgres:
 
 # Test tools (never the product). tshark's package asks whether non-root users may capture: no.
 test-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1; then \
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v tshark >/dev/null 2>&1 || ! command -v zsh >/dev/null 2>&1; then \
 	  echo "installing $(TEST_APT_PKGS)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | $$SUDO debconf-set-selections; \
@@ -55,10 +56,20 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-# The demo line: 48 simulated sensor-v2 units with a realistic fault mix (a silent unit, old firmware,
-# flaky links, lost and busy acks), then eight passkey-protected units provisioned and audited over
-# their bonds. Exit 1 ("some devices failed") is the expected result here.
+# The demo line: first a firmware update of 16 simulated units over MCUmgr (2.4.1 to 2.5.0, then
+# provisioned; a dropped link, a revert, a downgrade and an image that cannot boot among them: docs/dfu.md),
+# run twice: the second run finds every updated unit current and uploads nothing. Then 48 simulated
+# sensor-v2 units with a realistic fault mix (a silent unit, old firmware, flaky links, lost and busy
+# acks), then eight passkey-protected units provisioned and audited over their bonds. Exit 1 ("some
+# devices failed") is the expected result here.
 demo: release
+	$(BIN) validate workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml
+	@dir=$$(mktemp -d) && \
+	  $(BIN) run workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml --adapter sim --concurrency 16 \
+	    --sim-state $$dir/devices.state --report $$dir/dfu.json; rc=$$?; [ $$rc -le 1 ] || { rm -rf $$dir; exit $$rc; }; \
+	  $(BIN) run workflows/dfu-then-provision.yaml --inventory inventory/dfu-line.yaml --adapter sim --concurrency 16 \
+	    --sim-state $$dir/devices.state --report $$dir/dfu-again.json; rc=$$?; \
+	  rm -rf $$dir; [ $$rc -le 1 ] || exit $$rc
 	$(BIN) validate workflows/sensor-v2.yaml --inventory inventory/demo-line.yaml
 	@$(BIN) run workflows/sensor-v2.yaml --inventory inventory/demo-line.yaml --adapter sim --concurrency 16; \
 	  rc=$$?; [ $$rc -le 1 ] || exit $$rc

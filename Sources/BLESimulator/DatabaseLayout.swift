@@ -9,6 +9,8 @@ import BLESecurity
 /// values that depend on the device (templates with `${variables}`) and the state value are filled in
 /// per connection; the layout, the hash and the constant values are shared (copy on write).
 final class DatabaseLayout: Sendable {
+    /// The model it was made from (shared by its devices: a device keeps no copy of its own).
+    let model: DeviceModel
     /// The layout with every constant value in place and the device-dependent ones empty.
     let database: GATTDatabase
     /// Characteristics whose value depends on the device, with their value handles.
@@ -27,6 +29,7 @@ final class DatabaseLayout: Sendable {
     }
 
     init(model: DeviceModel, notifyUndeclared: Bool, longUUIDs: Bool) {
+        self.model = model
         let behaviour = model.behaviour
         var services: [GATTDatabase.ServiceSpec] = []
         var characteristics: [DeviceModel.Characteristic] = []

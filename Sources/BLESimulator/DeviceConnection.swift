@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import McuMgr
 import Synchronization
 
 /// Serves one link of one virtual device: runs the device's `ATTServer` over the link's device end,
@@ -63,6 +64,15 @@ package struct DeviceConnection: Sendable {
                                supportsFindByTypeValue: !faults.fullDiscoveryOnly,
                                supportsReadMultipleVariable: faults.readMultipleVariable)
         let peer = link.device
+        // An MCUmgr device: writes to its SMP characteristic go to its transport and worker.
+        var smp: SMPDeviceLink?
+        if let config = model.mcumgr, let h = db.valueHandle(service: SMPGATT.service, characteristic: SMPGATT.characteristic) {
+            let transport = SMPDeviceLink(device: device, config: config, valueHandle: h, peer: peer, factor: factor,
+                                          rng: SimulatorRandom(seed: rng.next(), device: device.id, stream: 0x5319_0000))
+            smp = transport
+            Task { await transport.serve() }
+        }
+        defer { smp?.close() }
         while let pdu = await peer.receive() {
             if faults.drop > 0, rng.chance(faults.drop) {
                 device.record(.fault("drop"))
@@ -109,7 +119,12 @@ package struct DeviceConnection: Sendable {
                     }
                 } else if h == blobHandle {
                     device.record(.blob(value))
+                } else if let smp, h == smp.valueHandle {
+                    smp.write(value)
                 }
+            }
+            if let smp {
+                smp.linkState(mtu: server.mtu, notifying: server.notification(valueHandle: smp.valueHandle, value: []) != nil)
             }
             if let response { peer.send(response) }
             for echo in echoes { peer.send(echo) }

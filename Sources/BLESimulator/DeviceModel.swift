@@ -24,6 +24,8 @@ public struct DeviceModel: Sendable {
     public var faults: FaultSettings
     /// The device's Security Manager (`security:`): nil for a device that does not pair.
     public var security: SecurityConfig?
+    /// The device's MCUmgr SMP server and MCUboot (`mcumgr:`): nil for a device without them.
+    public var mcumgr: McuMgrConfig?
 
     /// How the device advertises.
     public struct Advertising: Sendable, Equatable {
@@ -32,7 +34,7 @@ public struct DeviceModel: Sendable {
         public var services: [BluetoothUUID] = []
         public var rssi: ClosedRange<Int> = -70 ... -50
         /// The local name, a template (default `${name}`: the inventory name, else the id).
-        public var name = "${name}"
+        public var name = Template(reference: "name")
         public var connectable = true
     }
 
@@ -67,23 +69,23 @@ public struct DeviceModel: Sendable {
     /// How a characteristic's initial value is written in a model: text with `${variables}`, then
     /// encoded.
     public enum ValueTemplate: Sendable, Equatable {
-        case utf8(String)
-        case hex(String)
-        case uint8(String)
+        case utf8(Template)
+        case hex(Template)
+        case uint8(Template)
 
         /// The bytes for a device, or a message saying why the template does not make a value.
         func resolve(_ variables: (String) -> String?) -> Result<[UInt8], TemplateFailure> {
             switch self {
             case .utf8(let t):
-                return Template.expand(t, variables).map { Array($0.utf8) }
+                return t.expand(variables).map { Array($0.utf8) }
             case .hex(let t):
-                return Template.expand(t, variables).flatMap { text in
+                return t.expand(variables).flatMap { text in
                     let compact = text.filter { $0 != " " }
                     guard let bytes = [UInt8](hex: compact) else { return .failure(TemplateFailure("`\(text)` is not hex")) }
                     return .success(bytes)
                 }
             case .uint8(let t):
-                return Template.expand(t, variables).flatMap { text in
+                return t.expand(variables).flatMap { text in
                     guard let v = UInt8(text) else { return .failure(TemplateFailure("`\(text)` is not a byte value 0-255")) }
                     return .success([v])
                 }
@@ -92,7 +94,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Top-level keys of a model file.
-    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security"]
+    static let keys = ["model", "advertising", "latency", "mtu", "defaults", "services", "behaviour", "faults", "security", "mcumgr"]
 
     /// Reads a model file.
     public static func load(path: String) throws(SimulatorError) -> DeviceModel {
@@ -152,6 +154,7 @@ public struct DeviceModel: Sendable {
             case "behaviour": behaviourNode = value
             case "faults": try model.faults.apply(value, r)
             case "security": model.security = try SecurityConfig.parse(value, r)
+            case "mcumgr": model.mcumgr = try McuMgrConfig.parse(value, r)
             default: break
             }
         }
@@ -160,6 +163,9 @@ public struct DeviceModel: Sendable {
         }
         guard sawServices, !model.services.isEmpty else {
             throw r.fail("the model has no `services:`", root, hint: "list the GATT services the device exposes")
+        }
+        if model.mcumgr != nil, !model.services.contains(where: { $0.uuid == McuMgrConfig.service.uuid }) {
+            model.services.append(McuMgrConfig.service)
         }
         if let behaviourNode {
             (model.behaviour, model.store) = try parseBehaviours(behaviourNode, services: model.services, r)
@@ -214,7 +220,7 @@ public struct DeviceModel: Sendable {
     }
 
     /// Values the built-in variables take while a model is checked on its own.
-    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00"]
+    static let builtinSample = ["id": "ID", "name": "NAME", "address": "00:00:00:00:00:00", "running_version": "1.0.0"]
 
     private static func parseAdvertising(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> Advertising {
         var a = Advertising()
@@ -231,7 +237,7 @@ public struct DeviceModel: Sendable {
                 let hi = try r.int(items[1], "rssi", in: -127...20)
                 guard lo <= hi else { throw r.fail("the low RSSI is above the high one", items[1]) }
                 a.rssi = lo...hi
-            case "name": a.name = try r.string(value, "advertising.name")
+            case "name": a.name = try r.template(value, "advertising.name")
             case "connectable": a.connectable = try r.bool(value, "advertising.connectable")
             default: break
             }
@@ -281,7 +287,7 @@ public struct DeviceModel: Sendable {
     private static func parseCharacteristic(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> Characteristic {
         var uuid: BluetoothUUID?
         var props: GATTProperties = []
-        var value = ValueTemplate.hex("")
+        var value = ValueTemplate.hex(Template(literal: ""))
         var security = AttributeSecurity.open
         for (key, v) in try r.mapping(node, "a characteristic", allowed: ["uuid", "properties", "value", "security"]) {
             switch key {
@@ -308,12 +314,12 @@ public struct DeviceModel: Sendable {
 
     /// `value: "text ${id}"` (UTF-8), or `{ hex: "00" }`, `{ utf8: "..." }`, `{ uint8: "${battery}" }`.
     private static func parseValue(_ node: YAMLNode, _ r: ModelReader) throws(SimulatorError) -> ValueTemplate {
-        if node.scalar != nil { return .utf8(try r.string(node, "value")) }
+        if node.scalar != nil { return .utf8(try r.template(node, "value")) }
         let pairs = try r.mapping(node, "value", allowed: ["hex", "utf8", "uint8"])
         guard pairs.count == 1, let (key, v) = pairs.first else {
             throw r.fail("a value has exactly one encoding: hex, utf8 or uint8", node)
         }
-        let text = try r.string(v, "value.\(key)")
+        let text = try r.template(v, "value.\(key)")
         switch key {
         case "hex": return .hex(text)
         case "uint8": return .uint8(text)
@@ -328,54 +334,13 @@ struct TemplateFailure: Error {
     init(_ message: String) { self.message = message }
 }
 
-/// `${name}` substitution in model values.
-enum Template {
-    static func expand(_ text: String, _ variables: (String) -> String?) -> Result<String, TemplateFailure> {
-        // Over the UTF-8 view (`${`, `}` are ASCII, so their positions are character boundaries); a
-        // text without `${` is returned as it is. (Foundation's `range(of:)` made this the costliest
-        // part of building a fleet.)
-        let utf8 = text.utf8
-        var out = ""
-        var rest = utf8.startIndex
-        var i = utf8.startIndex
-        while i < utf8.endIndex {
-            guard utf8[i] == UInt8(ascii: "$") else {
-                i = utf8.index(after: i)
-                continue
-            }
-            let open = utf8.index(after: i)
-            guard open < utf8.endIndex, utf8[open] == UInt8(ascii: "{") else {
-                i = open
-                continue
-            }
-            let nameStart = utf8.index(after: open)
-            guard let end = utf8[nameStart...].firstIndex(of: UInt8(ascii: "}")) else {
-                return .failure(TemplateFailure("unclosed `${` in `\(text)`"))
-            }
-            let name = String(text[nameStart..<end])
-            guard let value = variables(name) else {
-                return .failure(TemplateFailure("unknown variable `${\(name)}`; define it under `defaults:` or per device"))
-            }
-            out += text[rest..<i]
-            out += value
-            rest = utf8.index(after: end)
-            i = rest
+extension Template {
+    /// The template filled in from a device's variables (a missing one is an undefined variable).
+    func expand(_ variables: (String) -> String?) -> Result<String, TemplateFailure> {
+        do {
+            return .success(try render(variables, missing: .undefinedVariable))
+        } catch {
+            return .failure(TemplateFailure(error.message))
         }
-        if rest == utf8.startIndex { return .success(text) }
-        out += text[rest...]
-        return .success(out)
-    }
-}
-
-extension ModelReader {
-    /// A mapping whose keys are free (e.g. `defaults:`).
-    func mapping(_ node: YAMLNode, _ what: String, allowed: [String], anyKey: Bool) throws(SimulatorError) -> [(String, YAMLNode)] {
-        guard anyKey else { return try mapping(node, what, allowed: allowed) }
-        guard let pairs = node.mapping else { throw fail("\(what) must be a mapping, not \(node.kindDescription)", node) }
-        var out: [(String, YAMLNode)] = []
-        for p in pairs {
-            out.append((try string(p.key, "a key"), p.value))
-        }
-        return out
     }
 }

@@ -1,4 +1,5 @@
 import BLE
+import Digests
 
 /// What a virtual device remembers across connections (and, with a state file, across runs): the
 /// configuration, the blob, the state value, counters and the command history. A value type; the
@@ -8,7 +9,10 @@ struct DeviceState: Sendable {
     var connectAttempts = 0
     var config: [UInt8]?
     var blobExpected: Int?
-    var blob: [UInt8] = []
+    /// The digest of the blob's bytes so far (the first `blobStoreLimit` of them), and how many it has
+    /// taken: a device keeps the digest, not the bytes (a fleet of 100,000 kept every blob).
+    var blobDigest = SHA256()
+    var blobDigested = 0
     var blobReceived = 0
     var blobEnded = false
     var blobDropped = 0
@@ -27,7 +31,7 @@ struct DeviceState: Sendable {
     /// Values written to stored characteristics (`store` behaviour), the last one of each.
     var stored: [CommandBehaviour.Path: [UInt8]] = [:]
 
-    /// Blob bytes kept for the digest; bytes beyond are counted, not kept.
+    /// Blob bytes that go into the digest; bytes beyond are counted, not digested.
     static let blobStoreLimit = 1 << 20
 
     init(state: UInt8) {
@@ -52,7 +56,11 @@ struct DeviceState: Sendable {
                 return nil
             }
             blobReceived += bytes.count
-            if blob.count < Self.blobStoreLimit { blob += bytes.prefix(Self.blobStoreLimit - blob.count) }
+            if blobDigested < Self.blobStoreLimit {
+                let taken = bytes.count <= Self.blobStoreLimit - blobDigested ? bytes : Array(bytes.prefix(Self.blobStoreLimit - blobDigested))
+                blobDigest.update(taken)
+                blobDigested += taken.count
+            }
         case .control(let bytes, let busy, let link):
             guard let opcode = bytes.first else {
                 commands.append(CommandRecord(opcode: nil, status: nil, link: link))
@@ -83,6 +91,9 @@ struct DeviceState: Sendable {
             encryptions += 1
         case .forgotBond(let central):
             bonds[central] = nil
+        case .smp:
+            // Held by the device's `McuMgrState` (VirtualDevice).
+            break
         }
         return nil
     }
@@ -96,9 +107,8 @@ struct DeviceState: Sendable {
         case .beginBlob:
             guard payload.count == 4 else { return CommandBehaviour.invalid }
             blobExpected = Int(UInt32(payload[0]) | UInt32(payload[1]) << 8 | UInt32(payload[2]) << 16 | UInt32(payload[3]) << 24)
-            blob = []
-            // The announced size (bounded by what is stored): no doubling growth per device.
-            if let n = blobExpected { blob.reserveCapacity(min(n, Self.blobStoreLimit)) }
+            blobDigest = SHA256()
+            blobDigested = 0
             blobReceived = 0
             blobEnded = false
         case .endBlob:
@@ -158,4 +168,6 @@ enum DeviceEvent: Sendable, Equatable {
     case forgotBond(central: String)
     /// A value written to a stored characteristic (`store` behaviour).
     case store(CommandBehaviour.Path, [UInt8])
+    /// A change to the MCUmgr device (`mcumgr:` models).
+    case smp(SMPDeviceEvent)
 }

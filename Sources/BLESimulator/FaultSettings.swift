@@ -62,6 +62,19 @@ public struct FaultSettings: Sendable, Equatable {
     /// `slow_pairing`: extra time (one duration or a range) each pairing takes on the device, scaled
     /// like every latency.
     public var slowPairing = LatencyRange.zero
+    /// `drop_mid_upload`: once, when an image upload passes this fraction of its length, the device drops
+    /// the link instead of answering that chunk (the upload stays in its RAM).
+    public var smpDropMidUpload: Double?
+    /// `failed_swap`: every swap fails at boot (MCUboot erases slot 1 and boots the old image).
+    public var smpFailedSwap = false
+    /// `revert`: a test image crashes on its first boot; MCUboot reverts to the old one.
+    public var smpRevert = false
+    /// `lose_responses`: probability that an SMP response is executed but never notified.
+    public var smpLoseResponses = 0.0
+    /// `buffer_overflow`: the SMP buffers the device really has (MCUmgr parameters report the model's).
+    public var smpBuffers: Int?
+    /// `not_bootable`: the device reports uploaded images not bootable and refuses to test or confirm them.
+    public var smpNotBootable = false
 
     public init() {}
 
@@ -70,6 +83,7 @@ public struct FaultSettings: Sendable, Equatable {
         "no_advertise", "connect_fail", "connect_timeout", "drop", "ack_loss", "busy_ack",
         "notify_undeclared", "full_discovery_only", "long_uuids", "read_multiple_variable", "mtu_cap", "slow",
         "pairing_rejected", "wrong_passkey", "bond_lost", "slow_pairing",
+        "drop_mid_upload", "failed_swap", "revert", "lose_responses", "buffer_overflow", "not_bootable",
     ]
 
     /// Applies a `faults:` mapping on top of these settings.
@@ -92,6 +106,12 @@ public struct FaultSettings: Sendable, Equatable {
             case "wrong_passkey": wrongPasskey = try reader.bool(value, key)
             case "bond_lost": bondLost = try reader.bool(value, key)
             case "slow_pairing": slowPairing = try reader.latency(value, key)
+            case "drop_mid_upload": smpDropMidUpload = try reader.probability(value, key)
+            case "failed_swap": smpFailedSwap = try reader.bool(value, key)
+            case "revert": smpRevert = try reader.bool(value, key)
+            case "lose_responses": smpLoseResponses = try reader.probability(value, key)
+            case "buffer_overflow": smpBuffers = try reader.int(value, key, in: 1...64)
+            case "not_bootable": smpNotBootable = try reader.bool(value, key)
             default: break
             }
         }

@@ -2,64 +2,76 @@ import BLE
 import Support
 import YAML
 
-/// Typed reads of YAML nodes for model and override files: every failure is a `SimulatorError` at the
-/// node's position, with a suggestion for a misspelt key.
+/// Typed reads of YAML nodes for model and override files: the reads are `YAMLReader`'s (the one reader
+/// of every YAML file), plus the simulator's own kinds of value; every failure is a `SimulatorError` at
+/// the node's position, with a hint where one helps (a misspelt key gets "did you mean").
 struct ModelReader {
     let file: String
+    private let reader = YAMLReader()
+
+    init(file: String) {
+        self.file = file
+    }
 
     func fail(_ message: String, _ node: YAMLNode, hint: String? = nil) -> SimulatorError {
         SimulatorError(message, file: file, at: node.mark, hint: hint)
     }
 
+    /// The value `read` gives; its `YAMLError` as this file's `SimulatorError`.
+    private func read<T>(_ read: (YAMLReader) throws(YAMLError) -> T) throws(SimulatorError) -> T {
+        do {
+            return try read(reader)
+        } catch {
+            throw SimulatorError(error.message, file: file, at: error.mark, hint: error.hint)
+        }
+    }
+
     /// The pairs of a mapping whose keys are all in `allowed`.
     func mapping(_ node: YAMLNode, _ what: String, allowed: [String]) throws(SimulatorError) -> [(String, YAMLNode)] {
-        guard let pairs = node.mapping else {
-            throw fail("\(what) must be a mapping, not \(node.kindDescription)", node)
-        }
+        try read { (r) throws(YAMLError) in try r.mapping(node, what, allowed: allowed) }.map { ($0.key, $0.value) }
+    }
+
+    /// A mapping whose keys are free (e.g. `defaults:`) when `anyKey`, else `mapping(_:_:allowed:)`.
+    func mapping(_ node: YAMLNode, _ what: String, allowed: [String], anyKey: Bool) throws(SimulatorError) -> [(String, YAMLNode)] {
+        guard anyKey else { return try mapping(node, what, allowed: allowed) }
         var out: [(String, YAMLNode)] = []
-        for p in pairs {
-            let key = p.key.scalar ?? ""
-            guard allowed.contains(key) else {
-                let hint = Suggestions.hint(for: key, in: allowed)
-                    ?? "expected one of: \(allowed.joined(separator: ", "))"
-                throw fail("unknown key `\(key)` in \(what)", p.key, hint: hint)
-            }
-            out.append((key, p.value))
+        for p in try read({ (r) throws(YAMLError) in try r.mapping(node, what) }) {
+            out.append((try string(p.key, "a key"), p.value))
         }
         return out
     }
 
     func string(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> String {
-        guard let s = node.scalar, !node.isNull else { throw fail("\(what) must be a value, not \(node.kindDescription)", node) }
-        return s
+        try read { (r) throws(YAMLError) in try r.string(node, what) }
     }
 
     func bool(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> Bool {
-        switch node.scalar {
-        case "true"?: return true
-        case "false"?: return false
-        default: throw fail("\(what) must be true or false", node)
-        }
+        try read { (r) throws(YAMLError) in try r.bool(node, what) }
     }
 
     func int(_ node: YAMLNode, _ what: String, in range: ClosedRange<Int>) throws(SimulatorError) -> Int {
-        guard let s = node.scalar, let v = Int(s) else { throw fail("\(what) must be an integer", node) }
-        guard range.contains(v) else {
-            throw fail("\(what) must be between \(range.lowerBound) and \(range.upperBound), not \(v)", node)
-        }
-        return v
+        try read { (r) throws(YAMLError) in try r.integer(node, what, in: range) }
+    }
+
+    func list(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> [YAMLNode] {
+        try read { (r) throws(YAMLError) in try r.sequence(node, what) }
+    }
+
+    /// A `${name}` template (the model's defaults and the device's variables fill it in).
+    func template(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> Template {
+        try read { (r) throws(YAMLError) in try r.template(node, what) }
     }
 
     func probability(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> Double {
-        guard let s = node.scalar, let v = Double(s), v.isFinite else {
+        guard let v = try? read({ (r) throws(YAMLError) in try r.number(node, what) }) else {
             throw fail("\(what) must be a probability between 0 and 1", node, hint: "e.g. `0.05`")
         }
-        guard v >= 0 && v <= 1 else { throw fail("\(what) must be between 0 and 1, not \(s)", node) }
+        guard v >= 0 && v <= 1 else { throw fail("\(what) must be between 0 and 1, not \(node.scalar ?? "")", node) }
         return v
     }
 
     func positive(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> Double {
-        guard let s = node.scalar, let v = Double(s), v.isFinite, v > 0, v <= 1000 else {
+        guard let v = try? read({ (r) throws(YAMLError) in try r.number(node, what) }), v > 0, v <= 1000 else {
             throw fail("\(what) must be a number greater than 0 (at most 1000)", node, hint: "e.g. `3` for three times slower")
         }
         return v
@@ -79,17 +91,9 @@ struct ModelReader {
         return u
     }
 
-    func list(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> [YAMLNode] {
-        if let items = node.sequence { return items }
-        throw fail("\(what) must be a list, not \(node.kindDescription)", node)
-    }
-
-    /// `250ms`, `1.5s`, `2m`, `100us`, `0ms`.
+    /// `250ms`, `1.5s`, `2m`, `100us`, `0ms` (at most a day).
     func duration(_ node: YAMLNode, _ what: String) throws(SimulatorError) -> Duration {
-        guard let s = node.scalar, let d = Self.parseDuration(s) else {
-            throw fail("\(what) must be a duration with a unit, e.g. 20ms or 1s", node)
-        }
-        return d
+        try read { (r) throws(YAMLError) in try r.duration(node, what, max: .seconds(86_400)) }
     }
 
     /// A range `[5ms, 50ms]` or a single duration `10ms`.
@@ -103,15 +107,5 @@ struct ModelReader {
         }
         let d = try duration(node, what)
         return LatencyRange(d, d)
-    }
-
-    static func parseDuration(_ text: String) -> Duration? {
-        let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60)]
-        for (suffix, seconds) in units where text.hasSuffix(suffix) {
-            let number = text.dropLast(suffix.count)
-            guard let v = Double(number), v.isFinite, v >= 0, v <= 86_400 / seconds else { return nil }
-            return .nanoseconds(Int64((v * seconds * 1e9).rounded()))
-        }
-        return nil
     }
 }

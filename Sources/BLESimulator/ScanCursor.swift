@@ -1,5 +1,5 @@
+import AsyncSupport
 import BLE
-import Synchronization
 
 /// One scan of a simulated adapter, pulled by its consumer: nothing runs while nobody asks for the next
 /// advertisement, so 10,000 devices cost no timers.
@@ -26,12 +26,13 @@ final class ScanCursor: Sendable {
         /// Ids in `appeared`: a consumer that stops pulling holds at most one entry per device.
         var appearedIDs: Set<String> = []
         var seen: Set<String> = []
-        var waiter: CheckedContinuation<Void, Never>?
+        /// A wake-up that came while the consumer was not waiting (it does not wait for the next one).
         var woken = false
         var closed = false
     }
 
-    private let state = Mutex(State())
+    /// The cursor's state; the consumer waits here for a wake-up (a device appeared, the scan closed).
+    private let state = WaiterQueue<State, Void>(State())
 
     init(candidates: [VirtualDevice], filter: ScanFilter, scale: Double, period: Duration, seed: UInt64, adapterID: String) {
         self.candidates = candidates
@@ -55,7 +56,7 @@ final class ScanCursor: Sendable {
         while true {
             if Task.isCancelled { return nil }
             let now = ContinuousClock.now
-            let step = state.withLock { s -> Step in
+            let step = state.withLock { s, _ -> Step in
                 if s.closed { return .end }
                 if !s.appeared.isEmpty {
                     let d = s.appeared.removeFirst()
@@ -84,7 +85,7 @@ final class ScanCursor: Sendable {
             case .emit(let d, let round):
                 guard d.isAdvertising else { continue }
                 if !filter.allowDuplicates {
-                    let fresh = state.withLock { $0.seen.insert(d.id).inserted }
+                    let fresh = state.withLock { s, _ in s.seen.insert(d.id).inserted }
                     guard fresh else { continue }
                 }
                 var r = SimulatorRandom(seed: seed, device: d.id, stream: 0xAD50_0000_0000 &+ round)
@@ -101,63 +102,32 @@ final class ScanCursor: Sendable {
     func deviceAppeared(_ d: VirtualDevice) {
         if !filter.addresses.isEmpty, !filter.addresses.contains(where: { $0.sameDevice(as: d.address) }) { return }
         if !filter.names.isEmpty, !filter.names.contains(d.advertisedName) { return }
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard s.appearedIDs.insert(d.id).inserted else { return nil }
+        state.withLock { s, waiters in
+            guard s.appearedIDs.insert(d.id).inserted else { return }
             s.appeared.append(d)
-            return takeWaiter(&s)
+            Self.wake(&s, &waiters)
         }
-        waiter?.resume()
     }
 
     /// Ends the scan (the adapter closed).
     func close() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        state.withLock { s, waiters in
             s.closed = true
-            return takeWaiter(&s)
+            Self.wake(&s, &waiters)
         }
-        waiter?.resume()
     }
 
-    private func takeWaiter(_ s: inout State) -> CheckedContinuation<Void, Never>? {
-        guard let w = s.waiter else {
-            s.woken = true
-            return nil
-        }
-        s.waiter = nil
-        return w
+    /// Wakes the waiting consumer, or leaves the wake-up for its next wait.
+    private static func wake(_ s: inout State, _ waiters: inout Waiters<Void>) {
+        if waiters.resumeAll(()) == 0 { s.woken = true }
     }
 
     /// Waits until `deadline` (forever when nil), a wake-up, or cancellation.
     private func wait(until deadline: ContinuousClock.Instant?) async {
-        await withTaskGroup(of: Void.self) { g in
-            g.addTask { await self.waitForWake() }
-            if let deadline {
-                g.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
-            }
-            await g.next()
-            g.cancelAll()
-        }
-    }
-
-    private func waitForWake() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if s.woken || s.closed || Task.isCancelled {
-                        s.woken = false
-                        return true
-                    }
-                    s.waiter = c
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            let w = state.withLock { s -> CheckedContinuation<Void, Never>? in
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            w?.resume()
+        _ = await state.wait(timeout: deadline.map { max(.zero, $0 - .now) }) { s, _ in
+            guard s.woken || s.closed else { return nil }
+            s.woken = false
+            return ()
         }
     }
 }

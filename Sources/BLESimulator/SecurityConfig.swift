@@ -17,7 +17,7 @@ extension DeviceModel {
     public struct SecurityConfig: Sendable, Equatable {
         public var io: SMPIOCapability = .noInputNoOutput
         /// The passkey template; empty: a displayed passkey is drawn at random.
-        public var passkey: String = ""
+        public var passkey = Template(literal: "")
         public var secureConnections = true
         public var requireMITM = false
         public var bond = true
@@ -36,14 +36,14 @@ extension DeviceModel {
                                      hint: Suggestions.hint(for: name, in: ioNames.keys.sorted()))
                     }
                     c.io = io
-                case "passkey": c.passkey = try r.string(value, "security.passkey")
+                case "passkey": c.passkey = try r.template(value, "security.passkey")
                 case "secure_connections": c.secureConnections = try r.bool(value, "security.secure_connections")
                 case "require_mitm": c.requireMITM = try r.bool(value, "security.require_mitm")
                 case "bond": c.bond = try r.bool(value, "security.bond")
                 default: break
                 }
             }
-            if c.io == .keyboardOnly && c.passkey.isEmpty {
+            if c.io == .keyboardOnly && c.passkey.source.isEmpty {
                 throw r.fail("a device with `io: keyboard` needs `passkey`: the passkey typed on it", node)
             }
             return c

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import BLESecurity
 import Synchronization
@@ -32,7 +33,7 @@ public final class SimulatedCentral: Central {
     /// When the fleet started advertising (paced connects wait for each device's next advertising event).
     let epoch = ContinuousClock.now
     /// One pending LE connection at a time.
-    let connectGate = AsyncSemaphore(permits: 1)
+    let connectGate = AsyncSemaphore(permits: 1, cancellationError: BLEError.cancelled)
     private let journal: StateJournal?
 
     private struct WeakCursor {
@@ -105,8 +106,8 @@ public final class SimulatedCentral: Central {
                     }
                 }
             }
-            if let security = model.security, !security.passkey.isEmpty {
-                switch Template.expand(security.passkey, { device.variables[$0] }) {
+            if let security = model.security, !security.passkey.source.isEmpty {
+                switch security.passkey.expand({ device.variable($0) }) {
                 case .failure(let f):
                     throw SimulatorError("device \(spec.id): security.passkey: \(f.message)", file: inventoryFile, at: spec.overrides?.mark)
                 case .success(let text) where text.utf8.count != 6 || Passkey(text) == nil:
@@ -255,6 +256,14 @@ public final class SimulatedCentral: Central {
             let advertising = device.advertisingEvents(epoch: epoch, scale: factor).next(after: .now)
             latency = advertising - .now
             events = ConnectionEvents(anchor: advertising, interval: interval)
+        }
+        if let back = device.offUntil {
+            // Rebooting: nobody answers until it is back on the air.
+            if back > deadline {
+                try await Self.sleep(until: deadline)
+                throw timeout
+            }
+            try await Self.sleep(until: back)
         }
         if device.faults.noAdvertise || !device.model.advertising.connectable || hangs {
             // The controller keeps initiating; nobody answers until the caller's deadline.

@@ -1,5 +1,6 @@
 import BLE
 import BLESecurity
+import Digests
 import Support
 import Synchronization
 
@@ -136,7 +137,7 @@ final class SimulatedLink: Link {
         var random = SeededSMPRandom(SimulatorRandom(seed: seed, device: device.id, stream: 0x5EC0_0000 | link))
         let centralConfig = SMPCentralConfiguration(localAddress: station, peerAddress: device.address, request: nil, storedBond: centralBond)
         var passkey: Passkey?
-        if case .success(let text) = Template.expand(config.passkey, { self.device.variables[$0] }), let shown = Passkey(text) {
+        if case .success(let text) = config.passkey.expand({ self.device.variable($0) }), let shown = Passkey(text) {
             passkey = device.faults.wrongPasskey ? Passkey(UInt32((shown.value + 1) % 1_000_000)) : shown
         }
         var kept: Bond?

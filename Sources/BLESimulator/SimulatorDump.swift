@@ -1,5 +1,7 @@
 import BLE
+import Digests
 import Foundation
+import MCUboot
 
 /// The device side of a simulated run: what every virtual device received and where it ended.
 /// JSON with sorted keys (`json()`), so two runs with the same seed give byte-identical dumps.
@@ -32,9 +34,11 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var security: Security?
         /// The values written to stored characteristics (`store` behaviour), hex, by `SERVICE/CHARACTERISTIC`.
         public var stored: [String: String] = [:]
+        /// The MCUmgr/MCUboot side (`mcumgr:` models): images, uploads, resets, settings, files.
+        public var mcumgr: McuMgr?
 
         enum CodingKeys: String, CodingKey {
-            case id, address, model, connections, config, blob, state, commits, commands, faults, security, stored
+            case id, address, model, connections, config, blob, state, commits, commands, faults, security, stored, mcumgr
             case connectAttempts = "connect_attempts"
             case blobBytesDropped = "blob_bytes_dropped"
         }
@@ -56,11 +60,12 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             try c.encode(faults, forKey: .faults)
             try c.encode(security, forKey: .security)
             try c.encode(stored, forKey: .stored)
+            try c.encodeIfPresent(mcumgr, forKey: .mcumgr)
         }
 
         public init(id: String, address: String, model: String, connections: Int, connectAttempts: Int, config: String?, blob: Blob?,
                     state: String, commits: Int, commands: [Command], faults: [String: Int], blobBytesDropped: Int,
-                    security: Security? = nil, stored: [String: String] = [:]) {
+                    security: Security? = nil, stored: [String: String] = [:], mcumgr: McuMgr? = nil) {
             self.id = id
             self.address = address
             self.model = model
@@ -75,6 +80,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             self.blobBytesDropped = blobBytesDropped
             self.security = security
             self.stored = stored
+            self.mcumgr = mcumgr
         }
 
         /// Reads a dump written by this or an earlier version (which had no `security` or no `stored`).
@@ -94,6 +100,49 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             blobBytesDropped = try c.decode(Int.self, forKey: .blobBytesDropped)
             security = try c.decodeIfPresent(Security.self, forKey: .security)
             stored = try c.decodeIfPresent([String: String].self, forKey: .stored) ?? [:]
+            mcumgr = try c.decodeIfPresent(McuMgr.self, forKey: .mcumgr)
+        }
+    }
+
+    /// A simulated MCUmgr device's side of a run.
+    public struct McuMgr: Codable, Sendable, Equatable {
+        public struct Image: Codable, Sendable, Equatable {
+            public var version: String
+            /// The image's SHA-256 TLV, hex.
+            public var hash: String
+        }
+
+        /// The running image (slot 0) and whether it is confirmed.
+        public var running: Image
+        public var confirmed: Bool
+        /// Slot 1, when it holds an image, and what it is marked for the next boot (`test`, `permanent`).
+        public var secondary: Image?
+        public var pending: String?
+        /// An upload in the device's RAM: bytes so far of its length.
+        public var upload: [Int]?
+        public var uploadsStarted: Int
+        public var uploadsCompleted: Int
+        /// Upload bytes written to flash (resent ones the device took twice included).
+        public var uploadBytes: Int
+        public var tests: Int
+        public var confirms: Int
+        public var resets: Int
+        public var swaps: Int
+        public var reverts: Int
+        public var swapFailures: Int
+        /// The versions the device booted, in order (the factory image first).
+        public var booted: [String]
+        /// Settings in RAM, hex, by name.
+        public var settings: [String: String]
+        /// Files: SHA-256 (hex) by path.
+        public var files: [String: String]
+
+        enum CodingKeys: String, CodingKey {
+            case running, confirmed, secondary, pending, upload, tests, confirms, resets, swaps, reverts, booted, settings, files
+            case uploadsStarted = "uploads_started"
+            case uploadsCompleted = "uploads_completed"
+            case uploadBytes = "upload_bytes"
+            case swapFailures = "swap_failures"
         }
     }
 
@@ -184,7 +233,8 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         let s = d.snapshot
         var blob: Blob?
         if let expected = s.blobExpected {
-            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: SHA256.hexDigest(s.blob))
+            var digest = s.blobDigest
+            blob = Blob(expected: expected, received: s.blobReceived, ended: s.blobEnded, sha256: digest.finalize().hexString)
         }
         return Device(
             id: d.id, address: d.address.description, model: d.model.name, connections: s.connections,
@@ -197,6 +247,17 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
                 pairings: s.pairings.map { Security.Pairing(central: $0.central, method: $0.method.rawValue, level: $0.level.name,
                                                             secureConnections: $0.secureConnections, bonded: $0.keyDigest != nil) },
                 pairingFailures: s.pairingFailures, encryptions: s.encryptions, bonds: s.bonds.keys.sorted()),
-            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }))
+            stored: Dictionary(uniqueKeysWithValues: s.stored.map { ($0.key.key, $0.value.hexString) }),
+            mcumgr: d.smpState.map(mcumgr))
+    }
+
+    static func mcumgr(_ m: McuMgrState) -> McuMgr {
+        McuMgr(running: McuMgr.Image(version: m.primary.version, hash: m.primary.hash.hexString), confirmed: m.primaryConfirmed,
+               secondary: m.secondary.map { McuMgr.Image(version: $0.version, hash: $0.hash.hexString) }, pending: m.pending?.rawValue,
+               upload: m.upload.map { [$0.bytes.count, $0.length] }, uploadsStarted: m.uploadsStarted, uploadsCompleted: m.uploadsCompleted,
+               uploadBytes: m.uploadBytes, tests: m.tests, confirms: m.confirms, resets: m.resets, swaps: m.swaps, reverts: m.reverts,
+               swapFailures: m.swapFailures, booted: m.bootedVersions,
+               settings: m.settings.mapValues(\.hexString),
+               files: m.files.mapValues { SHA256.hexDigest($0) })
     }
 }

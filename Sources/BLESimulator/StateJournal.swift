@@ -2,6 +2,7 @@ import BLE
 import Foundation
 import Support
 import Synchronization
+import SystemIO
 
 /// The simulator's state file (`--sim-state PATH`): one JSON line per device state change, appended as
 /// it happens, so a resumed run meets the devices as a crashed run left them.
@@ -20,16 +21,22 @@ import Synchronization
 /// `connect_attempt`, `connected`, `control` (hex, busy, and `link` when the link was encrypted),
 /// `blob` (hex), `fault` (fault), `paired` (central, method, level, sc, key_size, and `key_sha256` when
 /// the device kept the bond — a digest, never the key), `pairing_failed` (reason), `encrypted` and
-/// `forgot_bond` (central).
+/// `forgot_bond` (central), and `smp` for an MCUmgr device (`smp`: `upload_started` with len, image and
+/// sha; `upload_chunk` with off and hex; `erase`; `mark_test` with permanent; `confirm`; `reset`;
+/// `setting_write` with name and hex; `setting_delete` with name; `settings_save`; `settings_load`;
+/// `file_write` with name, off and hex).
 final class StateJournal: Sendable {
     let path: String
     private let fd: Mutex<Int32>
 
-    /// Opens (creating) the file, returns it with the events to replay in order.
+    /// Opens (creating it readable by its owner only: it holds what devices received, secrets
+    /// included) the file, returns it with the events to replay in order.
     static func open(path: String) throws(SimulatorError) -> (StateJournal, [(String, DeviceEvent)]) {
-        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(errno)))", file: path)
+        let fd: Int32
+        do throws(FileError) {
+            fd = try FileIO.open(path, O_RDWR | O_APPEND | O_CREAT, mode: 0o600)
+        } catch {
+            throw SimulatorError("cannot open the simulator state file: \(String(cString: strerror(error.errno)))", file: path)
         }
         // Another process opening the file waits here until this one has read it and cut a torn line.
         while flock(fd, LOCK_EX) != 0 && errno == EINTR {}
@@ -77,26 +84,18 @@ final class StateJournal: Sendable {
     /// Appends one event line. A failed write is reported once on stderr and the simulation goes on:
     /// the state file is a test aid, not the run's journal.
     func append(id: String, _ event: DeviceEvent) {
-        var bytes = Array(Self.line(id: id, event).utf8)
+        let bytes = Array(Self.line(id: id, event).utf8)
         fd.withLock { fd in
             guard fd >= 0 else { return }
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeMutableBufferPointer { p in
-                    Glibc.write(fd, p.baseAddress.map { $0 + offset }, p.count - offset)
-                }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(errno))); no longer recording\n"
-                    try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
-                    Glibc.close(fd)
-                    fd = -1
-                    return
-                }
-                offset += n
+            do throws(FileError) {
+                try FileIO.writeAll(fd, bytes, path: path)
+            } catch {
+                let message = "provision: simulator state file \(path): write failed: \(String(cString: strerror(error.errno))); no longer recording\n"
+                try? FileHandle.standardError.write(contentsOf: Data(message.utf8))
+                FileIO.close(fd)
+                fd = -1
             }
         }
-        bytes.removeAll()
     }
 
     /// One event as a JSON line (with its newline).
@@ -119,6 +118,24 @@ final class StateJournal: Sendable {
         case .forgotBond(let central): line += "\"forgot_bond\",\"central\":" + JSONString.quoted(central)
         case .store(let path, let bytes):
             line += "\"store\",\"service\":\"\(path.service)\",\"characteristic\":\"\(path.characteristic)\",\"hex\":\"\(bytes.hexString)\""
+        case .smp(let e):
+            line += "\"smp\",\"smp\":"
+            switch e {
+            case .uploadStarted(let sha, let length, let image):
+                line += "\"upload_started\",\"len\":\(length),\"image\":\(image)"
+                if let sha { line += ",\"sha\":\"\(sha.hexString)\"" }
+            case .uploadChunk(let offset, let data): line += "\"upload_chunk\",\"off\":\(offset),\"hex\":\"\(data.hexString)\""
+            case .erase: line += "\"erase\""
+            case .markTest(let permanent): line += "\"mark_test\",\"permanent\":\(permanent)"
+            case .confirm: line += "\"confirm\""
+            case .reset: line += "\"reset\""
+            case .settingWrite(let name, let value): line += "\"setting_write\",\"name\":" + JSONString.quoted(name) + ",\"hex\":\"\(value.hexString)\""
+            case .settingDelete(let name): line += "\"setting_delete\",\"name\":" + JSONString.quoted(name)
+            case .settingsSave: line += "\"settings_save\""
+            case .settingsLoad: line += "\"settings_load\""
+            case .fileWrite(let name, let offset, let data):
+                line += "\"file_write\",\"name\":" + JSONString.quoted(name) + ",\"off\":\(offset),\"hex\":\"\(data.hexString)\""
+            }
         }
         line += "}\n"
         return line
@@ -140,6 +157,44 @@ final class StateJournal: Sendable {
         var reason: String?
         var service: String?
         var characteristic: String?
+        var smp: String?
+        var len: Int?
+        var image: Int?
+        var sha: String?
+        var off: Int?
+        var permanent: Bool?
+        var name: String?
+    }
+
+    private static func smpEvent(_ l: Line) -> SMPDeviceEvent? {
+        let bytes = l.hex.flatMap { [UInt8](hex: $0) }
+        switch l.smp {
+        case "upload_started":
+            guard let len = l.len, let image = l.image else { return nil }
+            var sha: [UInt8]?
+            if let text = l.sha {
+                guard let b = [UInt8](hex: text) else { return nil }
+                sha = b
+            }
+            return .uploadStarted(sha: sha, length: len, image: image)
+        case "upload_chunk":
+            guard let off = l.off, let bytes else { return nil }
+            return .uploadChunk(offset: off, data: bytes)
+        case "erase": return .erase
+        case "mark_test": return l.permanent.map { .markTest(permanent: $0) }
+        case "confirm": return .confirm
+        case "reset": return .reset
+        case "setting_write":
+            guard let name = l.name, let bytes else { return nil }
+            return .settingWrite(name: name, value: bytes)
+        case "setting_delete": return l.name.map { .settingDelete(name: $0) }
+        case "settings_save": return .settingsSave
+        case "settings_load": return .settingsLoad
+        case "file_write":
+            guard let name = l.name, let off = l.off, let bytes else { return nil }
+            return .fileWrite(name: name, offset: off, data: bytes)
+        default: return nil
+        }
     }
 
     private static func level(_ name: String?) -> SecurityLevel? {
@@ -180,6 +235,8 @@ final class StateJournal: Sendable {
             guard let h = l.hex, let b = [UInt8](hex: h), let s = l.service.flatMap(BluetoothUUID.init),
                   let c = l.characteristic.flatMap(BluetoothUUID.init) else { return nil }
             return (l.id, .store(CommandBehaviour.Path(service: s, characteristic: c), b))
+        case "smp":
+            return smpEvent(l).map { (l.id, .smp($0)) }
         default: return nil
         }
     }

@@ -1,3 +1,4 @@
+import McuMgr
 import BLE
 import Synchronization
 
@@ -8,10 +9,14 @@ package final class VirtualDevice: Sendable {
     let id: String
     package let address: BluetoothAddress
     let advertisedName: String
-    let model: DeviceModel
+    /// Its model (kept once, by its layout: a fleet of 100,000 devices kept 100,000 copies).
+    var model: DeviceModel { layout.model }
     let faults: FaultSettings
-    /// Lookup for `${variables}`: per-device overrides, built-ins, inventory variables, model defaults.
-    let variables: [String: String]
+    /// The device's own layers of `${variables}` (`variable(_:)` reads them in order, with the built-ins
+    /// and the model's defaults; no merged copy per device).
+    private let overrideVariables: [String: String]
+    private let inventoryVariables: [String: String]
+    private let specName: String
     let advertisingData: AdvertisingData
     /// Offset of the first advertisement in a scan (unscaled), drawn from the advertising interval.
     let firstAdvertisement: Duration
@@ -25,6 +30,12 @@ package final class VirtualDevice: Sendable {
     struct Runtime {
         var state: DeviceState?
         var connected = false
+        /// The MCUmgr device's slots, upload, settings and files (`mcumgr:` models).
+        var smp: McuMgrState?
+        /// Off the air (rebooting) until then.
+        var offUntil: ContinuousClock.Instant?
+        /// `drop_mid_upload` struck already (it strikes once).
+        var droppedMidUpload = false
     }
 
     private let runtime = Mutex(Runtime())
@@ -34,18 +45,19 @@ package final class VirtualDevice: Sendable {
         id = spec.id
         self.layout = layout
         address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
-        self.model = model
         self.faults = faults
         self.journal = journal
-        var vars = model.defaults
-        for (k, v) in spec.variables { vars[k] = v }
-        vars["id"] = spec.id
-        vars["name"] = spec.name ?? spec.id
-        vars["address"] = address.description
-        for (k, v) in overrides.variables { vars[k] = v }
-        variables = vars
+        overrideVariables = overrides.variables
+        inventoryVariables = spec.variables
+        specName = spec.name ?? spec.id
         let name: String
-        switch Template.expand(model.advertising.name, { vars[$0] }) {
+        let address = self.address
+        let (id, specName, overrideVariables, inventoryVariables) = (spec.id, self.specName, overrides.variables, spec.variables)
+        let lookup = { (key: String) in
+            Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
+                          defaults: model.defaults)
+        }
+        switch model.advertising.name.expand(lookup) {
         case .success(let n): name = n
         case .failure: name = spec.name ?? spec.id
         }
@@ -62,9 +74,32 @@ package final class VirtualDevice: Sendable {
         ConnectionEvents(anchor: epoch + firstAdvertisement.scaled(scale), interval: advertisingInterval.scaled(scale))
     }
 
+    /// A `${name}` of this device: its per-device override, else a built-in (`id`, `name`, `address`),
+    /// else its inventory variable, else the model's default.
+    func variable(_ key: String) -> String? {
+        Self.variable(key, overrides: overrideVariables, id: id, name: specName, address: address, inventory: inventoryVariables,
+                      defaults: layout.model.defaults)
+    }
+
+    private static func variable(_ key: String, overrides: [String: String], id: String, name: String, address: BluetoothAddress,
+                                 inventory: [String: String], defaults: [String: String]) -> String? {
+        if let v = overrides[key] { return v }
+        switch key {
+        case "id": return id
+        case "name": return name
+        case "address": return address.description
+        default: return inventory[key] ?? defaults[key]
+        }
+    }
+
     /// The value of a characteristic for this device (templates resolved).
+    /// `${running_version}` is the version of the image an MCUmgr device runs now (so a Firmware
+    /// Revision follows an update).
     func value(_ c: DeviceModel.Characteristic) -> Result<[UInt8], TemplateFailure> {
-        c.value.resolve { self.variables[$0] }
+        c.value.resolve { name in
+            if name == "running_version", let smp = self.smpState { return smp.primary.version }
+            return self.variable(name)
+        }
     }
 
     /// The state value a fresh device starts with: the model's initial value of the state characteristic.
@@ -112,6 +147,16 @@ package final class VirtualDevice: Sendable {
 
     /// Applies an event read back from a state file (not recorded again).
     func restore(_ event: DeviceEvent) {
+        if case .smp(let e) = event {
+            runtime.withLock { rt in
+                guard let config = model.mcumgr else { return }
+                var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+                smp.apply(e, faults: bootFaults)
+                rt.smp = smp
+            }
+            return
+        }
+        if case .fault("drop_mid_upload") = event { runtime.withLock { $0.droppedMidUpload = true } }
         runtime.withLock { rt in
             var s = rt.state ?? initialState()
             s.apply(event, behaviour: model.behaviour)
@@ -139,6 +184,57 @@ package final class VirtualDevice: Sendable {
         runtime.withLock { $0.connected = false }
     }
 
-    /// Whether a scan can hear it now (never with `no_advertise`; not while connected).
-    var isAdvertising: Bool { !faults.noAdvertise && !isConnected }
+    /// Whether a scan can hear it now (never with `no_advertise`; not while connected or rebooting).
+    var isAdvertising: Bool { !faults.noAdvertise && !isConnected && offUntil == nil }
+
+    /// When a rebooting device comes back on the air (nil: it is on).
+    var offUntil: ContinuousClock.Instant? {
+        runtime.withLock { rt in
+            guard let until = rt.offUntil else { return nil }
+            if until <= .now {
+                rt.offUntil = nil
+                return nil
+            }
+            return until
+        }
+    }
+
+    /// Takes the device off the air for `duration` (a reset: the time it takes to boot).
+    func powerOff(for duration: Duration) {
+        runtime.withLock { $0.offUntil = .now + duration }
+    }
+
+    // MARK: - MCUmgr
+
+    private var bootFaults: McuMgrState.BootFaults {
+        McuMgrState.BootFaults(failedSwap: faults.smpFailedSwap, crashOnTest: faults.smpRevert)
+    }
+
+    /// The MCUmgr state now (nil for a device without `mcumgr:`).
+    var smpState: McuMgrState? {
+        guard let config = model.mcumgr else { return nil }
+        return runtime.withLock { $0.smp } ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+    }
+
+    /// Serves one SMP request against the device's state: its answer and what it changed (recorded in
+    /// the state file). Nil when `drop_mid_upload` strikes: the device drops the link instead.
+    func serveSMP(_ frame: SMPFrame, config: McuMgrConfig) -> SMPServer.Outcome? {
+        let server = SMPServer(config: config, notBootable: faults.smpNotBootable)
+        let result = runtime.withLock { rt -> (SMPServer.Outcome?, [SMPDeviceEvent], Bool) in
+            var smp = rt.smp ?? McuMgrState(primary: config.factoryImage { self.variable($0) })
+            let outcome = server.handle(frame, state: smp)
+            if let fraction = faults.smpDropMidUpload, !rt.droppedMidUpload, let upload = smp.upload,
+               outcome.events.contains(where: { if case .uploadChunk(let off, let data) = $0 { return Double(off + data.count) > fraction * Double(upload.length) && off > 0 } else { return false } }) {
+                rt.droppedMidUpload = true
+                rt.smp = smp
+                return (nil, [], true)
+            }
+            for e in outcome.events { smp.apply(e, faults: bootFaults) }
+            rt.smp = smp
+            return (outcome, outcome.events, false)
+        }
+        if result.2 { record(.fault("drop_mid_upload")) }
+        for e in result.1 { journal?.append(id: id, .smp(e)) }
+        return result.0
+    }
 }

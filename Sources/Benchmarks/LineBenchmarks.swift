@@ -1,6 +1,7 @@
 import Foundation
 import LineDatabase
 import PostgresClient
+import Support
 
 /// What the line database costs: stations claiming and finishing devices against one database, each
 /// device doing claim → (work) → intent → (work) → outcome. With no device work (the default) the
@@ -20,9 +21,9 @@ public enum LineBenchmarks {
 
         public init(_ values: [Double]) {
             let sorted = values.sorted()
-            func at(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * q))] }
-            p50 = at(0.5)
-            p95 = at(0.95)
+            // Nearest rank, the one percentile definition (`Percentile`).
+            p50 = Percentile.of(sorted, percent: 50) ?? 0
+            p95 = Percentile.of(sorted, percent: 95) ?? 0
             mean = sorted.isEmpty ? 0 : sorted.reduce(0, +) / Double(sorted.count)
         }
 

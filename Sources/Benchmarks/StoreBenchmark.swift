@@ -61,7 +61,7 @@ public enum StoreBenchmark {
                            claimBatch: Int = 8) async throws -> Result {
         let header = JournalHeader(runId: "bench", workflow: FileRef(name: "bench", path: "bench.yaml", sha256: String(repeating: "0", count: 64)),
                                    inventory: FileRef(path: "bench-inventory.yaml", sha256: String(repeating: "1", count: 64)),
-                                   adapters: ["bench"], options: [:], started: WallClock.iso(Date()), toolVersion: "bench", resumed: false)
+                                   adapters: ["bench"], options: [:], started: .now(), toolVersion: "bench", resumed: false)
         for store in stores {
             _ = try await store.open(.start)
             try await store.record(.header(header, at: header.started))
@@ -114,14 +114,14 @@ public enum StoreBenchmark {
                         let share = claimMs / Double(next.count)
                         let measured = claimMs
                         group.addTask {
-                            try await store.record(.started(device: device, attempt: attempt, at: WallClock.iso(Date())))
+                            try await store.record(.started(device: device, attempt: attempt, at: .now()))
                             if work > .zero { try await Task.sleep(for: work) }
                             let t1 = ContinuousClock.now
-                            try await store.record(.intent(device: device, step: "commit", stepIndex: 11, at: WallClock.iso(Date())))
+                            try await store.record(.intent(device: device, step: "commit", stepIndex: 11, at: .now()))
                             let intent = (ContinuousClock.now - t1).milliseconds
                             if work > .zero { try await Task.sleep(for: work) }
                             let t2 = ContinuousClock.now
-                            try await store.record(.outcome(record(device, attempt: attempt), at: WallClock.iso(Date())))
+                            try await store.record(.outcome(record(device, attempt: attempt), at: .now()))
                             return Sample(claim: measured, claimShare: share, intent: intent, outcome: (ContinuousClock.now - t2).milliseconds)
                         }
                     }
@@ -145,7 +145,7 @@ public enum StoreBenchmark {
                                     startMs: start, durationMs: duration))
         }
         return DeviceRecord(id: id, address: "C0:FF:EE:00:00:01", name: "SNS-\(id)", outcome: .succeeded, attempts: attempt, adapter: "bench",
-                            rssi: -60, started: WallClock.iso(Date()), durationMs: 150.5,
+                            rssi: -60, started: .now(), durationMs: 150.5,
                             captured: ["fw": "2.4.1", "serial": .string(id), "state": "02"], steps: steps, attRoundTrips: 14)
     }
 }

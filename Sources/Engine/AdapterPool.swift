@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Synchronization
 
@@ -13,7 +14,7 @@ final class AdapterPool: Sendable {
 
         init(central: any Central, slots: Int) {
             self.central = central
-            self.slots = AsyncSemaphore(permits: max(1, min(slots, central.connectionSlots)))
+            self.slots = AsyncSemaphore(permits: max(1, min(slots, central.connectionSlots)), cancellationError: BLEError.cancelled)
             self.hub = ScanHub(central: central)
         }
 
@@ -43,9 +44,19 @@ final class AdapterPool: Sendable {
     }
 
     let adapters: [Adapter]
+    /// The adapters' ids, in order.
+    let ids: [String]
+    private let byID: [String: Adapter]
 
     init(centrals: [any Central], slotsPerAdapter: Int?) {
         adapters = centrals.map { Adapter(central: $0, slots: slotsPerAdapter ?? $0.connectionSlots) }
+        ids = adapters.map(\.id)
+        byID = Dictionary(adapters.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The adapter with this id.
+    func adapter(_ id: String) -> Adapter? {
+        adapters.count == 1 ? (adapters[0].id == id ? adapters[0] : nil) : byID[id]
     }
 
     /// An adapter that connects by address without a scan (see `Central.connectsByAddress`) for a device

@@ -1,14 +1,11 @@
 import Foundation
 
-/// Wall-clock timestamps for reports and the journal: ISO 8601 with milliseconds, UTC.
+/// Wall-clock timestamps as text (ISO 8601 with milliseconds, UTC), for what is not a record: the line's
+/// status, benchmarks. Records keep a `WallTime` and write it as this text.
 package enum WallClock {
     package static func now() -> Date { Date() }
 
-    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
-    package static func iso(_ date: Date) -> String {
-        date.formatted(style)
-    }
+    package static func iso(_ date: Date) -> String { WallTime(date).iso }
 }
 
 extension Duration {

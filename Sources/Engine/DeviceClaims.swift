@@ -2,7 +2,8 @@
 /// a station claims a device before it connects to it, so that two stations never work one device,
 /// and holds it under a lease that it renews while it works.
 ///
-/// The scheduler uses it only when the store offers it (`RunStore.claims`); a file journal does not,
+/// The scheduler uses it only when the store offers it (`RunStore.claims`, which a store shared by
+/// stations answers with itself); a file journal does not,
 /// and a run on one keeps scheduling the plan's devices in order. Everything else (the agents, the
 /// intents before irreversible writes, the outcomes, the report) goes through `RunStore` as usual.
 ///
@@ -88,9 +89,4 @@ public struct ClaimPolicy: Sendable, Equatable {
         self.maxRetry = max(retry, maxRetry)
         self.idleLimit = idleLimit
     }
-}
-
-extension RunStore {
-    /// The store's claims, when it is shared by several stations (nil for a file journal).
-    public var claims: (any DeviceClaims)? { self as? any DeviceClaims }
 }

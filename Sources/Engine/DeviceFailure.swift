@@ -1,5 +1,6 @@
 import BLE
 import Workflow
+import YAML
 
 /// The kind of a device failure as reports show it (`error.kind`).
 public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
@@ -31,6 +32,16 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
     /// A run crashed after an irreversible write was sent to this device and before its outcome was
     /// known; it is not run again automatically (it might be provisioned twice).
     case needsReview = "needs_review"
+    /// After a firmware update's reset the device runs its old image: the new one did not boot (MCUboot
+    /// reverted it) or was not installed. Never retried.
+    case dfuReverted = "dfu_reverted"
+    /// The image is not newer than the running one and the step is `upgrade_only` (or the device refused
+    /// it as a downgrade). Never retried.
+    case dfuDowngrade = "dfu_downgrade"
+    /// The device marks the uploaded image not bootable: it was not reset. Never retried.
+    case dfuNotBootable = "dfu_not_bootable"
+    /// The device answered an MCUmgr command with an error (its code and kind in the message).
+    case mcumgrError = "mcumgr_error"
 
     /// The retry class a policy's `on:` list names.
     public var errorClass: ErrorClass? {
@@ -46,7 +57,8 @@ public enum FailureKind: String, Sendable, Codable, CaseIterable, Comparable {
         case .attributeNotFound, .unsupportedProperty: return .notFound
         case .invalidInput: return .invalidInput
         case .encryptionFailed: return .encryptionFailed
-        case .pairingFailed, .bondLost, .interrupted, .needsReview: return nil
+        case .mcumgrError: return .attError
+        case .pairingFailed, .bondLost, .interrupted, .needsReview, .dfuReverted, .dfuDowngrade, .dfuNotBootable: return nil
         }
     }
 

@@ -1,5 +1,7 @@
+import AsyncSupport
 import Dispatch
 import Foundation
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,16 +16,23 @@ import Glibc
 /// One run per journal: the file is locked (`flock`) for as long as the journal is open. On resume a
 /// torn last line (a crash or a full disk cut it) is cut off before anything is appended, and the cut
 /// bytes are appended to `<journal>.torn` beside it.
+///
+/// A journal path that is a symbolic link is followed, and what goes with the journal (`.torn`, the
+/// directory synced after its creation) goes beside its target. (The command line refuses a journal
+/// that is not a regular file: it is read back on resume.)
 public actor FileJournal: RunStore {
     public nonisolated let path: String
     public nonisolated var location: String { path }
+    /// The file itself (symbolic links followed).
+    private nonisolated let target: String
     /// Where the bytes of a torn last line go when resume cuts them.
-    public nonisolated var tornPath: String { path + ".torn" }
+    public nonisolated var tornPath: String { target + ".torn" }
     private var fd: Int32
     private let fsyncEnabled: Bool
     private let io = DispatchQueue(label: "provision.journal")
     private var buffer = Data()
-    private var waiters: [CheckedContinuation<Void, any Error>] = []
+    /// Callers waiting for their lines to be durable: granted nil when they are, or the write's error.
+    private let waiters = WaiterQueue<Void, FileError?>()
     private var flushing = false
     private var failure: FileError?
     /// Number of write+fsync batches (for benchmarks).
@@ -34,9 +43,11 @@ public actor FileJournal: RunStore {
     /// exist). With `fsync: false` lines are only written (they survive a crash of the process, not of
     /// the machine) — for benchmarks comparing the cost.
     public init(path: String, fsync: Bool = true, create: Bool = true) throws {
-        let existed = FileManager.default.fileExists(atPath: path)
+        let target = try OutputPath.target(of: path)
+        let existed = FileManager.default.fileExists(atPath: target)
         self.path = path
-        let fd = try AtomicFile.open(path, O_RDWR | O_APPEND | (create ? O_CREAT : 0))
+        self.target = target
+        let fd = try FileIO.open(target, O_RDWR | O_APPEND | (create ? O_CREAT : 0))
         // One run per journal: a second station (or a second terminal) resuming the same journal
         // would interleave outcomes and could provision a device twice.
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -48,7 +59,7 @@ public actor FileJournal: RunStore {
         }
         self.fd = fd
         self.fsyncEnabled = fsync
-        if !existed { AtomicFile.syncDirectory(of: path) }
+        if !existed { FileIO.syncDirectory(of: target) }
     }
 
     deinit { if fd >= 0 { _ = Glibc.close(fd) } }
@@ -74,8 +85,8 @@ public actor FileJournal: RunStore {
             case .missingNewline:
                 // The last line is whole but its newline was not written: complete it, or the next
                 // line would be glued to it.
-                try AtomicFile.writeAll(fd, Data([0x0A]), path: path)
-                if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+                try FileIO.writeAll(fd, [0x0A], path: path)
+                if fsyncEnabled { try FileIO.sync(fd, path: path) }
                 return JournalContents(lines: parsed.lines)
             case .torn(let offset):
                 let torn = data[offset...]
@@ -105,14 +116,14 @@ public actor FileJournal: RunStore {
 
     /// Appends the torn bytes, then a newline, to `<journal>.torn`, durably, before the journal is cut.
     private func keepTorn(_ bytes: Data) throws {
-        let tfd = try AtomicFile.open(tornPath, O_WRONLY | O_CREAT | O_APPEND)
-        defer { _ = Glibc.close(tfd) }
+        let tfd = try FileIO.open(tornPath, O_WRONLY | O_CREAT | O_APPEND)
+        defer { FileIO.close(tfd) }
         var record = bytes
         record.append(0x0A)
-        try AtomicFile.writeAll(tfd, record, path: tornPath)
+        try FileIO.writeAll(tfd, record, path: tornPath)
         if fsyncEnabled {
-            try AtomicFile.fsyncFD(tfd, path: tornPath)
-            AtomicFile.syncDirectory(of: tornPath)
+            try FileIO.sync(tfd, path: tornPath)
+            FileIO.syncDirectory(of: tornPath)
         }
     }
 
@@ -121,7 +132,7 @@ public actor FileJournal: RunStore {
             if errno == EINTR { continue }
             throw FileError(path: path, operation: "truncate", errno: errno)
         }
-        if fsyncEnabled { try AtomicFile.fsyncFD(fd, path: path) }
+        if fsyncEnabled { try FileIO.sync(fd, path: path) }
     }
 
     // MARK: Appending
@@ -133,16 +144,18 @@ public actor FileJournal: RunStore {
         try await append(encoded: bytes, durable: line.isDurable)
     }
 
+    /// A line its caller encoded (`RecordEncoder.compact`, with its newline).
+    public nonisolated func record(_ line: JournalLine, encoded: [UInt8]) async throws {
+        try await append(encoded: encoded, durable: line.isDurable)
+    }
+
     private func append(encoded bytes: [UInt8], durable: Bool) async throws {
         if let failure { throw failure }
         guard fd >= 0 else { throw FileError(path: path, operation: "append to closed journal", errno: EBADF) }
         buffer.append(contentsOf: bytes)
         linesWritten += 1
         if durable {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                waiters.append(c)
-                if !flushing { startFlush() }
-            }
+            try await waitUntilWritten()
         } else if buffer.count >= 256 * 1024 && !flushing {
             startFlush()
         }
@@ -152,56 +165,60 @@ public actor FileJournal: RunStore {
     public func flush() async throws {
         if let failure { throw failure }
         if buffer.isEmpty && !flushing { return }
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-            waiters.append(c)
-            if !flushing { startFlush() }
-        }
+        try await waitUntilWritten()
     }
 
     public func close() async {
         try? await flush()
-        if fd >= 0 { _ = Glibc.close(fd) }
+        if fd >= 0 { FileIO.close(fd) }
         fd = -1
+    }
+
+    /// Waits until what is buffered now is on disk (the next write takes it, or the one after the
+    /// write under way). The wait ignores cancellation: the line is being written either way, and its
+    /// caller must learn whether it is durable.
+    private func waitUntilWritten() async throws {
+        let ticket = waiters.enqueue()
+        if !flushing { startFlush() }
+        if case .granted(let error?) = await waiters.wait(ticket, cancellation: .isIgnored) { throw error }
     }
 
     private func startFlush() {
         flushing = true
         batches += 1
         let data = buffer
-        let batch = waiters
+        let batch = waiters.withLock { _, w in w.tickets }
         buffer = Data()
-        waiters = []
         let fd = self.fd
         let path = self.path
         let doSync = fsyncEnabled
         io.async {
             var result: FileError?
-            do {
-                try AtomicFile.writeAll(fd, data, path: path)
-                if doSync { try AtomicFile.fsyncFD(fd, path: path) }
-            } catch let e as FileError {
-                result = e
+            do throws(FileError) {
+                try FileIO.writeAll(fd, data, path: path)
+                if doSync { try FileIO.sync(fd, path: path) }
             } catch {
-                result = FileError(path: path, operation: "write", errno: EIO)
+                result = error
             }
             Task { await self.finishFlush(batch, result) }
         }
     }
 
-    private func finishFlush(_ batch: [CheckedContinuation<Void, any Error>], _ error: FileError?) {
+    private func finishFlush(_ batch: [WaitTicket], _ error: FileError?) {
         flushing = false
         if let error {
             // Poisoned: nothing more is written, so the file keeps no gap (at worst a torn last line,
             // which the next resume cuts).
             failure = error
             buffer = Data()
-            for c in batch { c.resume(throwing: error) }
-            for c in waiters { c.resume(throwing: error) }
-            waiters = []
+            waiters.withLock { _, w in _ = w.resumeAll(error) }
             return
         }
-        for c in batch { c.resume() }
-        if !waiters.isEmpty || buffer.count >= 256 * 1024 { startFlush() }
+        let more = waiters.withLock { _, w in
+            for t in batch { w.resume(t, nil) }
+            return !w.isEmpty
+        }
+        if more || buffer.count >= 256 * 1024 { startFlush() }
     }
 }
 

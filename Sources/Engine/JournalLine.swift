@@ -6,7 +6,7 @@ public struct JournalHeader: Codable, Sendable, Equatable {
     public var inventory: FileRef
     public var adapters: [String]
     public var options: [String: String]
-    public var started: String
+    public var started: WallTime
     public var toolVersion: String
     /// True for the header a resumed run appends.
     public var resumed: Bool
@@ -15,7 +15,7 @@ public struct JournalHeader: Codable, Sendable, Equatable {
     public var selected: [String]?
 
     public init(runId: String, workflow: FileRef, inventory: FileRef, adapters: [String], options: [String: String],
-                started: String, toolVersion: String, resumed: Bool, selected: [String]? = nil) {
+                started: WallTime, toolVersion: String, resumed: Bool, selected: [String]? = nil) {
         self.runId = runId
         self.workflow = workflow
         self.inventory = inventory
@@ -33,19 +33,19 @@ public struct JournalHeader: Codable, Sendable, Equatable {
 /// (docs/report.md, "The journal").
 public enum JournalLine: Sendable, Equatable {
     /// A run starts, or resumes (then `header.resumed` is true).
-    case header(JournalHeader, at: String)
+    case header(JournalHeader, at: WallTime)
     /// A device starts its workflow for the `attempt`-th time (counting earlier runs).
-    case started(device: String, attempt: Int, at: String)
+    case started(device: String, attempt: Int, at: WallTime)
     /// An irreversible write is about to be sent to a device: step `step`, `stepIndex` in the workflow.
     /// Durable before the write goes out.
-    case intent(device: String, step: String, stepIndex: Int, at: String)
+    case intent(device: String, step: String, stepIndex: Int, at: WallTime)
     /// A device's outcome is known.
-    case outcome(DeviceRecord, at: String)
+    case outcome(DeviceRecord, at: WallTime)
     /// The run ended; `stopped` when it stopped early.
-    case end(stopped: StopInfo?, at: String)
+    case end(stopped: StopInfo?, at: WallTime)
 
-    /// When the line was written (ISO 8601 UTC).
-    public var at: String {
+    /// When the line was written.
+    public var at: WallTime {
         switch self {
         case .header(_, let at), .started(_, _, let at), .intent(_, _, _, let at), .outcome(_, let at), .end(_, let at): return at
         }
@@ -72,6 +72,19 @@ public enum JournalLine: Sendable, Equatable {
     }
 }
 
+extension JournalLine {
+    /// The record's JSON inside an `outcome` line's compact JSON, `{"at":"…","record":{…},"type":"outcome"}`
+    /// (keys sorted), found by what surrounds it; nil when the line is not that shape.
+    static func record(inOutcome line: [UInt8]) -> ArraySlice<UInt8>? {
+        let head = Array(#"{"at":""#.utf8), mid = Array(#"","record":"#.utf8), tail = Array(#","type":"outcome"}"#.utf8)
+        // The time is fixed-width ISO 8601 (24 bytes).
+        let start = head.count + 24 + mid.count
+        guard line.count > start + tail.count, line.starts(with: head), line[(head.count + 24)..<start].elementsEqual(mid),
+              line[(line.count - tail.count)...].elementsEqual(tail) else { return nil }
+        return line[start..<(line.count - tail.count)]
+    }
+}
+
 extension JournalLine: Codable, SortedRecordKeys {
     /// The keys of a journal line on disk, in sorted order. Each case writes `at`, its own fields and
     /// `type`, in this order (`SortedRecordKeys`).
@@ -87,8 +100,11 @@ extension JournalLine: Codable, SortedRecordKeys {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        let at = try c.decode(String.self, forKey: .at)
-        switch try c.decode(String.self, forKey: .type) {
+        // The type first: a line of a type this provision does not know is refused as such.
+        let type = try c.decode(String.self, forKey: .type)
+        guard ["header", "started", "intent", "outcome", "end"].contains(type) else { throw UnknownType(type: type) }
+        let at = try c.decode(WallTime.self, forKey: .at)
+        switch type {
         case "header":
             self = .header(try c.decode(JournalHeader.self, forKey: .header), at: at)
         case "started":

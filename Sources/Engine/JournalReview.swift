@@ -7,7 +7,7 @@ public struct JournalReview: Sendable, Equatable {
         public var device: String
         /// The irreversible step announced last without a final outcome after it, and when.
         public var intentStep: String?
-        public var intentAt: String?
+        public var intentAt: WallTime?
         /// How many times the device was started, over every run of the journal.
         public var starts: Int
         /// Its last recorded outcome (`needs_review`, or `interrupted` after the intent), if any.
@@ -20,7 +20,7 @@ public struct JournalReview: Sendable, Equatable {
         public var evidence: String {
             var parts: [String] = []
             if let step = intentStep {
-                parts.append("the intent to send `\(step)` (\(intentAt ?? "?")) has no final outcome")
+                parts.append("the intent to send `\(step)` (\(intentAt?.iso ?? "?")) has no final outcome")
             }
             if let r = record {
                 if let e = r.error { parts.append("last outcome \(r.outcome.rawValue) (\(e.kind.rawValue)): \(e.message)") }
@@ -37,7 +37,7 @@ public struct JournalReview: Sendable, Equatable {
 
     public init(lines: [JournalLine]) {
         var order: [String] = []
-        var intents: [String: (step: String, at: String)] = [:]
+        var intents: [String: (step: String, at: WallTime)] = [:]
         var records: [String: DeviceRecord] = [:]
         var starts: [String: Int] = [:]
         for line in lines {
@@ -64,7 +64,7 @@ public struct JournalReview: Sendable, Equatable {
 
     /// The outcome an operator's resolution records for `unit`: `succeeded` (the write took effect and
     /// the device is good) or `failed` (it did not, or the device was reset), with the review beside it.
-    public static func resolution(of unit: Unit, as outcome: DeviceOutcome, note: String, by: String, at: String) -> DeviceRecord {
+    public static func resolution(of unit: Unit, as outcome: DeviceOutcome, note: String, by: String, at: WallTime) -> DeviceRecord {
         var r = unit.record ?? DeviceRecord(id: unit.device, address: nil, name: nil, outcome: outcome, attempts: unit.starts)
         let previous = unit.record?.error
             ?? FailureRecord(kind: .needsReview, step: unit.step, message: "the intent to send `\(unit.step ?? "?")` has no final outcome")

@@ -10,6 +10,13 @@ public struct JournalState: Sendable, Equatable {
     public var pendingIntents: [String: String]
     /// How many times each device was started.
     public var starts: [String: Int]
+    /// The actions of checked steps (a `dfu`'s `test`, `reset`, `confirm`) journaled for each device, by
+    /// step index, since its last final outcome: a resumed step reads the device's state and decides
+    /// from it and these, instead of the device being left for review.
+    public var journaledActions: [String: [Int: Set<String>]] = [:]
+
+    /// Joins a step's name and an action in an intent line's `step`.
+    public static let actionSeparator = "\u{1F}"
     /// True when the last line was cut short (the process died mid-write); it was ignored.
     public var truncatedTail: Bool
 
@@ -31,13 +38,21 @@ public struct JournalState: Sendable, Equatable {
             // A start does not clear an earlier intent: if this start never reaches an outcome, the
             // earlier irreversible write still may have gone out.
             starts[device, default: 0] += 1
-        case .intent(let device, let step, _, _):
-            pendingIntents[device] = step
+        case .intent(let device, let step, let index, _):
+            let parts = step.split(separator: Character(Self.actionSeparator), maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 {
+                journaledActions[device, default: [:]][index, default: []].insert(String(parts[1]))
+            } else {
+                pendingIntents[device] = step
+            }
         case .outcome(let r, _):
             outcomes[r.id] = r
             // An interrupted device may have been cut after its irreversible write went out: its
             // intent stands.
-            if r.outcome != .interrupted { pendingIntents[r.id] = nil }
+            if r.outcome != .interrupted {
+                pendingIntents[r.id] = nil
+                journaledActions[r.id] = nil
+            }
         case .end:
             break
         }

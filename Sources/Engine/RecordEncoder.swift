@@ -33,6 +33,67 @@ package enum RecordEncoder {
         return sink.out.pointee.bytes
     }
 
+    /// One value as it is written at `depth` of a document (pretty or compact): the bytes an
+    /// `EncodedJSON` of it puts back in place, the same as if the document had been written whole.
+    static func element<T: Encodable>(_ value: T, pretty: Bool, depth: Int) -> [UInt8] {
+        let sink = Sink(pretty: pretty, capacity: 4096)
+        sink.encode(value, depth: depth)
+        sink.pool = []
+        return sink.out.pointee.bytes
+    }
+
+    /// The pretty form, at `depth` of a document, of a value's compact JSON (as `compact` writes it: no
+    /// whitespace outside strings): the bytes `element(value, pretty: true, depth:)` writes, made by
+    /// re-indenting instead of encoding again (a device's record is encoded once, for the journal, and
+    /// re-indented for the report). `RecordEncoderTests` checks it against `element`.
+    static func prettify(_ compact: ArraySlice<UInt8>, depth base: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(compact.count * 2)
+        var depth = base
+        var i = compact.startIndex
+        let end = compact.endIndex
+        while i < end {
+            let c = compact[i]
+            switch c {
+            case UInt8(ascii: "\""):
+                // A string, copied as it is up to its closing quote (a backslash escapes the next byte).
+                var j = i + 1
+                while j < end, compact[j] != UInt8(ascii: "\"") { j += compact[j] == UInt8(ascii: "\\") ? 2 : 1 }
+                let stop = min(j + 1, end)
+                out.append(contentsOf: compact[i..<stop])
+                i = stop
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let close = c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                if i + 1 < end, compact[i + 1] == close {
+                    // Empty: an empty line between the brackets, as `JSONEncoder` writes it.
+                    out.append(c)
+                    out.append(0x0A)
+                    JSONBytes.newline(depth, into: &out)
+                    out.append(close)
+                    i += 2
+                    continue
+                }
+                out.append(c)
+                depth += 1
+                JSONBytes.newline(depth, into: &out)
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                JSONBytes.newline(depth, into: &out)
+                out.append(c)
+            case UInt8(ascii: ","):
+                out.append(c)
+                JSONBytes.newline(depth, into: &out)
+            case UInt8(ascii: ":"):
+                JSONBytes.colon(pretty: true, into: &out)
+            default:
+                out.append(c)
+            }
+            i += 1
+        }
+        return out
+    }
+
     /// Encodes `value`, handing finished bytes to `emit` in chunks of about `chunk` bytes as they are
     /// ready (a `SortedRecordKeys` value's array members are streamed element by element), so a large
     /// document is never held whole.
@@ -52,6 +113,18 @@ package enum RecordEncoder {
         }
         if let failure { throw failure }
         try emit(Data(sink.out.pointee.bytes))
+    }
+}
+
+/// A value `RecordEncoder.element` already wrote at the depth and in the format it appears at: put
+/// back as it is (a device's record, written once when the device ended, in the streamed report).
+/// Only `RecordEncoder` writes it.
+struct EncodedJSON: Encodable {
+    var bytes: [UInt8]
+
+    func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(bytes, EncodingError.Context(codingPath: encoder.codingPath,
+                                                                      debugDescription: "pre-encoded JSON is written by RecordEncoder only"))
     }
 }
 
@@ -112,6 +185,7 @@ extension RecordEncoder {
             if T.self == Int.self, let v = value as? Int { return JSONBytes.int(v, into: &out.pointee.bytes) }
             if T.self == Double.self, let v = value as? Double { return JSONBytes.double(v, into: &out.pointee.bytes) }
             if T.self == Bool.self, let v = value as? Bool { return JSONBytes.bool(v, into: &out.pointee.bytes) }
+            if T.self == EncodedJSON.self, let v = value as? EncodedJSON { return out.pointee.bytes.append(contentsOf: v.bytes) }
             let kind = out.pointee.kind(of: T.self)
             if kind == .map, let m = value as? any StringKeyedMap { return m.encodeMembers(into: self, depth: depth) }
             let sorted = kind == .sorted

@@ -1,4 +1,7 @@
+import BLE
 import Foundation
+import Support
+import SystemIO
 import Workflow
 
 /// The JSON report of a run (schema `provision.report/2`, documented in docs/report.md and
@@ -73,8 +76,8 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public var station: String
     public var toolVersion: String
     public var options: [String: String]
-    public var started: String
-    public var finished: String?
+    public var started: WallTime
+    public var finished: WallTime?
     /// The journal this run wrote (and resumed from, when `resumed` is true).
     public var journal: String?
     public var resumed: Bool
@@ -97,7 +100,7 @@ public struct RunInfo: Codable, Sendable, Equatable {
     }
 
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
-                toolVersion: String, options: [String: String], started: String, finished: String? = nil,
+                toolVersion: String, options: [String: String], started: WallTime, finished: WallTime? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
                 captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil) {
         self.meta = meta?.isEmpty == true ? nil : meta
@@ -121,14 +124,35 @@ public struct RunInfo: Codable, Sendable, Equatable {
 
 /// Why a run stopped early.
 public struct StopInfo: Codable, Sendable, Equatable {
-    /// `failure_threshold`, `interrupted` or `adapters_failed`.
-    public var reason: String
+    public var reason: StopReason
     public var message: String
-    public var at: String
-    public init(reason: String, message: String, at: String) {
+    public var at: WallTime
+    public init(reason: StopReason, message: String, at: WallTime = .now()) {
         self.reason = reason
         self.message = message
         self.at = at
+    }
+}
+
+/// Why a run stopped early, as `run.stopped.reason` writes it. Open: a reason another station or a
+/// newer provision wrote survives being read.
+public struct StopReason: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// `--max-failures` was crossed while devices were still waiting (they are `skipped`).
+    public static let failureThreshold = StopReason(rawValue: "failure_threshold")
+    /// An operator's stop (Ctrl-C, SIGTERM, SIGHUP).
+    public static let interrupted = StopReason(rawValue: "interrupted")
+    /// The journal could not be written: no device started after it.
+    public static let journalFailed = StopReason(rawValue: "journal_failed")
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
     }
 }
 
@@ -141,7 +165,8 @@ public struct Summary: Codable, Sendable, Equatable {
     }
 
     public var total: Int
-    public var outcomes: [String: Int]
+    /// Devices by outcome (every outcome, zero included).
+    public var outcomes: OutcomeCounts
     public var errors: [String: Int]
     public var devicesPerMinute: Double
     public var durationMs: Percentiles?
@@ -151,48 +176,123 @@ public struct Summary: Codable, Sendable, Equatable {
     /// The counts in words: `24 device(s): 21 succeeded, 2 failed, 1 skipped` (skipped and
     /// interrupted only when there are any).
     public var sentence: String {
-        var text = "\(total) device(s): \(outcomes["succeeded"] ?? 0) succeeded, \(outcomes["failed"] ?? 0) failed"
-        for o in ["skipped", "interrupted"] where (outcomes[o] ?? 0) > 0 { text += ", \(outcomes[o] ?? 0) \(o)" }
+        var text = "\(total) device(s): \(outcomes[.succeeded]) succeeded, \(outcomes[.failed]) failed"
+        for o in [DeviceOutcome.skipped, .interrupted] where outcomes[o] > 0 { text += ", \(outcomes[o]) \(o.rawValue)" }
         return text
     }
 
     /// Computes the summary from device records over a wall time.
     public static func compute(_ devices: [DeviceRecord], wall: Duration) -> Summary {
-        var outcomes: [String: Int] = [:]
-        for o in DeviceOutcome.allCases { outcomes[o.rawValue] = 0 }
-        var errors: [String: Int] = [:]
-        var durations: [Double] = []
-        var roundTrips: [Int] = []
-        var finishedHere = 0
-        for d in devices {
-            outcomes[d.outcome.rawValue, default: 0] += 1
-            if let e = d.error { errors[e.kind.rawValue, default: 0] += 1 }
-            if d.carriedOver != true, d.outcome == .succeeded || d.outcome == .failed {
-                finishedHere += 1
-                if let ms = d.durationMs { durations.append(ms) }
-            }
-            if d.outcome == .succeeded, d.carriedOver != true, let rt = d.attRoundTrips { roundTrips.append(rt) }
+        var tally = SummaryTally()
+        for d in devices { tally.add(d) }
+        return tally.summary(wall: wall)
+    }
+}
+
+/// The summary counted record by record, as records arrive (a run's report is written without holding
+/// every record): counts by outcome and error kind, the durations of the devices that finished here,
+/// and the ATT round trips of those that succeeded.
+struct SummaryTally: Sendable {
+    private var total = 0
+    private var outcomes = OutcomeCounts()
+    private var errors: [String: Int] = [:]
+    private var durations: [Double] = []
+    private var roundTrips = 0
+    private var roundTripDevices = 0
+    private var finishedHere = 0
+
+    /// What the summary needs of one device's record.
+    struct Entry: Sendable {
+        var outcome: DeviceOutcome
+        var errorKind: FailureKind?
+        var durationMs: Double?
+        var carriedOver: Bool
+        var attRoundTrips: Int?
+
+        init(_ d: DeviceRecord) {
+            outcome = d.outcome
+            errorKind = d.error?.kind
+            durationMs = d.durationMs
+            carriedOver = d.carriedOver == true
+            attRoundTrips = d.attRoundTrips
         }
-        durations.sort()
-        func pct(_ p: Double) -> Double {
-            guard !durations.isEmpty else { return 0 }
-            let rank = Int((p * Double(durations.count - 1)).rounded())
-            return durations[min(durations.count - 1, max(0, rank))]
+    }
+
+    mutating func add(_ d: DeviceRecord) { add(Entry(d)) }
+
+    mutating func add(_ d: Entry) {
+        total += 1
+        outcomes[d.outcome] += 1
+        if let e = d.errorKind { errors[e.rawValue, default: 0] += 1 }
+        if !d.carriedOver, d.outcome == .succeeded || d.outcome == .failed {
+            finishedHere += 1
+            if let ms = d.durationMs { durations.append(ms) }
         }
+        if d.outcome == .succeeded, !d.carriedOver, let rt = d.attRoundTrips {
+            roundTrips += rt
+            roundTripDevices += 1
+        }
+    }
+
+    func summary(wall: Duration) -> Summary {
+        let sorted = durations.sorted()
+        // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+        func pct(_ p: Int) -> Double { Percentile.of(sorted, percent: p) ?? 0 }
         let wallMs = wall.milliseconds
         return Summary(
-            total: devices.count, outcomes: outcomes, errors: errors,
+            total: total, outcomes: outcomes, errors: errors,
             devicesPerMinute: wallMs > 0 ? (Double(finishedHere) / (wallMs / 60_000)).rounded(toPlaces: 1) : 0,
-            durationMs: durations.isEmpty ? nil : Percentiles(p50: pct(0.5), p95: pct(0.95), max: durations.last ?? 0),
+            durationMs: sorted.isEmpty ? nil : Summary.Percentiles(p50: pct(50), p95: pct(95), max: sorted.last ?? 0),
             wallMs: wallMs.rounded(toPlaces: 1),
-            attRoundTripsPerDevice: roundTrips.isEmpty
-                ? nil : (Double(roundTrips.reduce(0, +)) / Double(roundTrips.count)).rounded(toPlaces: 1))
+            attRoundTripsPerDevice: roundTripDevices == 0 ? nil : (Double(roundTrips) / Double(roundTripDevices)).rounded(toPlaces: 1))
     }
 }
 
 /// How a device ended.
 public enum DeviceOutcome: String, Codable, Sendable, CaseIterable {
     case succeeded, failed, skipped, interrupted
+}
+
+/// How many devices ended each way: `summary.outcomes`, written as an object with every outcome.
+public struct OutcomeCounts: Codable, Sendable, Equatable {
+    private var counts: [Int]
+
+    public init() { counts = Array(repeating: 0, count: DeviceOutcome.allCases.count) }
+
+    private static func index(_ o: DeviceOutcome) -> Int {
+        switch o {
+        case .succeeded: return 0
+        case .failed: return 1
+        case .skipped: return 2
+        case .interrupted: return 3
+        }
+    }
+
+    public subscript(_ o: DeviceOutcome) -> Int {
+        get { counts[Self.index(o)] }
+        set { counts[Self.index(o)] = newValue }
+    }
+
+    /// As JSON: `{"failed": n, "interrupted": n, "skipped": n, "succeeded": n}` (an outcome missing
+    /// from a report read back counts 0; a name that is no outcome is an error).
+    public func encode(to encoder: any Encoder) throws {
+        var map: [String: Int] = [:]
+        for o in DeviceOutcome.allCases { map[o.rawValue] = self[o] }
+        var c = encoder.singleValueContainer()
+        try c.encode(map)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let map = try decoder.singleValueContainer().decode([String: Int].self)
+        self.init()
+        for (name, n) in map {
+            guard let o = DeviceOutcome(rawValue: name) else {
+                throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: decoder.codingPath,
+                                                                        debugDescription: "`\(name)` is not a device outcome"))
+            }
+            self[o] = n
+        }
+    }
 }
 
 /// A failure as the report shows it.
@@ -227,7 +327,7 @@ public enum StepOutcome: String, Codable, Sendable, CaseIterable {
 /// One step of one device.
 public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var name: String
-    public var kind: String
+    public var kind: StepKind
     public var outcome: StepOutcome
     public var attempts: Int
     /// Start, in milliseconds after the device started.
@@ -247,7 +347,7 @@ public struct StepRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         case attempts, continueOnError, durationMs, error, kind, name, optional, outcome, skipReason, startMs
     }
 
-    public init(name: String, kind: String, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil,
+    public init(name: String, kind: StepKind, outcome: StepOutcome, attempts: Int, startMs: Double, durationMs: Double, error: FailureRecord? = nil,
                 skipReason: String? = nil, optional: Bool? = nil, continueOnError: Bool? = nil) {
         self.name = name
         self.kind = kind
@@ -272,7 +372,7 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var attempts: Int
     public var adapter: String?
     public var rssi: Int?
-    public var started: String?
+    public var started: WallTime?
     public var durationMs: Double?
     /// Captured values by name, each as the JSON of its type (`run.capture_types`): numbers as numbers,
     /// bytes as lower-case hex, versions and text as strings. A value that is secret, or shows a
@@ -298,17 +398,15 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var station: String?
     /// An operator's resolution of the device's doubt (`provision review --mark`), when this outcome is one.
     public var review: ReviewRecord?
-    /// Set in memory when the outcome could not be journaled (never written to a report).
-    var journalError: String?
 
-    /// In sorted order of their JSON names (`SortedRecordKeys`); `journalError` is never written.
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, link, measurements, name, outcome,
              resumed, review, rssi, security, skipReason, started, station, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
-                rssi: Int? = nil, started: String? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
+                rssi: Int? = nil, started: WallTime? = nil, durationMs: Double? = nil, captured: [String: JSONScalar] = [:],
                 measurements: [MeasurementRecord]? = nil, steps: [StepRecord] = [], error: FailureRecord? = nil, resumed: Bool? = nil,
                 carriedOver: Bool? = nil, attRoundTrips: Int? = nil, skipReason: String? = nil, security: SecurityRecord? = nil,
                 link: LinkRecord? = nil) {
@@ -337,8 +435,8 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 /// An operator's resolution of a device in doubt (`provision review --mark`): the outcome it set comes
 /// with who set it, when, why, and the doubt it replaced — recorded, never silent.
 public struct ReviewRecord: Codable, Sendable, Equatable, SortedRecordKeys {
-    /// When the operator resolved it (ISO 8601 UTC).
-    public var at: String
+    /// When the operator resolved it.
+    public var at: WallTime
     public var by: String
     public var note: String
     /// What the operator found: `succeeded` (the write took effect and the device is good) or `failed`
@@ -352,7 +450,7 @@ public struct ReviewRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         case at, by, note, previous, resolution
     }
 
-    public init(at: String, by: String, note: String, resolution: DeviceOutcome, previous: FailureRecord?) {
+    public init(at: WallTime, by: String, note: String, resolution: DeviceOutcome, previous: FailureRecord?) {
         self.at = at
         self.by = by
         self.note = note
@@ -396,12 +494,12 @@ public struct LinkRecord: Codable, Sendable, Equatable, SortedRecordKeys {
 /// whether a bond was made or used. Never a key.
 public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     /// `none`, `encrypted` or `authenticated`: what the device's last link reached.
-    public var level: String
+    public var level: SecurityLevel
     /// `just_works`, `passkey_entry`, `oob` or `numeric_comparison`: how the last pairing authenticated;
     /// absent when the link was encrypted with a stored bond (or not at all).
-    public var method: String?
+    public var method: SecurityMethod?
     /// `made` (pairing made a bond), `used` (a stored bond encrypted the link without pairing) or `none`.
-    public var bond: String
+    public var bond: BondUse
     /// The device had lost its bond and was paired again (`on_bond_lost: pair`).
     public var bondLost: Bool?
     /// Encryption key size in octets, when encrypted.
@@ -414,7 +512,7 @@ public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         case bond, bondLost, keySize, level, method, secureConnections
     }
 
-    public init(level: String, method: String? = nil, bond: String = "none", keySize: Int? = nil, secureConnections: Bool? = nil,
+    public init(level: SecurityLevel, method: SecurityMethod? = nil, bond: BondUse = .none, keySize: Int? = nil, secureConnections: Bool? = nil,
                 bondLost: Bool? = nil) {
         self.level = level
         self.method = method
@@ -422,6 +520,49 @@ public struct SecurityRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.keySize = keySize
         self.secureConnections = secureConnections
         self.bondLost = bondLost
+    }
+
+    /// The level by its name (`SecurityLevel` is numbered in memory, named in reports).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let name = try c.decode(String.self, forKey: .level)
+        guard let level = SecurityLevel.allCases.first(where: { $0.name == name }) else {
+            throw DecodingError.dataCorruptedError(forKey: .level, in: c, debugDescription: "`\(name)` is not a security level")
+        }
+        self.level = level
+        method = try c.decodeIfPresent(SecurityMethod.self, forKey: .method)
+        bond = try c.decode(BondUse.self, forKey: .bond)
+        bondLost = try c.decodeIfPresent(Bool.self, forKey: .bondLost)
+        keySize = try c.decodeIfPresent(Int.self, forKey: .keySize)
+        secureConnections = try c.decodeIfPresent(Bool.self, forKey: .secureConnections)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(bond, forKey: .bond)
+        try c.encodeIfPresent(bondLost, forKey: .bondLost)
+        try c.encodeIfPresent(keySize, forKey: .keySize)
+        try c.encode(level.name, forKey: .level)
+        try c.encodeIfPresent(method, forKey: .method)
+        try c.encodeIfPresent(secureConnections, forKey: .secureConnections)
+    }
+}
+
+/// A step's kind as the report names it (`steps[].kind`): the workflow keyword (`read`, `write_blob`,
+/// `set`, ...). Open: a kind a newer provision (or another family of steps) writes survives being read.
+public struct StepKind: RawRepresentable, Codable, Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { rawValue = value }
+    /// The kind of a workflow step.
+    public init(_ kind: Step.Kind) { rawValue = kind.keyword }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
     }
 }
 
@@ -438,9 +579,10 @@ extension DeviceRecord {
     /// a report: the line database's outcomes, a station's spool).
     public func jsonText() -> String { String(decoding: RecordEncoder.compact(self), as: UTF8.self) }
 
-    /// A record read back from `jsonText()` (or from a report's `devices` entry).
+    /// A record read back from `jsonText()` (or from a report's `devices` entry), through the engine's
+    /// `RecordDecoder` (every number range-checked; an error says where).
     public static func read(json: some DataProtocol) throws -> DeviceRecord {
-        try EngineJSON.decoder().decode(DeviceRecord.self, from: Data(json))
+        try RecordDecoder().decode(DeviceRecord.self, from: Array(json))
     }
 }
 
@@ -460,13 +602,14 @@ enum EngineJSON {
 }
 
 extension RunReport {
-    /// Writes the report atomically: a temporary file beside it, fsync, rename, fsync of the directory.
+    /// Writes the report by the output-path rule (`AtomicFile`): a regular file is replaced atomically (a
+    /// temporary file beside it, fsync, rename, fsync of the directory); a FIFO or device is written as it is.
     public func write(to path: String) throws {
         // Streamed in chunks of about 1 MiB: at 10,000 devices the whole text (~40 MB) and its copy
         // were most of the run's peak memory.
-        try AtomicFile.write(to: path) { emit in
-            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try emit($0) }
-            try emit(Data([0x0A]))
+        try AtomicFile.write(to: path) { file in
+            try RecordEncoder.stream(self, pretty: true, chunk: 1 << 20) { try file.write($0) }
+            try file.write([0x0A])
         }
     }
 

@@ -24,11 +24,12 @@ public struct ResumePlan: Sendable, Equatable {
         /// Run the workflow, reading step `step`'s `confirm` before anything is sent: an earlier run
         /// announced that irreversible step and never learned its outcome (`StepSupervisor`, reconciling).
         case confirm(attempt: Int, step: Int)
-        /// Report the journal's outcome; do not touch the device.
-        case carryOver(DeviceRecord)
+        /// Report the journal's outcome; do not touch the device. (Boxed, as the other record: an entry
+        /// of a device to run stays small.)
+        indirect case carryOver(DeviceRecord)
         /// The device may have received an irreversible write whose outcome is unknown: record this
         /// outcome in the journal and do not touch the device.
-        case needsReview(DeviceRecord)
+        indirect case needsReview(DeviceRecord)
     }
 
     public struct Entry: Sendable, Equatable {
@@ -43,6 +44,8 @@ public struct ResumePlan: Sendable, Equatable {
     public var selected: [String]?
     /// One entry per selected device, in inventory order.
     public var entries: [Entry]
+    /// Actions of checked steps the journal holds per device (`JournalState.journaledActions`).
+    public var journaledActions: [String: [Int: Set<String>]] = [:]
 
     /// The devices to run, in order, with their attempt number and whether they are resumed.
     public var toRun: [(device: InventoryDevice, attempt: Int, resumed: Bool)] {
@@ -111,7 +114,8 @@ public struct ResumePlan: Sendable, Equatable {
         }
         let devices = try selection(inputs, journal: first, whole: whole)
         let entries = devices.map { Entry(device: $0, decision: decide($0, journal, inputs)) }
-        return ResumePlan(runID: first.runId, resumed: true, selected: first.selected, entries: entries)
+        return ResumePlan(runID: first.runId, resumed: true, selected: first.selected, entries: entries,
+                          journaledActions: journal.journaledActions)
     }
 
     /// The journal's selection is the run's: a resume without `--limit` uses it; a different one is refused.

@@ -2,7 +2,7 @@ import Synchronization
 import Workflow
 
 /// Scheduling: runs the plan's devices under bounded concurrency, each in its own `DeviceAgent`;
-/// journals each start and outcome; stops starting devices when the stop coordinator says so — after
+/// journals each start and outcome (through the run's `RunJournal`); stops starting devices when the stop coordinator says so — after
 /// an operator's stop, when the failure threshold is crossed while devices are still waiting, or when
 /// the journal cannot be written (in-flight devices then end as they can: an irreversible write whose
 /// intent cannot be made durable is not sent).
@@ -17,24 +17,18 @@ struct RunScheduler {
     let maxConsecutiveFailures: Int?
 
     struct Result {
-        /// The devices that started, by id.
-        var records: [String: DeviceRecord] = [:]
-        /// The order they started in.
-        var started: [String] = []
-        /// Set when the journal failed during the run.
-        var journalError: String?
         /// Why a line station stopped claiming by itself (idle), for the run's summary.
         var note: String?
     }
 
     func run(_ devices: [(device: InventoryDevice, attempt: Int, resumed: Bool)]) async -> Result {
-        var result = Result()
+        let result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
         var tally = Tally(threshold: maxFailures, maxConsecutive: maxConsecutiveFailures)
         // Each device runs in one task (the stop coordinator cuts it by cancelling it) that hands its
-        // record to `finishedDevices` as it ends: no second task per device to await it.
-        let finishedDevices = FinishedDevices()
+        // record to `wakes` as it ends: no second task per device to await it.
+        let wakes = Wakes()
         var next = 0
         var running = 0
 
@@ -42,18 +36,17 @@ struct RunScheduler {
             guard !stopper.isStopping, next < devices.count else { return false }
             let (device, attempt, resumed) = devices[next]
             next += 1
-            _ = launch(device, attempt: attempt, resumed: resumed, reportingTo: finishedDevices)
-            result.started.append(device.id)
+            launch(device, attempt: attempt, resumed: resumed, reportingTo: wakes)
             running += 1
             return true
         }
 
         while running < concurrency, startNext() {}
         while running > 0 {
-            let (id, finishedRecord) = await finishedDevices.next()
+            guard case .finished(let id, let finishedRecord) = await wakes.next() else { continue }
             running -= 1
             // Stopping the line only means something while devices wait their turn.
-            finished(id, finishedRecord, &result, &tally, waiting: next < devices.count)
+            finished(id, finishedRecord, &tally, waiting: next < devices.count)
             while running < concurrency, startNext() {}
         }
         return result
@@ -61,34 +54,33 @@ struct RunScheduler {
 
     // MARK: One device
 
-    /// Starts one device: its start journaled, its agent run, its outcome made durable before it counts
-    /// as done (concurrent devices share one fsync). Nil when the start could not be journaled. With
-    /// `queue`, the task also hands its record there as it ends.
-    func launch(_ device: InventoryDevice, attempt: Int, resumed: Bool, reportingTo queue: FinishedDevices? = nil) -> Task<DeviceRecord?, Never> {
+    /// Starts one device in its own task: its start journaled, its agent run, its outcome made durable
+    /// before it counts as done (concurrent devices share one fsync). The task hands its record (nil
+    /// when the start could not be journaled) to `wakes` as it ends.
+    func launch(_ device: InventoryDevice, attempt: Int, resumed: Bool, reportingTo wakes: Wakes) {
         let context = self.context
-        let task = Task<DeviceRecord?, Never> {
-            let record = await Self.run(device, attempt: attempt, resumed: resumed, context: context)
-            queue?.add(device.id, record)
-            return record
+        let task = Task<Void, Never> {
+            wakes.finished(device.id, await Self.run(device, attempt: attempt, resumed: resumed, context: context))
         }
         stopper.started(device.id, task)
-        return task
     }
 
-    /// One device: its start journaled, its agent run, its outcome made durable. Nil when the start
-    /// could not be journaled (the device is not started: the journal failed).
+    /// One device: its start journaled, its agent run, its outcome made durable (a journal that fails
+    /// stops the run: `RunJournal`). Nil when the start could not be journaled (the device is not started).
     private static func run(_ device: InventoryDevice, attempt: Int, resumed: Bool, context: RunContext) async -> DeviceRecord? {
-        do { try await context.store.started(device: device.id, attempt: attempt) } catch { return nil }
-        context.events.emit(RunEvent(.deviceStarted, device: device.id, attempt: attempt))
-        let agent = DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed)
-        var record = await agent.run()
-        record.station = context.station
-        // Durable before the device counts as done; concurrent devices share one fsync.
-        do {
-            try await context.store.outcome(record)
-        } catch {
-            record.journalError = "\(error)"
+        do { try await context.journal.started(device: device.id, attempt: attempt) } catch { return nil }
+        context.events.emit(.deviceStarted(device: device.id, attempt: attempt))
+        var record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
+        if context.reached.wasCut(device.id) {
+            // Stopped before anything was sent to it: as far as the device goes it never started (a resume runs it).
+            record = DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .skipped,
+                                  attempts: attempt, skipReason: "not started: the run stopped before anything was sent to it")
         }
+        record.station = context.station
+        // Durable before the device counts as done; concurrent devices share one fsync. Then to the
+        // report's records (encoded here, on the device's task).
+        let json = await context.journal.outcome(record)
+        context.report.add(record, compact: json)
         return record
     }
 
@@ -96,70 +88,64 @@ struct RunScheduler {
     typealias Tally = FailureWatch
 
     /// A device ended: its record kept, its event emitted, the threshold checked (when devices still
-    /// `waiting` could be spared by stopping).
-    func finished(_ id: String, _ finishedRecord: DeviceRecord?, _ result: inout Result, _ tally: inout Tally, waiting: Bool) {
+    /// `waiting` could be spared by stopping). A device whose start could not be journaled has no record.
+    func finished(_ id: String, _ finishedRecord: DeviceRecord?, _ tally: inout Tally, waiting: Bool) {
         stopper.finished(id)
-        guard var record = finishedRecord else {
-            journalFailed("a device's start could not be journaled", &result)
-            return
-        }
-        if let error = record.journalError {
-            record.journalError = nil
-            journalFailed(error, &result)
-        }
-        result.records[record.id] = record
-        context.events.emit(RunEvent(.deviceFinished, device: record.id, outcome: record.outcome.rawValue, durationMs: record.durationMs,
-                                     error: record.error, adapter: record.adapter))
+        guard let record = finishedRecord else { return }
+        context.events.emit(.deviceFinished(RunEvent.DeviceFinished(device: record.id, outcome: record.outcome, durationMs: record.durationMs,
+                                                                    error: record.error, adapter: record.adapter)))
         if let stop = tally.record(outcome: record.outcome, kind: record.error?.kind), waiting {
-            stopper.beginStop(StopInfo(reason: "failure_threshold", message: stop, at: WallClock.iso(WallClock.now())))
+            stopper.beginStop(StopInfo(reason: .failureThreshold, message: stop))
         }
-    }
-
-    /// The journal cannot be written: no new device starts; in-flight ones end as they can.
-    func journalFailed(_ error: String, _ result: inout Result) {
-        if result.journalError == nil { result.journalError = error }
-        stopper.beginStop(StopInfo(reason: "journal_failed",
-                                   message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes",
-                                   at: WallClock.iso(WallClock.now())))
     }
 }
 
-/// Devices that ended, in the order they ended, for the scheduler to take one at a time. Waiting does
-/// not end on cancellation: the scheduler takes every device it started (in-flight devices are cut
-/// through their own tasks).
-final class FinishedDevices: Sendable {
+/// What wakes a scheduler: a device ended (with its record, nil when it never started), or a tick
+/// (time to claim again). Taken one at a time, in the order they came. Waiting does not end on
+/// cancellation: the scheduler takes every device it started (in-flight devices are cut through their
+/// own tasks).
+final class Wakes: Sendable {
+    enum Wake: Sendable {
+        case finished(String, DeviceRecord?)
+        case tick
+    }
+
     private struct State {
-        var ended: [(id: String, record: DeviceRecord?)] = []
+        var queued: [Wake] = []
         var head = 0
-        var waiter: CheckedContinuation<(id: String, record: DeviceRecord?), Never>?
+        var waiter: CheckedContinuation<Wake, Never>?
     }
 
     private let state = Mutex(State())
 
-    func add(_ id: String, _ record: DeviceRecord?) {
-        let waiter = state.withLock { s -> CheckedContinuation<(id: String, record: DeviceRecord?), Never>? in
+    func finished(_ id: String, _ record: DeviceRecord?) { add(.finished(id, record)) }
+
+    func tick() { add(.tick) }
+
+    private func add(_ wake: Wake) {
+        let waiter = state.withLock { s -> CheckedContinuation<Wake, Never>? in
             if let w = s.waiter {
                 s.waiter = nil
                 return w
             }
-            s.ended.append((id, record))
+            s.queued.append(wake)
             return nil
         }
-        waiter?.resume(returning: (id, record))
+        waiter?.resume(returning: wake)
     }
 
-    /// The next device that ended (waits for one).
-    func next() async -> (id: String, record: DeviceRecord?) {
-        await withCheckedContinuation { (c: CheckedContinuation<(id: String, record: DeviceRecord?), Never>) in
-            let ready: (id: String, record: DeviceRecord?)? = state.withLock { s in
-                guard s.head < s.ended.count else {
+    /// The next wake (waits for one).
+    func next() async -> Wake {
+        await withCheckedContinuation { (c: CheckedContinuation<Wake, Never>) in
+            let ready: Wake? = state.withLock { s in
+                guard s.head < s.queued.count else {
                     s.waiter = c
                     return nil
                 }
-                let e = s.ended[s.head]
+                let e = s.queued[s.head]
                 s.head += 1
-                if s.head == s.ended.count {
-                    s.ended.removeAll(keepingCapacity: true)
+                if s.head == s.queued.count {
+                    s.queued.removeAll(keepingCapacity: true)
                     s.head = 0
                 }
                 return e

@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Synchronization
+import SystemIO
 import Workflow
 
 /// When to stop the line: after `count` failures, or when failures reach `percent` of finished devices
@@ -35,16 +36,13 @@ public enum FailureThreshold: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Everything a run needs besides the workflow and the devices.
+/// Everything a run needs besides the workflow, the devices, the adapters and the store.
 public struct RunOptions: Sendable {
     public var concurrency: Int = 16
     /// Connection slots per adapter (default: each adapter's own limit).
     public var slotsPerAdapter: Int?
-    public var journalPath: String
     public var reportPath: String
     public var junitPath: String?
-    /// Resume from the journal at `journalPath` (which must exist).
-    public var resume: Bool = false
     /// On resume, also run again devices that failed before.
     public var retryFailed: Bool = false
     /// With `resume`: devices recorded `needs_review` to ask again with their step's `confirm` read
@@ -56,7 +54,6 @@ public struct RunOptions: Sendable {
     public var seed: UInt64 = 1
     /// How long in-flight devices may run on after a first stop request before they are cut.
     public var stopGrace: Duration = .seconds(30)
-    public var fsync: Bool = true
     public var attTimeout: Duration = .seconds(30)
     public var toolVersion: String = "dev"
     public var station: String = ProcessInfo.processInfo.hostName
@@ -64,11 +61,8 @@ public struct RunOptions: Sendable {
     public var reportOptions: [String: String] = [:]
     /// The run's metadata from the command line (`--meta KEY=VALUE`), over the inventory's `meta:`.
     public var meta: [String: String] = [:]
-    /// Where the run's record goes; nil: a `FileJournal` at `journalPath` (with `fsync`).
-    public var store: (any RunStore)?
 
-    public init(journalPath: String, reportPath: String) {
-        self.journalPath = journalPath
+    public init(reportPath: String) {
         self.reportPath = reportPath
     }
 }
@@ -107,9 +101,11 @@ final class RunContext: Sendable {
     let workflow: Workflow
     let inventory: Inventory
     let adapters: AdapterPool
-    let store: any RunStore
+    /// The one writer of the run's record.
+    let journal: RunJournal
+    /// Where finished devices' records go, for the report.
+    let report: ReportStream
     let events: EventBus
-    let seed: UInt64
     let attTimeout: Duration
     /// Every service the workflow names (targeted discovery).
     let servicesUsed: [BluetoothUUID]
@@ -117,37 +113,45 @@ final class RunContext: Sendable {
     let allowUndeclared: Bool
     /// GATT layouts shared by the run's sessions (a later device of one layout skips discovery).
     let gattCache = GATTCache()
-    /// What the supervisor knows of each step.
-    let stepInfos: [StepSupervisor.StepInfo]
+    /// What every device's machine shares: the steps and what the supervisor knows of them.
+    let plan: DeviceMachine.Plan
+    /// The executor of each step, by step index.
+    let executors: [any StepExecutor]
+    /// Actions of checked steps (a `dfu`'s test, reset, confirm) earlier runs journaled, per device and step.
+    let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
-    /// Every name whose value is secret: the inventory's secrets, the workflow's secret `vars:` and the
-    /// captures derived from them.
-    let secretNames: Set<String>
     /// Devices resumed with an irreversible step in doubt that declares `confirm` (id → step index):
     /// their confirm read comes before anything is sent (`StepSupervisor`, reconciling).
     let reconcile: [String: Int]
     /// The station's name, on every record.
     let station: String
 
-    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, store: any RunStore, events: EventBus, options: RunOptions,
-         reconcile: [String: Int] = [:]) {
+    init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
+         options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices(),
+         journaledActions: [String: [Int: Set<String>]] = [:], reconcile: [String: Int] = [:]) {
+        self.reached = reached
+        self.journaledActions = journaledActions
         self.reconcile = reconcile
         self.station = options.station
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
-        self.secretNames = inventory.secrets.union(workflow.secretNames)
         self.adapters = adapters
-        self.store = store
+        self.journal = journal
+        self.report = report
         self.events = events
-        self.seed = options.seed
         self.attTimeout = options.attTimeout
         self.servicesUsed = workflow.usedServices
         self.fullDiscovery = workflow.steps.contains { if case .discover(let d) = $0.kind { return d.all } else { return false } }
         self.allowUndeclared = workflow.steps.contains { if case .subscribe(let s) = $0.kind { return s.allowUndeclared } else { return false } }
-        self.stepInfos = workflow.steps.enumerated().map { StepSupervisor.StepInfo($1, index: $0) }
+        self.plan = DeviceMachine.Plan(workflow: workflow, secretNames: inventory.secrets.union(workflow.secretNames),
+                                       adapterCount: adapters.adapters.count, seed: options.seed, emits: events.isListening)
+        self.executors = executors
     }
+
+    /// Which devices have connected, and which a stop cut before they did (shared with the stop coordinator).
+    let reached: ReachedDevices
 
     /// Records why a device is about to be cut (before its task is cancelled).
     func noteCut(_ device: String, _ reason: String) {
@@ -156,7 +160,7 @@ final class RunContext: Sendable {
 
     /// Why a device was cut, if it was cut on its own.
     func cutReason(_ device: String) -> String? {
-        cutReasons.withLock { $0[device] }
+        cutReasons.withLock { $0.isEmpty ? nil : $0[device] }
     }
 }
 
@@ -175,8 +179,8 @@ public enum Runner {
     public struct JournalFailure: Error, Sendable, CustomStringConvertible {
         public var error: String
         public var journal: String
-        /// The report, when it could be written.
-        public var report: RunReport?
+        /// The run's report (its metadata and summary), when it could be written.
+        public var report: RunResult?
         public var reportPath: String
         /// Why the report could not be written, if it could not.
         public var reportError: String?
@@ -189,56 +193,71 @@ public enum Runner {
         }
     }
 
+    /// Runs `workflow` over `devices` on the adapters, recording into `opened` — a store the caller
+    /// opened for this run and closes after it (the runner never opens or closes a store). The report
+    /// (and JUnit) is written, streamed, even when the journal failed; then `JournalFailure` is thrown.
+    /// Returns the report's metadata and summary (its devices are in the report file).
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters centrals: [any Central],
-                           options: RunOptions, events: EventBus = EventBus(), controller: RunController = RunController(),
-                           monitor: RunMonitor? = nil) async throws -> RunReport {
+                           store opened: OpenedRunStore, options: RunOptions, events: EventBus = EventBus(),
+                           controller: RunController = RunController(), monitor: RunMonitor? = nil,
+                           executors: StepExecutors = .standard) async throws -> RunResult {
         let clock = ContinuousClock()
         let wallStart = clock.now
-        let startedAt = WallClock.iso(WallClock.now())
+        let startedAt = WallTime.now()
         let workflowRef = FileRef(name: workflow.name, path: workflow.path, sha256: workflow.sha256)
         let inventoryRef = FileRef(path: inventory.path, sha256: inventory.sha256)
+        let store = opened.store
+        let missing = executors.missing(in: workflow.steps)
+        guard missing.isEmpty else {
+            throw StartError(description: "no step executor for \(missing.map { "`\($0)`" }.joined(separator: ", ")) in this run")
+        }
 
         // Planning.
-        let store: any RunStore
-        do {
-            store = try options.store ?? FileJournal(path: options.journalPath, fsync: options.fsync, create: !options.resume)
-        } catch {
-            throw StartError(description: options.resume ? "cannot resume: \(error)" : "cannot open journal: \(error)")
+        let reached = ReachedDevices()
+        let stopper = StopCoordinator(events: events, grace: options.stopGrace, reached: reached)
+        let journal = RunJournal(store: store) { error in
+            stopper.beginStop(StopInfo(reason: .journalFailed,
+                                       message: "the journal could not be written (\(error)); no new devices; in-flight devices end without sending irreversible writes"))
         }
-        let plan: ResumePlan
-        do {
-            plan = try await Self.plan(workflow: workflow, workflowRef: workflowRef, inventory: inventory, inventoryRef: inventoryRef,
-                                       devices: devices, store: store, options: options, events: events)
-        } catch {
-            await store.close()
-            throw error
-        }
+        if let repair = opened.contents.repair { events.emit(.journalRepaired(message: repair)) }
+        let plan = try Self.plan(workflow: workflow, workflowRef: workflowRef, inventory: inventory, inventoryRef: inventoryRef,
+                                 devices: devices, opened: opened, options: options)
         // A line's run id is the line's (every station joins the same run).
         let runID = plan.runID ?? store.claims?.runID ?? makeRunID()
         do {
-            try await store.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
-                                                 options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
-                                                 resumed: plan.resumed, selected: plan.selected))
+            try await journal.header(JournalHeader(runId: runID, workflow: workflowRef, inventory: inventoryRef, adapters: centrals.map(\.id),
+                                                   options: options.reportOptions, started: startedAt, toolVersion: options.toolVersion,
+                                                   resumed: plan.resumed, selected: plan.selected))
             // The new needs-review outcomes, together: they share their fsyncs.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for entry in plan.entries {
-                    if case .needsReview(let r) = entry.decision { group.addTask { try await store.outcome(r) } }
+                    if case .needsReview(let r) = entry.decision { group.addTask { try await journal.review(r) } }
                 }
                 try await group.waitForAll()
             }
         } catch {
-            await store.close()
             throw StartError(description: "cannot write journal \(store.location): \(error)")
+        }
+
+        // The report's records go to disk as devices end (memory stays bounded by one record).
+        let station = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: [], simulated: false,
+                              station: options.station, toolVersion: options.toolVersion, options: options.reportOptions, started: startedAt,
+                              meta: inventory.meta.merging(options.meta) { _, given in given })
+        let report: ReportStream
+        do {
+            report = try ReportStream(reportPath: options.reportPath, junitPath: options.junitPath, run: station)
+        } catch {
+            throw StartError(description: "cannot write the report: \(error)")
         }
 
         // Scheduling, with stopping.
         let pool = AdapterPool(centrals: centrals, slotsPerAdapter: options.slotsPerAdapter)
         monitor?.attach(pool)
-        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, store: store, events: events, options: options,
-                                 reconcile: plan.reconcile)
-        events.emit(RunEvent(.runStarted, message: workflow.name, total: plan.entries.count))
+        let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
+                                 options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached,
+                                 journaledActions: plan.journaledActions, reconcile: plan.reconcile)
+        events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
-        let stopper = StopCoordinator(events: events, grace: options.stopGrace)
         stopper.follow(controller)
         let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
                                      maxFailures: options.maxFailures, maxConsecutiveFailures: options.maxConsecutiveFailures)
@@ -253,9 +272,8 @@ public enum Runner {
 
         // Reporting.
         let stop = stopper.info
-        let finishedAt = WallClock.iso(WallClock.now())
-        if scheduled.journalError == nil { try? await store.end(stopped: stop) }
-        await store.close()
+        let finishedAt = WallTime.now()
+        await journal.end(stopped: stop)
         var adapterInfo: [AdapterInfo] = []
         for a in pool.adapters {
             let hubFailure = await a.hub.failure
@@ -269,38 +287,25 @@ public enum Runner {
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
                            captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given })
         // A line station reports the devices it worked; the line's merged report has the others.
-        let ordered = store.claims == nil ? records(plan, scheduled.records, stop) : plan.entries.compactMap { scheduled.records[$0.device.id] }
-        let report = RunReport(run: info, summary: Summary.compute(ordered, wall: clock.now - wallStart), devices: ordered)
-        var reportError: String?
-        do {
-            try report.write(to: options.reportPath)
-            if let junit = options.junitPath { try AtomicFile.write(Data(report.junitXML().utf8), to: junit) }
-        } catch {
-            reportError = "\(error)"
-        }
-        events.emit(RunEvent(.runFinished, message: report.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
-                                 + (scheduled.note.map { "; \($0)" } ?? ""),
-                             total: report.summary.total))
+        let items = store.claims == nil ? Self.items(plan, report, stop) : plan.entries.compactMap { report.ran($0.device.id) ? .ran($0.device.id) : nil }
+        let written = await report.finish(items, info: info, wall: clock.now - wallStart)
+        let result = RunResult(run: info, summary: written.summary, notSucceeded: written.notSucceeded)
+        events.emit(.runFinished(message: result.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
+                                     + (scheduled.note.map { "; \($0)" } ?? ""),
+                                 total: result.summary.total))
         await events.finish()
-        if let journalError = scheduled.journalError {
-            throw JournalFailure(error: journalError, journal: store.location, report: reportError == nil ? report : nil,
-                                 reportPath: options.reportPath, reportError: reportError)
+        if let journalError = journal.failed {
+            throw JournalFailure(error: journalError, journal: store.location, report: written.error == nil ? result : nil,
+                                 reportPath: options.reportPath, reportError: written.error)
         }
-        if let reportError { throw StartError(description: "cannot write the report: \(reportError)") }
-        return report
+        if let reportError = written.error { throw StartError(description: "cannot write the report: \(reportError)") }
+        return result
     }
 
     /// Planning: what the store holds (for a resume) and what happens to each device.
     static func plan(workflow: Workflow, workflowRef: FileRef, inventory: Inventory, inventoryRef: FileRef, devices: [InventoryDevice],
-                     store: any RunStore, options: RunOptions, events: EventBus) async throws -> ResumePlan {
-        var journal: JournalState?
-        do {
-            let contents = try await store.open(options.resume ? .resume : .start)
-            if let repair = contents.repair { events.emit(RunEvent(.journalRepaired, message: repair)) }
-            if options.resume { journal = JournalState(lines: contents.lines) }
-        } catch {
-            throw StartError(description: options.resume ? "cannot resume: \(error)" : "\(error)")
-        }
+                     opened: OpenedRunStore, options: RunOptions) throws(StartError) -> ResumePlan {
+        let journal = opened.mode == .resume ? JournalState(lines: opened.contents.lines) : nil
         var irreversible: [Int: String] = [:]
         var confirmable: Set<Int> = []
         for (i, step) in workflow.steps.enumerated() where step.irreversible {
@@ -318,24 +323,24 @@ public enum Runner {
         }
     }
 
-    /// One record per planned device, in order: its run, its carried-over or needs-review outcome, or
-    /// `skipped` (never started: not journaled, so a resume runs it).
-    static func records(_ plan: ResumePlan, _ ran: [String: DeviceRecord], _ stop: StopInfo?) -> [DeviceRecord] {
+    /// One report item per planned device, in order: its run, its carried-over or needs-review outcome,
+    /// or `skipped` (never started: not journaled, so a resume runs it).
+    static func items(_ plan: ResumePlan, _ report: ReportStream, _ stop: StopInfo?) -> [ReportStream.Item] {
         plan.entries.map { e in
             switch e.decision {
             case .carryOver(let r), .needsReview(let r):
-                return r
+                return .record(r)
             case .run, .confirm:
-                if let r = ran[e.device.id] { return r }
-                return DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
-                                    skipReason: stop.map { "not started: \($0.message)" } ?? "not started")
+                if report.ran(e.device.id) { return .ran(e.device.id) }
+                return .record(DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
+                                            skipReason: stop.map { "not started: \($0.message)" } ?? "not started"))
             }
         }
     }
 
     static func makeRunID() -> String {
         var g = SystemRandomNumberGenerator()
-        let stamp = WallClock.iso(WallClock.now()).replacingOccurrences(of: ":", with: "").replacingOccurrences(of: "-", with: "")
+        let stamp = WallTime.now().iso.filter { $0 != ":" && $0 != "-" }
         return "run-\(stamp.prefix(15))-\(String(g.next() & 0xFFFFFF, radix: 16))"
     }
 }
@@ -352,5 +357,20 @@ public final class RunMonitor: Sendable {
     public func slotUsage() -> [(id: String, used: Int, capacity: Int)] {
         guard let p = pool.withLock({ $0 }) else { return [] }
         return p.adapters.map { ($0.id, $0.slots.usage.current, $0.slots.capacity) }
+    }
+}
+
+/// What a run leaves for the command line: the report's metadata and summary, and the devices that
+/// did not succeed (the report file has every device; a run's records are never all in memory).
+public struct RunResult: Sendable, Equatable {
+    public var run: RunInfo
+    public var summary: Summary
+    /// The devices that did not succeed, in plan order (for the retry file).
+    public var notSucceeded: [DeviceBrief]
+
+    public init(run: RunInfo, summary: Summary, notSucceeded: [DeviceBrief]) {
+        self.run = run
+        self.summary = summary
+        self.notSucceeded = notSucceeded
     }
 }

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 
 /// One shared scan per adapter, whose advertisements are routed to the device agents waiting for them,
@@ -49,6 +50,8 @@ actor ScanHub {
     /// Set when the adapter's scan failed; waiters get nil at once.
     private(set) var failure: String?
     private(set) var advertisementsSeen = 0
+    /// Advertisements remembered when the stale ones were last dropped.
+    private var rememberedAfterSweep = 0
 
     init(central: any Central, freshness: Duration = .seconds(10), idleStop: Duration = .milliseconds(500)) {
         self.central = central
@@ -126,6 +129,9 @@ actor ScanHub {
         let key = (ad.identity ?? ad.address).value
         byAddress[key] = ad
         if let name = ad.name { byName[name] = key }
+        // What is older than `freshness` is never answered again: forget it once the memory has doubled
+        // since the last sweep (a line of 100,000 devices would otherwise keep every advertisement).
+        if byAddress.count >= 2 * max(1_024, rememberedAfterSweep) { dropStale(now: .now) }
         var candidates: [UInt64] = []
         if let ids = waitersByAddress[key] { candidates.append(contentsOf: ids) }
         if let name = ad.name, let ids = waitersByName[name] { candidates.append(contentsOf: ids) }
@@ -136,6 +142,16 @@ actor ScanHub {
             w.continuation.resume(returning: ad)
         }
         scheduleIdleStop()
+    }
+
+    /// Advertisements remembered now (for tests).
+    var remembered: Int { byAddress.count }
+
+    /// Forgets the advertisements older than `freshness` (and the names that pointed at them).
+    private func dropStale(now: ContinuousClock.Instant) {
+        byAddress = byAddress.filter { now - $0.value.time <= freshness }
+        byName = byName.filter { byAddress[$0.value] != nil }
+        rememberedAfterSweep = byAddress.count
     }
 
     /// The freshest remembered advertisement that matches, if any.

@@ -167,11 +167,14 @@ public struct AdapterConfiguration: Sendable, Equatable {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         spec = try AdapterSpec(parsing: parts.first ?? text)
         func fail(_ reason: String) -> AdapterSpecError { AdapterSpecError(spec: text, reason: reason) }
+        var given: Set<String> = []
         for option in parts.dropFirst() {
             guard let eq = option.firstIndex(of: "="), !option[..<eq].isEmpty else {
                 throw fail("option '\(option)' is not name=value; options: \(Self.optionNames.joined(separator: ", "))")
             }
             let name = String(option[..<eq]).lowercased()
+            // `slots=1,slots=2`: which one was meant cannot be known.
+            guard given.insert(name).inserted else { throw fail("option '\(name)' is given twice") }
             let value = String(option[option.index(after: eq)...]).lowercased()
             func duration(_ range: ClosedRange<Double>) throws(AdapterSpecError) -> Duration {
                 guard let ms = Self.milliseconds(value), range.contains(ms) else {

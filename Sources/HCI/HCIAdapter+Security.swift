@@ -1,5 +1,7 @@
+import AsyncSupport
 import BLE
 import BLESecurity
+import Digests
 
 // The executor's side of link security: each link's Security Manager is attached when the link comes
 // up (the stored bond looked up under the station's identity address), callers' `secure` requests
@@ -9,7 +11,10 @@ import BLESecurity
 /// Callers waiting for a link's security, what each pending connect asked for, and the resolvable
 /// private addresses bonded devices were last heard at.
 struct SecurityWaiters {
-    var waiting: [UInt64: (link: UInt64, continuation: CheckedContinuation<SecurityOutcome, any Error>)] = [:]
+    /// Callers of `secure`; a ticket's id is the request id the host knows.
+    let queue = WaiterQueue<Void, Result<SecurityOutcome, any Error>>()
+    /// The link of each waiting request.
+    var waiting: [UInt64: UInt64] = [:]
     /// Per connect request: the security the session will ask for (`ConnectOptions.security`).
     var connects: [UInt64: SecurityRequest?] = [:]
     /// Per identity address: the resolvable private address last heard from it, and when.
@@ -43,59 +48,59 @@ extension HCIAdapter {
         if let failure = failureReason { throw failure }
         guard let link = links[linkID] else { throw BLEError.disconnected(.remoteUserTerminated) }
         if let reason = link.disconnectReason { throw BLEError.disconnected(reason) }
-        let id = makeToken()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<SecurityOutcome, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                security.waiting[id] = (linkID, c)
-                feed(.secure(linkID, id, request))
-            }
-        } onCancel: {
-            Task { await self.cancelSecure(linkID: linkID, id: id) }
+        if Task.isCancelled { throw BLEError.cancelled }
+        let ticket = security.queue.enqueue()
+        security.waiting[ticket.id] = linkID
+        feed(.secure(linkID, ticket.id, request))
+        switch await security.queue.wait(ticket) {
+        case .granted(let result):
+            return try result.get()
+        case .cancelled, .timedOut:
+            if security.waiting.removeValue(forKey: ticket.id) != nil { feed(.cancelSecure(linkID, ticket.id)) }
+            throw BLEError.cancelled
         }
     }
 
-    private func cancelSecure(linkID: UInt64, id: UInt64) {
-        guard let waiter = security.waiting.removeValue(forKey: id) else { return }
-        feed(.cancelSecure(linkID, id))
-        waiter.continuation.resume(throwing: BLEError.cancelled)
+    /// Ends the wait of request `id` (if it still waits) with `result`.
+    private func answerSecure(_ id: UInt64, _ result: Result<SecurityOutcome, any Error>) {
+        security.queue.withLock { _, w in _ = w.resume(WaitTicket(id: id), result) }
     }
 
     /// A procedure ended well: a new bond is stored first (the caller hears "bond made" once it is on
     /// disk), then the caller resumes.
     func securityCompleted(_ linkID: UInt64, _ request: UInt64?, _ outcome: SMPOutcome) {
-        let waiter = request.flatMap { security.waiting.removeValue(forKey: $0) }
+        let waiter = request.flatMap { security.waiting.removeValue(forKey: $0) != nil ? $0 : nil }
         guard let bond = outcome.bond, let store = options.bonds, let own = info?.ownAddress else {
-            waiter?.continuation.resume(returning: outcome.securityOutcome)
+            if let waiter { answerSecure(waiter, .success(outcome.securityOutcome)) }
             return
         }
         let adapterID = id
         let log = options.log
+        let queue = security.queue
         Task {
+            let result: Result<SecurityOutcome, any Error>
             do {
                 try await store.save(bond, station: own)
-                waiter?.continuation.resume(returning: outcome.securityOutcome)
+                result = .success(outcome.securityOutcome)
             } catch {
                 log("\(adapterID): \(bond) could not be stored: \(error)")
-                waiter?.continuation.resume(throwing: BLEError.adapterFailure("the new bond could not be stored: \(error)"))
+                result = .failure(BLEError.adapterFailure("the new bond could not be stored: \(error)"))
             }
+            if let waiter { queue.withLock { _, w in _ = w.resume(WaitTicket(id: waiter), result) } }
         }
     }
 
     func securityFailed(_ linkID: UInt64, _ request: UInt64?, _ failure: SMPFailure) {
         if request == nil { options.log("\(id): link \(linkID): \(failure)") }
-        guard let id = request, let waiter = security.waiting.removeValue(forKey: id) else { return }
-        waiter.continuation.resume(throwing: BLEError.security(failure.securityFailure))
+        guard let id = request, security.waiting.removeValue(forKey: id) != nil else { return }
+        answerSecure(id, .failure(BLEError.security(failure.securityFailure)))
     }
 
     /// Fails the waiters of one link (nil: of every link).
     func failSecureWaiters(of linkID: UInt64?, _ error: any Error) {
-        for (id, waiter) in security.waiting where linkID == nil || waiter.link == linkID {
+        for (id, link) in security.waiting where linkID == nil || link == linkID {
             security.waiting[id] = nil
-            waiter.continuation.resume(throwing: error)
+            answerSecure(id, .failure(error))
         }
     }
 }

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import BLESecurity
 import Foundation
@@ -204,9 +205,11 @@ public actor HCIAdapter: Central {
     private var nextToken: UInt64 = 1
     private var readTask: Task<Void, Never>?
     private var timers: [HCIHost.Deadline: Timeouts.Token] = [:]
-    private var commandWaiters: [UInt64: CheckedContinuation<HCICommandFlow.Outcome, any Error>] = [:]
-    private var connectWaiters: [UInt64: CheckedContinuation<HCILink, any Error>] = [:]
-    private var sendWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    /// Callers waiting for a command's answer, a connection, a send; a ticket's id is the token the
+    /// host knows the caller's request by.
+    private let commandWaiters = WaiterQueue<Void, Result<HCICommandFlow.Outcome, any Error>>()
+    private let connectWaiters = WaiterQueue<Void, Result<HCILink, any Error>>()
+    private let sendWaiters = WaiterQueue<Void, Result<Void, any Error>>()
     var links: [UInt64: HCILink] = [:]
     /// Callers waiting for `secure`, the security their connects asked for (HCIAdapter+Security.swift).
     var security = SecurityWaiters()
@@ -226,14 +229,18 @@ public actor HCIAdapter: Central {
     /// Opens the adapter named by `spec` (with its `,option=value` pairs applied over `options`) and
     /// brings its controller up.
     public static func open(spec: String, options: Options = Options()) async throws -> HCIAdapter {
-        let configuration = try AdapterConfiguration(parsing: spec)
+        try await open(AdapterConfiguration(parsing: spec), id: spec, options: options)
+    }
+
+    /// The same, from a spec already parsed (`id`: the spec as given, the adapter's name in reports).
+    public static func open(_ configuration: AdapterConfiguration, id: String, options: Options = Options()) async throws -> HCIAdapter {
         var options = options
         configuration.apply(to: &options)
         if options.identityKey == nil { options.identityKey = configuration.spec.identityKey }
         if options.resynchronise == nil, case .serial = configuration.spec { options.resynchronise = true }
         let transportSpec = configuration.spec
         let transport = try await Self.openOffPool { try HCITransports.open(transportSpec) }
-        return try await open(transport: transport, id: spec, options: options, reopen: { try HCITransports.open(transportSpec) })
+        return try await open(transport: transport, id: id, options: options, reopen: { try HCITransports.open(transportSpec) })
     }
 
     /// Brings up a controller reached through `transport` (closed again when bring-up fails). `reopen`
@@ -432,20 +439,21 @@ public actor HCIAdapter: Central {
             case .disarm(let deadline):
                 if let t = timers.removeValue(forKey: deadline) { Timeouts.shared.cancel(t) }
             case .commandFinished(let token, let outcome):
-                commandWaiters.removeValue(forKey: token)?.resume(returning: outcome)
+                commandWaiters.withLock { _, w in _ = w.resume(WaitTicket(id: token), .success(outcome)) }
             case .connected(let request, let info):
                 let link = HCILink(peer: info.peer, adapter: self, adapterID: id, handle: info.handle, linkID: info.id,
                                    heardRSSI: info.heardRSSI, parameters: info.parameters)
                 links[info.id] = link
-                if let waiter = connectWaiters.removeValue(forKey: request) {
-                    attachSecurity(link, asked: security.connects.removeValue(forKey: request))
-                    waiter.resume(returning: link)
+                let asked = security.connects.removeValue(forKey: request)
+                // The caller resumes on this actor, so after the link's security is attached below.
+                if connectWaiters.withLock({ _, w in w.resume(WaitTicket(id: request), .success(link)) }) {
+                    attachSecurity(link, asked: asked)
                 } else {
                     feed(.disconnect(info.id, reason: .localHostTerminated))
                 }
             case .connectFailed(let request, let error):
                 security.connects[request] = nil
-                connectWaiters.removeValue(forKey: request)?.resume(throwing: error)
+                connectWaiters.withLock { _, w in _ = w.resume(WaitTicket(id: request), .failure(error)) }
             case .linkDown(let linkID, let reason):
                 failSecureWaiters(of: linkID, BLEError.disconnected(reason))
                 links.removeValue(forKey: linkID)?.markDisconnected(reason)
@@ -459,9 +467,9 @@ public actor HCIAdapter: Central {
                 // This side announces no display, so no pairing asks it to show one.
                 options.log("\(id): link \(linkID) asked this side to display a passkey; it has no display")
             case .sent(let token):
-                sendWaiters.removeValue(forKey: token)?.resume()
+                sendWaiters.withLock { _, w in _ = w.resume(WaitTicket(id: token), .success(())) }
             case .sendFailed(let token, let error):
-                sendWaiters.removeValue(forKey: token)?.resume(throwing: error)
+                sendWaiters.withLock { _, w in _ = w.resume(WaitTicket(id: token), .failure(error)) }
             case .advertisement(let entry):
                 deliver(entry)
             case .scanFailed(let why):
@@ -503,18 +511,16 @@ public actor HCIAdapter: Central {
     @discardableResult
     package func execute<C: HCICommand>(_ command: C, timeout: Duration? = nil) async throws -> [UInt8] {
         if let failure { throw failure }
-        let token = makeToken()
-        let outcome = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCICommandFlow.Outcome, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                commandWaiters[token] = c
-                feed(.command(token, HCICommandPacket(command: command), timeout: timeout))
-            }
-        } onCancel: {
-            Task { await self.abandonCommand(token) }
+        if Task.isCancelled { throw BLEError.cancelled }
+        let ticket = commandWaiters.enqueue()
+        feed(.command(ticket.id, HCICommandPacket(command: command), timeout: timeout))
+        let outcome: HCICommandFlow.Outcome
+        switch await commandWaiters.wait(ticket) {
+        case .granted(let result):
+            outcome = try result.get()
+        case .cancelled, .timedOut:
+            feed(.abandonCommand(ticket.id))
+            throw BLEError.cancelled
         }
         switch outcome {
         case .complete(let parameters):
@@ -533,12 +539,6 @@ public actor HCIAdapter: Central {
             throw BLEError.disconnected(DisconnectReason(code: HCIStatus.unspecifiedError.rawValue,
                                                          text: "the controller was reset before it answered \(C.opcode.name)"))
         }
-    }
-
-    private func abandonCommand(_ token: UInt64) {
-        guard let waiter = commandWaiters.removeValue(forKey: token) else { return }
-        feed(.abandonCommand(token))
-        waiter.resume(throwing: BLEError.cancelled)
     }
 
     /// HCI Read RSSI on a link; nil when the controller will not say.
@@ -608,19 +608,18 @@ public actor HCIAdapter: Central {
         let (peer, timeout) = await connectionTarget(for: peer, within: connect.timeout)
         var connect = connect
         connect.timeout = timeout
-        let request = makeToken()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<HCILink, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                connectWaiters[request] = c
-                security.connects[request] = connect.security
-                feed(.connect(request, peer, timeout: connect.timeout, link: connect.link))
-            }
-        } onCancel: {
-            Task { await self.feed(.cancelConnect(request)) }
+        if Task.isCancelled { throw BLEError.cancelled }
+        let ticket = connectWaiters.enqueue()
+        security.connects[ticket.id] = connect.security
+        feed(.connect(ticket.id, peer, timeout: connect.timeout, link: connect.link))
+        switch await connectWaiters.wait(ticket) {
+        case .granted(let result):
+            return try result.get()
+        case .cancelled, .timedOut:
+            // A connection that completes anyway is an orphan: dropped when it comes up (`perform`).
+            security.connects[ticket.id] = nil
+            feed(.cancelConnect(ticket.id))
+            throw BLEError.cancelled
         }
     }
 
@@ -639,18 +638,15 @@ public actor HCIAdapter: Central {
         if let failure { throw failure }
         guard let link = links[linkID] else { throw BLEError.disconnected(.remoteUserTerminated) }
         if let reason = link.disconnectReason { throw BLEError.disconnected(reason) }
-        let token = makeToken()
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                    return
-                }
-                sendWaiters[token] = c
-                feed(.send(token, linkID, channel, payload))
-            }
-        } onCancel: {
-            Task { await self.feed(.cancelSend(token)) }
+        if Task.isCancelled { throw BLEError.cancelled }
+        let ticket = sendWaiters.enqueue()
+        feed(.send(ticket.id, linkID, channel, payload))
+        switch await sendWaiters.wait(ticket) {
+        case .granted(let result):
+            try result.get()
+        case .cancelled, .timedOut:
+            feed(.cancelSend(ticket.id))
+            throw BLEError.cancelled
         }
     }
 
@@ -684,12 +680,9 @@ public actor HCIAdapter: Central {
         timers = [:]
         setupWaiter?.resume(throwing: error)
         setupWaiter = nil
-        for c in commandWaiters.values { c.resume(throwing: error) }
-        commandWaiters = [:]
-        for c in connectWaiters.values { c.resume(throwing: error) }
-        connectWaiters = [:]
-        for c in sendWaiters.values { c.resume(throwing: BLEError.disconnected(linkReason)) }
-        sendWaiters = [:]
+        commandWaiters.withLock { _, w in _ = w.resumeAll(.failure(error)) }
+        connectWaiters.withLock { _, w in _ = w.resumeAll(.failure(error)) }
+        sendWaiters.withLock { _, w in _ = w.resumeAll(.failure(BLEError.disconnected(linkReason))) }
         failSecureWaiters(of: nil, error)
         for link in links.values { link.markDisconnected(linkReason) }
         links = [:]

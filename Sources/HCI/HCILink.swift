@@ -1,14 +1,9 @@
+import AsyncSupport
 import BLE
 import Synchronization
 
 /// One LE connection held by an `HCIAdapter`.
 public final class HCILink: Link {
-    private struct State {
-        var reason: DisconnectReason?
-        var parameters: LinkParameters
-        var waiters: [UInt64: CheckedContinuation<DisconnectReason, Never>] = [:]
-        var nextWaiter: UInt64 = 0
-    }
 
     /// What `waitForDisconnect()` returns to a task cancelled while the link is still up (the shared
     /// `DisconnectReason.waitCancelled`).
@@ -24,11 +19,14 @@ public final class HCILink: Link {
     let linkID: UInt64
     private let adapter: HCIAdapter
     private let attBearer: HCIATTBearer
-    private let state: Mutex<State>
+    /// Why the link went down (nil while it is up), and the tasks waiting for it.
+    private let state = WaiterQueue<DisconnectReason?, DisconnectReason>(nil)
+    /// What the link got from the radio, as the controller last reported it.
+    private let linkParameters: Mutex<LinkParameters>
 
     init(peer: BluetoothAddress, adapter: HCIAdapter, adapterID: String, handle: UInt16, linkID: UInt64, heardRSSI: Int?,
          parameters: LinkParameters) {
-        self.state = Mutex(State(parameters: parameters))
+        self.linkParameters = Mutex(parameters)
         self.peer = peer
         self.adapterID = adapterID
         self.handle = handle
@@ -41,35 +39,21 @@ public final class HCILink: Link {
     public var bearer: any ATTBearer { attBearer }
 
     /// Why the link went down, or nil while it is up.
-    public var disconnectReason: DisconnectReason? { state.withLock { $0.reason } }
+    public var disconnectReason: DisconnectReason? { state.withLock { reason, _ in reason } }
 
     /// What the link got from the radio: interval, latency and supervision timeout (LE Connection
     /// Complete, LE Connection Update Complete), PHY (LE PHY Update Complete) and data length (LE Data
     /// Length Change), as the controller last reported them — kept after the link went down.
-    public var parameters: LinkParameters? { state.withLock { $0.parameters } }
+    public var parameters: LinkParameters? { linkParameters.withLock { $0 } }
 
-    func update(_ parameters: LinkParameters) { state.withLock { $0.parameters = parameters } }
+    func update(_ parameters: LinkParameters) { linkParameters.withLock { $0 = parameters } }
 
     /// Waits until the link goes down and says why. A cancelled task stops waiting at once and gets
     /// `HCILink.waitCancelled` (code 0x00) if the link is still up.
     public func waitForDisconnect() async -> DisconnectReason {
-        let id = state.withLock { s -> UInt64 in
-            s.nextWaiter += 1
-            return s.nextWaiter
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<DisconnectReason, Never>) in
-                let ready = state.withLock { s -> DisconnectReason? in
-                    if let r = s.reason { return r }
-                    if Task.isCancelled { return Self.waitCancelled }
-                    s.waiters[id] = c
-                    return nil
-                }
-                if let ready { c.resume(returning: ready) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(returning: Self.waitCancelled)
+        switch await state.wait({ reason, _ in reason }) {
+        case .granted(let reason): return reason
+        case .cancelled, .timedOut: return Self.waitCancelled
         }
     }
 
@@ -91,15 +75,13 @@ public final class HCILink: Link {
 
     /// Records the end of the link once: wakes every waiter and finishes the ATT stream.
     func markDisconnected(_ reason: DisconnectReason) {
-        let waiters = state.withLock { s -> [CheckedContinuation<DisconnectReason, Never>]? in
-            if s.reason != nil { return nil }
-            s.reason = reason
-            defer { s.waiters = [:] }
-            return Array(s.waiters.values)
+        state.withLock { current, waiters in
+            guard current == nil else { return }
+            current = reason
+            // The ATT stream ends before any waiter resumes (waiters resume once this returns).
+            attBearer.finish()
+            waiters.resumeAll(reason)
         }
-        guard let waiters else { return }
-        attBearer.finish()
-        for w in waiters { w.resume(returning: reason) }
     }
 
     func deliverATT(_ pdu: [UInt8]) { attBearer.deliver(pdu) }

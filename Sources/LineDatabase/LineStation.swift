@@ -1,3 +1,4 @@
+import AsyncSupport
 import Foundation
 import PostgresClient
 
@@ -28,8 +29,9 @@ public actor LineStation {
     private var connecting: [Int: Task<PostgresConnection, any Error>] = [:]
     private var freeWriters: [Int]
     private var commit: GroupCommit<UInt64>
-    private var waiters: [UInt64: CheckedContinuation<LineWriteResult, any Error>] = [:]
-    private var nextTicket: UInt64 = 0
+    /// Callers of `recordIntent` and `recordOutcome`, each granted its entry's result; a ticket's id
+    /// is the entry's ticket in the group commit.
+    private let waiters = WaiterQueue<Void, Result<LineWriteResult, any Error>>()
     /// The devices this station holds, by id.
     public private(set) var held: [String: LineClaim] = [:]
     /// Devices this station has told the line it hears (`provision.heard`), and whether it still tells
@@ -238,12 +240,18 @@ public actor LineStation {
     }
 
     private func submit(_ item: GroupCommit<UInt64>.Item) async throws -> LineWriteResult {
-        nextTicket += 1
-        let ticket = nextTicket
-        return try await withCheckedThrowingContinuation { continuation in
-            waiters[ticket] = continuation
-            if let batch = commit.submit(.init(ticket: ticket, item: item)) { startWriting(batch) }
+        let ticket = waiters.enqueue()
+        if let batch = commit.submit(.init(ticket: ticket.id, item: item)) { startWriting(batch) }
+        // The entry is written whatever happens to the caller: it waits to learn the result.
+        guard case .granted(let result) = await waiters.wait(ticket, cancellation: .isIgnored) else {
+            throw CancellationError()
         }
+        return try result.get()
+    }
+
+    /// Ends the wait of a batch entry.
+    private func answer(_ ticket: UInt64, _ result: Result<LineWriteResult, any Error>) {
+        waiters.withLock { _, w in _ = w.resume(WaitTicket(id: ticket), result) }
     }
 
     private func startWriting(_ batch: [GroupCommit<UInt64>.Entry]) {
@@ -272,14 +280,14 @@ public actor LineStation {
                 case .outcome(let o): result = results.outcomes[o.device]
                 }
                 if let result {
-                    waiters.removeValue(forKey: entry.ticket)?.resume(returning: result)
+                    answer(entry.ticket, .success(result))
                 } else {
-                    waiters.removeValue(forKey: entry.ticket)?.resume(throwing: PostgresError(
-                        .protocolViolation, operation: "write of station \(station.id)", message: "no result for device \(entry.item.device)"))
+                    answer(entry.ticket, .failure(PostgresError(
+                        .protocolViolation, operation: "write of station \(station.id)", message: "no result for device \(entry.item.device)")))
                 }
             }
         } catch {
-            for entry in batch { waiters.removeValue(forKey: entry.ticket)?.resume(throwing: error) }
+            for entry in batch { answer(entry.ticket, .failure(error)) }
         }
         freeWriters.append(writer)
         if let next = commit.batchFinished(batch) { startWriting(next) }

@@ -42,7 +42,7 @@ public enum LineReport {
             for entry in page {
                 let r = try record(entry, stations: names)
                 devices.append(r)
-                if let started = r.started.flatMap(LineOutcome.date) {
+                if let started = r.started?.date {
                     let end = started.addingTimeInterval((r.durationMs ?? 0) / 1000)
                     latest = max(latest ?? end, end)
                 }
@@ -62,9 +62,9 @@ public enum LineReport {
                            inventory: FileRef(path: row.run.inventory.path, sha256: row.run.inventory.sha256),
                            adapters: adapters, simulated: stations.contains { $0.adapters.contains("sim") },
                            station: Array(Set(stations.map(\.name))).sorted().joined(separator: ", "),
-                           toolVersion: row.run.toolVersion, options: row.run.options, started: WallClock.iso(row.started),
-                           finished: finished.map(WallClock.iso), journal: "line \(connectionString) run \(row.run.id)",
-                           stopped: row.stopReason.map { StopInfo(reason: $0, message: row.stopMessage ?? $0, at: WallClock.iso(finished ?? row.started)) },
+                           toolVersion: row.run.toolVersion, options: row.run.options, started: WallTime(row.started),
+                           finished: finished.map(WallTime.init), journal: "line \(connectionString) run \(row.run.id)",
+                           stopped: row.stopReason.map { StopInfo(reason: StopReason(rawValue: $0), message: row.stopMessage ?? $0, at: WallTime(finished ?? row.started)) },
                            captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) },
                            meta: Self.meta(row.run.options))
         return RunReport(run: info, summary: Summary.compute(devices, wall: .milliseconds(Int64(wall * 1000))), devices: devices)

@@ -1,3 +1,4 @@
+import AsyncSupport
 import Engine
 import Foundation
 import LineDatabase
@@ -64,6 +65,8 @@ public actor LineRunStore: RunStore, DeviceClaims {
     public nonisolated var location: String { "line \(settings.connectionString) run \(settings.run.id)" }
     public nonisolated var runID: String { settings.run.id }
     public nonisolated var claimPolicy: ClaimPolicy { settings.policy }
+    /// The line is shared by stations: the scheduler claims its devices here.
+    public nonisolated var claims: (any DeviceClaims)? { self }
     public nonisolated let spool: LineSpool
 
     /// What the devices' tasks read and change without waiting for the actor (their intents and
@@ -153,7 +156,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
             // Devices whose outcomes wait in the spool stay claimed until their leases expire.
             let keep = Set(spool.unwritten.map(\.device))
             _ = try? await station.endRunIfComplete()
-            try? await station.leave(keep: keep, reason: stop?.reason, message: stop?.message)
+            try? await station.leave(keep: keep, reason: stop?.reason.rawValue, message: stop?.message)
             await station.close()
         }
         await spool.close()
@@ -192,7 +195,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
 
     /// An outcome is durable on the station's disk (the spool) before the device counts as done, as
     /// with a file journal; the drainer writes it to the line in the background, at once.
-    private nonisolated func outcome(_ record: DeviceRecord, at: String) async throws {
+    private nonisolated func outcome(_ record: DeviceRecord, at: WallTime) async throws {
         let (station, attempt) = shared.withLock { s -> (LineStation?, Int?) in
             let attempt = s.attempts[record.id]
             if s.station != nil, attempt != nil { s.spooled += 1 }
@@ -297,37 +300,18 @@ public actor LineRunStore: RunStore, DeviceClaims {
         shared.withLock { $0.drainer = nil }
     }
 
-    /// Waits `delay`, or less when the line answers something else meanwhile (`kick`).
+    /// Waits `delay`, or less when the line answers something else meanwhile (`kick`), or until the
+    /// drainer is cancelled.
     private func pause(_ delay: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: delay) }
-            group.addTask { await self.waitForKick() }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = await kicks.wait(timeout: delay)
     }
 
-    private var kickWaiter: CheckedContinuation<Void, Never>?
-
-    private func waitForKick() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                if Task.isCancelled {
-                    c.resume()
-                } else {
-                    kickWaiter?.resume()
-                    kickWaiter = c
-                }
-            }
-        } onCancel: {
-            Task { await self.kick() }
-        }
-    }
+    /// The drainer's pause: a kick ends it.
+    private let kicks = WaiterQueue<Void, Void>()
 
     /// The line answered: a spool waiting for it is written now rather than after its backoff.
     private func kick() {
-        kickWaiter?.resume()
-        kickWaiter = nil
+        kicks.withLock { _, w in _ = w.resumeAll(()) }
     }
 
     // MARK: DeviceClaims

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,7 +50,7 @@ public final class LineSpool: Sendable {
         var journalHeader: JournalHeader {
             JournalHeader(runId: run, workflow: workflow, inventory: inventory, adapters: [],
                           options: ["spool": "outcomes of a line station", "station": station, "line": line],
-                          started: WallClock.iso(Date()), toolVersion: "", resumed: false)
+                          started: .now(), toolVersion: "", resumed: false)
         }
 
         init?(_ h: JournalHeader) {
@@ -64,9 +65,9 @@ public final class LineSpool: Sendable {
         public var attempt: Int
         public var record: DeviceRecord
         /// When the outcome was known.
-        public var at: String
+        public var at: WallTime
 
-        public init(device: String, attempt: Int, record: DeviceRecord, at: String) {
+        public init(device: String, attempt: Int, record: DeviceRecord, at: WallTime) {
             self.device = device
             self.attempt = attempt
             self.record = record
@@ -165,7 +166,7 @@ public final class LineSpool: Sendable {
         }
         if done {
             unlink(path)
-            AtomicFile.syncDirectory(of: path)
+            FileIO.syncDirectory(of: path)
         }
     }
 
@@ -177,7 +178,7 @@ public final class LineSpool: Sendable {
             let t = Task {
                 let j = try FileJournal(path: path, fsync: true, create: true)
                 _ = try await j.open(.start)
-                try await j.record(.header(header.journalHeader, at: WallClock.iso(Date())))
+                try await j.record(.header(header.journalHeader, at: .now()))
                 return j
             }
             s.opening = t

@@ -151,7 +151,7 @@ final class ConnectionDriver {
         for (_, sub) in submissions {
             var e = error
             e.operation = sub.request.label
-            sub.continuation.resume(throwing: e)
+            inbox.answer(sub, .failure(e))
         }
         submissions = [:]
         inbox.finish(error)
@@ -198,9 +198,9 @@ final class ConnectionDriver {
                         if firstError == nil || (firstError?.sqlState == nil && error.sqlState != nil) { firstError = error }
                     }
                 }
-                if let firstError { sub.continuation.resume(throwing: firstError) } else { sub.continuation.resume(returning: rows) }
+                inbox.answer(sub, firstError.map { .failure($0) } ?? .success(rows))
             case .fail(let id, let error):
-                submissions.removeValue(forKey: id)?.continuation.resume(throwing: connectionString.scrubbed(error))
+                if let sub = submissions.removeValue(forKey: id) { inbox.answer(sub, .failure(connectionString.scrubbed(error))) }
             case .requestServerCancel:
                 requestServerCancel()
             case .close:

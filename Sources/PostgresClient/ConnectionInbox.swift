@@ -1,3 +1,4 @@
+import AsyncSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,11 +9,20 @@ import Synchronization
 /// Any task may post; only the I/O thread takes. Once the thread has finished, posting a submission
 /// fails it at once with the error the connection ended with, so nothing waits for a thread that is gone.
 final class ConnectionInbox: Sendable {
-    /// A request and the continuation that gets its answer.
+    /// A request, and the ticket of the task that waits for its answer in `replies`.
     struct Submission: Sendable {
         var request: RequestScheduler.Request
         var statements: [PostgresStatement]
-        var continuation: CheckedContinuation<[PostgresRows], any Error>
+        var reply: WaitTicket
+    }
+
+    /// The tasks waiting for their requests' answers (every submission is answered exactly once: by
+    /// the I/O thread, or here when the thread has finished).
+    let replies = WaiterQueue<Void, Result<[PostgresRows], any Error>>()
+
+    /// Answers a submission.
+    func answer(_ sub: Submission, _ result: Result<[PostgresRows], any Error>) {
+        replies.withLock { _, w in _ = w.resume(sub.reply, result) }
     }
 
     enum Message: Sendable {
@@ -73,7 +83,7 @@ final class ConnectionInbox: Sendable {
         if let (sub, error) = refused {
             var e = error
             e.operation = sub.request.label
-            sub.continuation.resume(throwing: e)
+            answer(sub, .failure(e))
             return
         }
         wake()
@@ -111,7 +121,7 @@ final class ConnectionInbox: Sendable {
             if case .submit(let sub) = m {
                 var e = error
                 e.operation = sub.request.label
-                sub.continuation.resume(throwing: e)
+                answer(sub, .failure(e))
             }
         }
     }

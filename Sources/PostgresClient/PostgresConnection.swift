@@ -1,3 +1,4 @@
+import AsyncSupport
 import Foundation
 import Synchronization
 
@@ -44,25 +45,30 @@ public final class PostgresConnection: Sendable, CustomStringConvertible {
                                applicationName: String = "provision") async throws -> PostgresConnection {
         let inbox = try ConnectionInbox()
         let deadline = ContinuousClock.now + timeout
-        let pid: Int32 = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Int32, any Error>) in
-                let thread = Thread {
-                    let driver = ConnectionDriver(inbox: inbox, connectionString: connectionString, cancelGrace: cancelGrace)
-                    switch driver.connect(deadline: deadline, limit: timeout, applicationName: applicationName) {
-                    case .success(let pid):
-                        c.resume(returning: pid)
-                        driver.run()
-                    case .failure(let error):
-                        driver.abandonConnect(error)
-                        c.resume(throwing: error)
-                    }
-                }
-                thread.name = "postgres \(connectionString.option("host") ?? "local")"
-                thread.start()
+        // The connection's thread connects (within `timeout`), answers, then serves the connection.
+        let started = WaiterQueue<Void, Result<Int32, PostgresError>>()
+        let ticket = started.enqueue()
+        let thread = Thread {
+            let driver = ConnectionDriver(inbox: inbox, connectionString: connectionString, cancelGrace: cancelGrace)
+            switch driver.connect(deadline: deadline, limit: timeout, applicationName: applicationName) {
+            case .success(let pid):
+                started.withLock { _, w in _ = w.resume(ticket, .success(pid)) }
+                driver.run()
+            case .failure(let error):
+                driver.abandonConnect(error)
+                started.withLock { _, w in _ = w.resume(ticket, .failure(error)) }
             }
+        }
+        thread.name = "postgres \(connectionString.option("host") ?? "local")"
+        thread.start()
+        // The thread always answers (a cancellation closes the attempt, which then fails).
+        let outcome = await withTaskCancellationHandler {
+            await started.wait(ticket, cancellation: .isIgnored)
         } onCancel: {
             inbox.post(.close)
         }
+        guard case .granted(let result) = outcome else { throw CancellationError() }
+        let pid = try result.get()
         let connection = PostgresConnection(connectionString: connectionString, backendPID: pid, defaultTimeout: defaultTimeout, inbox: inbox)
         // Text results this client can read whatever the server's or role's defaults are.
         _ = try await connection.query("SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, MDY', false)",
@@ -134,18 +140,22 @@ public final class PostgresConnection: Sendable, CustomStringConvertible {
         let id = inbox.nextID()
         let request = RequestScheduler.Request(id: id, label: label, deadline: .now + limit, limit: limit, transaction: step)
         let inbox = self.inbox
-        if !cancellable {
-            return try await withCheckedThrowingContinuation { c in
-                inbox.post(.submit(.init(request: request, statements: statements, continuation: c)))
+        let ticket = inbox.replies.enqueue()
+        inbox.post(.submit(.init(request: request, statements: statements, reply: ticket)))
+        // The I/O thread answers every request, a cancelled one too (once the server has given it up):
+        // the wait itself ignores cancellation, which goes to the thread instead.
+        let outcome: WaitOutcome<Result<[PostgresRows], any Error>>
+        if cancellable {
+            outcome = await withTaskCancellationHandler {
+                await inbox.replies.wait(ticket, cancellation: .isIgnored)
+            } onCancel: {
+                inbox.post(.cancel(id))
             }
+        } else {
+            outcome = await inbox.replies.wait(ticket, cancellation: .isIgnored)
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { c in
-                inbox.post(.submit(.init(request: request, statements: statements, continuation: c)))
-            }
-        } onCancel: {
-            inbox.post(.cancel(id))
-        }
+        guard case .granted(let result) = outcome else { throw CancellationError() }
+        return try result.get()
     }
 
     private func missingResult(_ label: String) -> PostgresError {

@@ -1,4 +1,5 @@
 import Foundation
+import Support
 
 /// Timestamps in PostgreSQL's text format, to and from `Date`, with microsecond precision.
 ///
@@ -17,7 +18,7 @@ public enum PostgresTimestamp {
             rest += perDay
             days -= 1
         }
-        let (y, m, d) = civil(fromDays: days)
+        let (y, m, d) = CivilDate.date(days: days)
         let seconds = rest / 1_000_000
         let fraction = rest % 1_000_000
         return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(seconds / 3600, 2)):\(pad(seconds / 60 % 60, 2)):\(pad(seconds % 60, 2)).\(pad(fraction, 6))Z"
@@ -57,8 +58,8 @@ public enum PostgresTimestamp {
             offset = sign * (oh * 3600 + om * 60 + os)
         }
         guard r.atEnd, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61,
-              day <= daysIn(month: month, year: year) else { return nil }
-        let days = daysFromCivil(year, month, day)
+              day <= CivilDate.daysIn(month: month, year: year) else { return nil }
+        let days = CivilDate.days(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
         return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
     }
@@ -102,39 +103,5 @@ public enum PostgresTimestamp {
     private static func pad(_ value: Int64, _ width: Int) -> String {
         let s = String(value)
         return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
-    }
-
-    private static func isLeap(_ y: Int64) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
-
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: return isLeap(year) ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-    static func daysFromCivil(_ year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    /// The date of a day number since 1970-01-01.
-    static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
     }
 }

@@ -5,26 +5,49 @@ import Foundation
 import HCI
 import Workflow
 
-/// Opens the adapters named by `--adapter` specs: `sim` (the simulated fleet built from the inventory's
-/// device models) or an HCI controller (`hci:tcp:…`, `hci:serial:…`, `hci:user:…`).
+/// One `--adapter`: the simulated fleet, or an HCI controller with the options of its spec (the spec's
+/// syntax is HCI's: `AdapterConfiguration`).
+enum AdapterChoice: Sendable, Equatable {
+    case simulator
+    case hci(spec: String, AdapterConfiguration)
+
+    /// The spec as given: the adapter's id in reports, traces and messages.
+    var spec: String {
+        switch self {
+        case .simulator: return "sim"
+        case .hci(let spec, _): return spec
+        }
+    }
+
+    var isSimulator: Bool { self == .simulator }
+
+    /// `sim`, or an HCI spec with its `,option=value` pairs (`--adapter TEXT`).
+    @Sendable static func parse(_ text: String) throws(UsageError) -> AdapterChoice {
+        try parse(text, shownAs: "--adapter \(text)")
+    }
+
+    /// The same, the message naming the spec as `shown` (`adapter: TEXT` in a defaults file).
+    static func parse(_ text: String, shownAs shown: String) throws(UsageError) -> AdapterChoice {
+        if text == "sim" { return .simulator }
+        do {
+            return .hci(spec: text, try AdapterConfiguration(parsing: text))
+        } catch {
+            throw UsageError("`\(shown)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(error.description)")
+        }
+    }
+}
+
+/// Opens the adapters named by `--adapter`: the simulated fleet built from the inventory's device
+/// models, or an HCI controller (`hci:tcp:…`, `hci:serial:…`, `hci:user:…`).
 enum AdapterFactory {
     /// A problem with the input (exit 2), as opposed to the environment (exit 3).
     struct InputError: Error {
         var message: String
     }
 
-    static func isWellFormed(_ spec: String) -> Bool { problem(with: spec) == nil }
-
-    /// What is wrong with a spec (`sim`, or an HCI spec with its `,option=value` pairs), nil when nothing.
-    static func problem(with spec: String) -> String? {
-        if spec == "sim" { return nil }
-        do {
-            _ = try AdapterConfiguration(parsing: spec)
-            return nil
-        } catch {
-            return error.description
-        }
-    }
+    /// The connection slots of an HCI controller unless `--slots` or its spec's `slots=` says otherwise:
+    /// what small controllers hold.
+    static let defaultHCISlots = 8
 
     /// `slots`: connection slots for an HCI controller (`--slots`; default 8, what small controllers hold;
     /// a `slots=` option in the spec wins for that adapter). The spec's other options (scan, connection
@@ -34,21 +57,33 @@ enum AdapterFactory {
     /// `PROVISION_HCI_LOG`. `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
     /// `hears`: the simulator's devices in this station's range (`--sim-hears`; nil: all of the inventory).
     /// `workflowPath`: the workflow run, for the hint when the inventory names no device model.
-    static func open(_ spec: String, inventory: Inventory, devices: [InventoryDevice], seed: UInt64, latencyScale: Double,
+    static func open(_ choice: AdapterChoice, inventory: Inventory, seed: UInt64, latencyScale: Double,
                      statePath: String?, slots: Int? = nil, bonds: BondStore? = nil, verbose: Bool = false,
                      packetTap: HCIPacketTap? = nil, hears: [InventoryDevice]? = nil, workflowPath: String? = nil) async throws -> any Central {
-        if spec == "sim" {
+        switch choice {
+        case .simulator:
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds,
                                  hears: hears, workflowPath: workflowPath)
+        case .hci(let spec, let configuration):
+            var options = HCIAdapter.Options(connectionSlots: slots ?? defaultHCISlots)
+            options.packetTap = packetTap
+            options.bonds = bonds
+            if verbose { options.log = Self.logToStandardError }
+            return try await hci(spec, configuration, options: options)
         }
-        var options = HCIAdapter.Options(connectionSlots: slots ?? 8)
-        options.packetTap = packetTap
-        options.bonds = bonds
-        if verbose { options.log = Self.logToStandardError }
-        do {
-            return try await HCIAdapter.open(spec: spec, options: options)
-        } catch let e as AdapterSpecError {
-            throw InputError(message: "\(e)")
+    }
+
+    /// An HCI controller from its parsed spec (`id` is the spec as given); the spec's options win over `options`.
+    static func hci(_ id: String, _ configuration: AdapterConfiguration, options: HCIAdapter.Options = HCIAdapter.Options()) async throws -> HCIAdapter {
+        try await HCIAdapter.open(configuration, id: id, options: options)
+    }
+
+    /// The slots an adapter will have, known before it opens: `slots=` in an HCI spec, else `--slots`,
+    /// else the adapter's own limit.
+    static func expectedSlots(_ choice: AdapterChoice, slots: Int?) -> Int {
+        switch choice {
+        case .simulator: return slots ?? SimulatorOptions().connectionSlots
+        case .hci(_, let configuration): return configuration.slots ?? slots ?? defaultHCISlots
         }
     }
 

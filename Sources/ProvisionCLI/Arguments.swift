@@ -28,13 +28,17 @@ public struct OptionSpec: Sendable {
     /// For options that name a file: read or written (nil for other options).
     public var role: Role?
     public var help: String
+    /// A run cannot do without it (it may still come from a defaults file): the usage line shows it
+    /// without brackets and the help marks it `(required)`.
+    public var isRequired: Bool
 
-    public init(_ name: String, short: Character? = nil, kind: Kind, role: Role? = nil, help: String) {
+    public init(_ name: String, short: Character? = nil, kind: Kind, role: Role? = nil, help: String, isRequired: Bool = false) {
         self.name = name
         self.short = short
         self.kind = kind
         self.role = role
         self.help = help
+        self.isRequired = isRequired
     }
 
     /// `--inventory FILE`, `--dry-run`.
@@ -51,16 +55,21 @@ public struct PositionalSpec: Sendable {
     public var name: String
     public var help: String
     public var isOptional: Bool
-    public init(_ name: String, help: String, isOptional: Bool = false) {
+    /// The words it may be (`status`, `flush`), for shell completion; empty when it is free text or a file.
+    public var choices: [String]
+    public init(_ name: String, help: String, isOptional: Bool = false, choices: [String] = []) {
         self.name = name
         self.help = help
         self.isOptional = isOptional
+        self.choices = choices
     }
 }
 
 /// The arguments a command was given, after parsing.
 public struct ParsedArguments: Sendable, Equatable {
     public var positionals: [String] = []
+    /// The words as given, in order (for a command that repeats itself: `resume:` after a stopped run).
+    public internal(set) var words: [String] = []
     var values: [String: [String]] = [:]
     var flags: Set<String> = []
 
@@ -85,6 +94,7 @@ public enum ArgumentParser {
     /// Parses `arguments` for a command with these options and positionals. `--help`/`-h` is handled by the caller.
     public static func parse(_ arguments: [String], options: [OptionSpec], positionals: [PositionalSpec]) throws(UsageError) -> ParsedArguments {
         var parsed = ParsedArguments()
+        parsed.words = arguments
         var i = 0
         var onlyPositionals = false
         while i < arguments.count {

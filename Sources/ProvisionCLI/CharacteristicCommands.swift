@@ -1,5 +1,6 @@
 import BLE
 import Foundation
+import Support
 import Workflow
 
 /// Positionals every characteristic command takes.
@@ -67,16 +68,19 @@ public struct ReadCommand: Command {
         do {
             value = try decoded(bytes, format)
         } catch {
-            out.err(escaping: "error: \(device.shown): read \(path): \(error.message)")
+            out.err(escaping: "error: \(device.shown): read \(path): \(device.secrets.redact(error.message))")
             return ExitCode.someDevicesFailed
         }
-        if arguments.flag("json") {
+        // A value that shows a secret, in any form, is `***`, as in a run's report.
+        let hidden = device.secrets.hides(bytes: bytes) || device.secrets.hides(value.description)
+        if arguments.flag(SharedOptions.json) {
             out.out(OneDevice.jsonLine(["device": .string(device.found.id ?? device.found.address.description),
                                         "address": .string(device.found.address.description),
                                         "service": .string(path.service.description), "characteristic": .string(path.characteristic.description),
-                                        "hex": .string(bytes.hexString), "type": .string(value.type.name), "value": value.jsonScalar]))
+                                        "hex": .string(hidden ? Inventory.redacted : bytes.hexString), "type": .string(value.type.name),
+                                        "value": hidden ? .string(Inventory.redacted) : value.jsonScalar]))
         } else {
-            out.out(escaping: value.description)
+            out.out(escaping: hidden ? Inventory.redacted : value.description)
         }
         return ExitCode.success
     }
@@ -124,19 +128,20 @@ public struct WriteCommand: Command {
         }
         // `${…}` from the inventory device (id, name, address and its variables).
         let listed = device.found.device
+        var secrets = device.secrets
         let bytes: [UInt8]
         do {
             bytes = try spec.bytes(variables: { listed?.value(of: $0) }, baseDirectory: context.currentDirectory)
         } catch {
             await device.close()
-            let message = listed.flatMap { d in device.inventory.map { $0.redact(error.message, for: d) } } ?? error.message
-            out.err(escaping: "error: VALUE: \(message)")
+            out.err(escaping: "error: VALUE: \(secrets.redact(error.message))")
             if listed == nil, !spec.templates.allSatisfy({ $0.referencedNames.isEmpty }) {
                 out.err("    hint: `${…}` takes an inventory device's variables: give --inventory FILE and the device's id as DEVICE")
             }
             return ExitCode.invalidInput
         }
-        let secret = listed != nil && spec.templates.contains { $0.referencedNames.contains { device.inventory?.isSecret($0) ?? false } }
+        secrets.wrote(bytes, from: spec)
+        let secret = secrets.usesSecret(spec) || secrets.hides(bytes: bytes)
         let session = device.session()
         let withResponse = !arguments.flag("without-response")
         do {
@@ -146,12 +151,14 @@ public struct WriteCommand: Command {
         } catch {
             await session.disconnect()
             await device.close()
-            return OneDevice.report(OneDevice.failure(error, doing: "write \(path)", on: device.shown), usage: usage, output: out)
+            var failure = OneDevice.failure(error, doing: "write \(path)", on: device.shown)
+            failure.message = secrets.redact(failure.message)
+            return OneDevice.report(failure, usage: usage, output: out)
         }
         await session.disconnect()
         await device.close()
         let shownBytes = secret ? Inventory.redacted : bytes.hexString
-        if arguments.flag("json") {
+        if arguments.flag(SharedOptions.json) {
             out.out(OneDevice.jsonLine(["device": .string(device.found.id ?? device.found.address.description),
                                         "address": .string(device.found.address.description),
                                         "service": .string(path.service.description), "characteristic": .string(path.characteristic.description),
@@ -233,6 +240,7 @@ public struct SubscribeCommand: Command {
             return OneDevice.report(error, usage: usage, output: out)
         }
         let session = device.session()
+        var secrets = device.secrets
         let stream: NotificationStream
         do {
             try await session.connect()
@@ -241,15 +249,19 @@ public struct SubscribeCommand: Command {
             if let trigger {
                 let listed = device.found.device
                 let bytes = try trigger.value.bytes(variables: { listed?.value(of: $0) }, baseDirectory: context.currentDirectory)
+                secrets.wrote(bytes, from: trigger.value)
                 try await session.write(service: path.service, characteristic: trigger.characteristic, value: bytes, withResponse: true,
                                         timeout: max(.milliseconds(1), device.remaining))
             }
         } catch {
             await session.disconnect()
             await device.close()
-            return OneDevice.report(OneDevice.failure(error, doing: "subscribe \(path)", on: device.shown), usage: usage, output: out)
+            var failure = OneDevice.failure(error, doing: "subscribe \(path)", on: device.shown)
+            failure.message = secrets.redact(failure.message)
+            return OneDevice.report(failure, usage: usage, output: out)
         }
-        let json = arguments.flag("json")
+        let json = arguments.flag(SharedOptions.json)
+        let shownSecrets = secrets
         let id = device.found.id ?? device.found.address.description
         let wanted = count
         let received: Result<Int, any Error>
@@ -259,14 +271,18 @@ public struct SubscribeCommand: Command {
                 for try await bytes in stream {
                     n += 1
                     let value = try? decoded(bytes, format)
+                    // A value that shows a secret, in any form, is `***`, as in a run's report.
+                    let hidden = shownSecrets.hides(bytes: bytes) || (value.map { shownSecrets.hides($0.description) } ?? false)
                     if json {
                         var fields: [String: JSONScalar] = ["device": .string(id), "characteristic": .string(path.characteristic.description),
-                                                            "time": .string(Self.now()), "hex": .string(bytes.hexString)]
+                                                            "time": .string(Self.now()), "hex": .string(hidden ? Inventory.redacted : bytes.hexString)]
                         if let value {
-                            fields["value"] = value.jsonScalar
+                            fields["value"] = hidden ? .string(Inventory.redacted) : value.jsonScalar
                             fields["type"] = .string(value.type.name)
                         }
                         out.out(OneDevice.jsonLine(fields))
+                    } else if hidden {
+                        out.out(Inventory.redacted)
                     } else {
                         out.out(escaping: value?.description ?? "\(bytes.hexString) (not \(format.rawValue))")
                     }
@@ -293,7 +309,9 @@ public struct SubscribeCommand: Command {
             }
             return ExitCode.success
         case .failure(let error):
-            return OneDevice.report(OneDevice.failure(error, doing: "subscribe \(path)", on: device.shown), usage: usage, output: out)
+            var failure = OneDevice.failure(error, doing: "subscribe \(path)", on: device.shown)
+            failure.message = secrets.redact(failure.message)
+            return OneDevice.report(failure, usage: usage, output: out)
         }
     }
 

@@ -37,21 +37,27 @@ public protocol Command: Sendable {
     var positionals: [PositionalSpec] { get }
     /// Hidden commands (developer tools) are left out of `provision --help`.
     var isHidden: Bool { get }
+    /// True for a command that handles SIGINT, SIGTERM and SIGHUP itself (`run`); every other command
+    /// is cancelled by the first and exits 130 (`Interruption`).
+    var handlesInterruption: Bool { get }
     func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32
 }
 
 extension Command {
     public var discussion: String { "" }
     public var isHidden: Bool { false }
+    public var handlesInterruption: Bool { false }
 
     /// `provision validate WORKFLOW [--inventory FILE] ...`
     public var usage: String {
         var parts = ["provision", name]
         for p in positionals { parts.append(p.isOptional ? "[\(p.name)]" : p.name) }
         for o in options {
-            switch o.kind {
-            case .repeated: parts.append("[\(o.synopsis)]...")
-            default: parts.append("[\(o.synopsis)]")
+            switch (o.kind, o.isRequired) {
+            case (.repeated, true): parts.append("\(o.synopsis) [\(o.synopsis)]...")
+            case (.repeated, false): parts.append("[\(o.synopsis)]...")
+            case (_, true): parts.append(o.synopsis)
+            case (_, false): parts.append("[\(o.synopsis)]")
             }
         }
         return parts.joined(separator: " ")
@@ -68,8 +74,9 @@ extension Command {
         text += "\noptions:\n"
         for o in options {
             let short = o.short.map { "-\($0), " } ?? ""
-            text += "  " + pad(short + o.synopsis, 24) + o.help + "\n"
+            text += "  " + pad(short + o.synopsis, 24) + (o.isRequired ? "(required) " : "") + o.help + "\n"
         }
+        text += "  " + pad(ProvisionCLI.noColor.synopsis, 24) + ProvisionCLI.noColor.help + "\n"
         text += "  " + pad("-h, --help", 24) + "show this help\n"
         return text
     }

@@ -13,7 +13,9 @@ public struct GATTCommand: Command {
         DEVICE is an inventory id (with --inventory), an address (C0:5E:00:00:00:01) or an advertised name.
         The device is found, connected, discovered in full and every characteristic that declares `read`
         is read (a refused read is shown with its error). Values are shown as hex, and as text when they
-        are printable UTF-8; whatever the device sends is escaped. With --json, one JSON document.
+        are printable UTF-8; known characteristics are decoded (Battery Level as a percentage, PnP ID and
+        connection parameters as their fields, strings as text); whatever the device sends is escaped.
+        With --json, one JSON document.
         Exit status: 0 done, 1 the device was not found or failed, 2 usage, 3 adapter failure.
         """
     public let positionals = [PositionalSpec("DEVICE", help: "inventory id, address or advertised name")]
@@ -50,8 +52,8 @@ public struct GATTCommand: Command {
             return OneDevice.report(OneDevice.failure(error, doing: "gatt", on: device.shown), usage: usage, output: out)
         }
         await device.close()
-        if arguments.flag("json") {
-            out.out(Self.json(survey, device: device.json))
+        if arguments.flag(SharedOptions.json) {
+            out.out(Self.json(survey, device: device.json, secrets: device.secrets))
         } else {
             for line in Self.text(survey, device: device) { out.out(escaping: line) }
         }
@@ -68,7 +70,8 @@ public struct GATTCommand: Command {
                 var line = "  characteristic \(Self.named(c.characteristic.uuid))  handle 0x\(hex(c.characteristic.valueHandle))"
                 line += "  " + (c.characteristic.properties.names.isEmpty ? "(no properties)" : c.characteristic.properties.names.joined(separator: ", "))
                 switch c.value {
-                case .success(let bytes)?: line += "  = " + Self.shown(bytes)
+                case .success(let bytes)? where device.secrets.hides(bytes: bytes): line += "  = " + Inventory.redacted
+                case .success(let bytes)?: line += "  = " + Self.shown(bytes, of: c.characteristic.uuid)
                 case .failure(let e)?: line += "  (read refused: \(e))"
                 case nil: break
                 }
@@ -81,11 +84,20 @@ public struct GATTCommand: Command {
         return lines
     }
 
-    /// `2.4.1` shown as `"2.4.1" (322e342e31)`; bytes that are not printable text as hex alone.
-    static func shown(_ bytes: [UInt8]) -> String {
+    /// A known characteristic decoded with its bytes (`57 % (39)`); otherwise `2.4.1` shown as
+    /// `"2.4.1" (322e342e31)`, and bytes that are not printable text as hex alone.
+    static func shown(_ bytes: [UInt8], of uuid: BluetoothUUID? = nil) -> String {
         if bytes.isEmpty { return "(empty)" }
-        if let text = printable(bytes) { return "\"\(text)\" (\(bytes.hexString))" }
+        if let uuid, let decoded = KnownCharacteristic.decode(uuid, bytes) { return "\(decoded) (\(bytes.hexString))" }
+        if let text = text(bytes, of: uuid) { return "\"\(text)\" (\(bytes.hexString))" }
         return bytes.hexString
+    }
+
+    /// The value as text: for a known characteristic only when it is a string (Battery Level `39` is
+    /// the number 57, not the text "9"); for others when the bytes are printable UTF-8.
+    static func text(_ bytes: [UInt8], of uuid: BluetoothUUID?) -> String? {
+        if let uuid, KnownCharacteristic.isKnown(uuid) && !KnownCharacteristic.isString(uuid) { return nil }
+        return printable(bytes)
     }
 
     /// The bytes as text when they are UTF-8 without control characters (a trailing NUL, as some
@@ -132,8 +144,10 @@ public struct GATTCommand: Command {
         var descriptors: [JSONDescriptor]
         /// Hex, when read.
         var value: String?
-        /// The value as text, when it is printable UTF-8.
+        /// The value as text, when it is printable UTF-8 (and, for a known characteristic, a string).
         var text: String?
+        /// A known characteristic's value decoded (`57 %`).
+        var decoded: String?
         var error: String?
     }
 
@@ -152,16 +166,19 @@ public struct GATTCommand: Command {
     }
 
     /// The survey as one JSON document (keys sorted, snake_case).
-    static func json(_ survey: GATTSurvey, device: [String: JSONScalar]) -> String {
+    static func json(_ survey: GATTSurvey, device: [String: JSONScalar], secrets: SecretScope = SecretScope()) -> String {
         func name(_ u: BluetoothUUID) -> String? { u.value16.flatMap { knownNames[$0] } }
         let doc = JSONSurvey(device: device, mtu: survey.mtu, services: survey.services.map { s in
             JSONService(uuid: s.service.uuid.description, name: name(s.service.uuid), startHandle: s.service.startHandle,
                         endHandle: s.service.endHandle, characteristics: s.characteristics.map { c in
-                var value: String?, text: String?, error: String?
+                var value: String?, text: String?, decoded: String?, error: String?
                 switch c.value {
+                case .success(let b)? where secrets.hides(bytes: b):
+                    value = Inventory.redacted
                 case .success(let b)?:
                     value = b.hexString
-                    text = printable(b)
+                    text = Self.text(b, of: c.characteristic.uuid)
+                    decoded = KnownCharacteristic.decode(c.characteristic.uuid, b)
                 case .failure(let e)?: error = "\(e)"
                 case nil: break
                 }
@@ -169,7 +186,7 @@ public struct GATTCommand: Command {
                                           declarationHandle: c.characteristic.declarationHandle, valueHandle: c.characteristic.valueHandle,
                                           properties: c.characteristic.properties.names,
                                           descriptors: c.descriptors.map { JSONDescriptor(handle: $0.handle, uuid: $0.uuid.description, name: name($0.uuid)) },
-                                          value: value, text: text, error: error)
+                                          value: value, text: text, decoded: decoded, error: error)
             })
         })
         let encoder = JSONEncoder()

@@ -1,6 +1,8 @@
 import BLE
+import Digests
 import Engine
 import Foundation
+import Support
 import Workflow
 
 /// The self-contained HTML report (`provision run --html PATH`, `provision report --html PATH`): one
@@ -99,7 +101,7 @@ struct HTMLReport {
         if r.simulated { x += " <span class=\"badge sim\" data-figure=\"simulated\">simulated</span>" }
         if r.resumed { x += " <span class=\"badge\">resumed</span>" }
         x += "</h1>\n<p class=\"meta\">run <code data-figure=\"run-id\">\(Self.h(r.id))</code> · station \(Self.h(r.station)) · "
-        x += "\(Self.h(r.started)) → \(Self.h(r.finished ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
+        x += "\(Self.h(r.started.iso)) → \(Self.h(r.finished?.iso ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
         x += "workflow \(Self.h(r.workflow.path)) <code>\(Self.h(String(r.workflow.sha256.prefix(12))))…</code> · "
         x += "inventory \(Self.h(r.inventory.path)) · provision \(Self.h(r.toolVersion))</p>\n"
         if let meta = r.metaText { x += "<p class=\"meta\" data-figure=\"run-meta\">\(Self.h(meta))</p>\n" }
@@ -164,8 +166,13 @@ struct HTMLReport {
 
     /// A horizontal bar `n / of` wide.
     static func bar(_ n: Int, of most: Int, style: String = "") -> String {
-        let pct = most > 0 ? Double(n) * 100 / Double(most) : 0
-        return "<span class=\"bar \(style)\" style=\"width:\(String(format: "%.1f", max(n > 0 ? 0.5 : 0, pct)))%\"></span>"
+        bar(share: most > 0 ? Double(n) / Double(most) : 0, style: style)
+    }
+
+    /// A horizontal bar `share` (0...1) of the full width; a share above 0 is at least visible.
+    static func bar(share: Double, style: String = "") -> String {
+        let pct = share.isFinite ? min(100, max(0, share * 100)) : 0
+        return "<span class=\"bar \(style)\" style=\"width:\(String(format: "%.1f", max(share > 0 ? 0.5 : 0, pct)))%\"></span>"
     }
 
     // MARK: - Time
@@ -186,7 +193,7 @@ struct HTMLReport {
             for s in d.steps where s.outcome == .succeeded || s.outcome == .failed {
                 if steps[s.name] == nil {
                     order.append(s.name)
-                    steps[s.name] = StepTime(name: s.name, kind: s.kind)
+                    steps[s.name] = StepTime(name: s.name, kind: s.kind.rawValue)
                 }
                 steps[s.name]?.durations.append(s.durationMs)
                 if s.outcome == .failed { steps[s.name]?.failed += 1 }
@@ -201,12 +208,13 @@ struct HTMLReport {
         for (name, total) in zip(order, totals) {
             guard let st = steps[name] else { continue }
             let sorted = st.durations.sorted()
-            func pct(_ p: Double) -> Double { sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count - 1)).rounded())))] }
+            // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+            func pct(_ p: Int) -> Double { Percentile.of(sorted, percent: p) ?? 0 }
             x += "<tr data-step=\"\(Self.h(name))\"><td>\(Self.h(name))</td><td><span class=\"key k-\(Self.kindClass(st.kind))\"></span>\(Self.h(st.kind))</td>"
             x += "<td class=\"num\">\(sorted.count)</td><td class=\"num\">\(Self.ms(total))</td>"
-            x += "<td class=\"num\">\(String(format: "%.1f", total * 100 / all)) %</td><td class=\"num\">\(Self.ms(pct(0.5)))</td>"
-            x += "<td class=\"num\">\(Self.ms(pct(0.95)))</td><td class=\"num\">\(Self.ms(sorted.last ?? 0))</td><td class=\"num\">\(st.failed)</td>"
-            x += "<td>\(Self.bar(Int(total * 1000), of: Int(most * 1000)))</td></tr>\n"
+            x += "<td class=\"num\">\(String(format: "%.1f", total * 100 / all)) %</td><td class=\"num\">\(Self.ms(pct(50)))</td>"
+            x += "<td class=\"num\">\(Self.ms(pct(95)))</td><td class=\"num\">\(Self.ms(sorted.last ?? 0))</td><td class=\"num\">\(st.failed)</td>"
+            x += "<td>\(Self.bar(share: most > 0 ? total / most : 0))</td></tr>\n"
         }
         x += "</tbody>\n</table>\n"
         x += timeline
@@ -217,12 +225,10 @@ struct HTMLReport {
     /// Every device's steps on the run's clock (SVG): a row per device, a segment per step coloured by
     /// its kind, failed steps outlined.
     private var timeline: String {
-        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-        func date(_ s: String?) -> Date? { s.flatMap { try? style.parse($0) } }
-        guard let runStart = date(report.run.started) else { return "" }
+        let runStart = report.run.started
         var rows = devices.compactMap { d -> (DeviceRecord, Double)? in
-            guard let t = date(d.started), !d.steps.isEmpty else { return nil }
-            return (d, t.timeIntervalSince(runStart) * 1000)
+            guard let t = d.started, !d.steps.isEmpty else { return nil }
+            return (d, Double(t.millisecondsSince1970 - runStart.millisecondsSince1970))
         }
         guard !rows.isEmpty else { return "" }
         let total = rows.count
@@ -255,13 +261,13 @@ struct HTMLReport {
             for s in d.steps where s.outcome == .succeeded || s.outcome == .failed {
                 let x0 = xPos(offset + s.startMs)
                 let w = max(0.6, xPos(offset + s.startMs + s.durationMs) - x0)
-                x += "<rect x=\"\(Self.f(x0))\" y=\"\(Self.f(y + 2))\" width=\"\(Self.f(w))\" height=\"\(Self.f(rowHeight - 4))\" class=\"k-\(Self.kindClass(s.kind))\(s.outcome == .failed ? " failed" : "")\">"
+                x += "<rect x=\"\(Self.f(x0))\" y=\"\(Self.f(y + 2))\" width=\"\(Self.f(w))\" height=\"\(Self.f(rowHeight - 4))\" class=\"k-\(Self.kindClass(s.kind.rawValue))\(s.outcome == .failed ? " failed" : "")\">"
                 x += "<title>\(Self.h(d.id)) · \(Self.h(s.name)) · \(Self.h(Self.ms(s.durationMs))) · \(s.outcome.rawValue)</title></rect>"
             }
             x += "</g>\n"
         }
         x += "</svg>\n<p class=\"legend\">"
-        for kind in Set(rows.flatMap { $0.0.steps.map(\.kind) }).sorted() {
+        for kind in Set(rows.flatMap { $0.0.steps.map(\.kind.rawValue) }).sorted() {
             x += "<span class=\"key k-\(Self.kindClass(kind))\"></span>\(Self.h(kind)) "
         }
         x += "<span class=\"key failedkey\"></span>failed</p>\n"
@@ -331,15 +337,14 @@ struct HTMLReport {
         let w = 36.0, top = 90.0
         let width = Double(bins.count) * w + 10
         var x = "<svg class=\"hist\" viewBox=\"0 0 \(Int(width)) \(Int(top + 30))\" width=\"\(Int(width))\" role=\"img\" aria-label=\"histogram\">\n"
-        let integers = g.type.type != .real
         for (i, b) in bins.enumerated() {
             let bh = Double(b.count) / most * top
             let x0 = 5 + Double(i) * w
-            let label = integers && b.from == b.to ? Grouping.number(b.from) : "\(Grouping.number(b.from))–\(Grouping.number(b.to))"
+            let label = Grouping.label(b)
             x += "<g data-bin=\"\(h(label))\" data-count=\"\(b.count)\"><rect x=\"\(f(x0 + 2))\" y=\"\(f(top - bh + 12))\" width=\"\(f(w - 4))\" height=\"\(f(bh))\" class=\"col\">"
             x += "<title>\(h(label)): \(b.count)</title></rect>"
             x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top - bh + 10))\" class=\"count\">\(b.count)</text>"
-            x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top + 24))\" class=\"axis\">\(h(Grouping.number(b.from)))</text></g>\n"
+            x += "<text x=\"\(f(x0 + w / 2))\" y=\"\(f(top + 24))\" class=\"axis\">\(h(Grouping.bound(b.from)))</text></g>\n"
         }
         x += "</svg>\n"
         return x
@@ -371,7 +376,8 @@ struct HTMLReport {
             let values = all.compactMap(\.1.result.value).sorted { (try? TypedValue.compare($0, .less, $1)) ?? false }
             var range = ""
             if let lo = values.first, let hi = values.last {
-                range = lo == hi ? lo.description : "\(lo.description) … \(values[values.count / 2].description) … \(hi.description)"
+                let p50 = Percentile.of(values, percent: 50) ?? lo
+                range = lo == hi ? lo.description : "\(lo.description) … \(p50.description) … \(hi.description)"
             }
             x += "<tr data-measurement=\"\(Self.h(name))\"><td>\(Self.h(name))</td><td>\(Self.h(limits))</td><td>\(Self.h(unit))</td>"
             x += "<td class=\"num ok\" data-pass=\"\(pass)\">\(pass)</td><td class=\"num bad\" data-fail=\"\(all.count - pass)\">\(all.count - pass)</td>"
@@ -395,7 +401,7 @@ struct HTMLReport {
     private var compared: String {
         guard let c = comparison else { return "" }
         var x = "<section id=\"compare\">\n<h2>Compared with \(Self.h(c.older.id))</h2>\n"
-        x += "<p>older run started \(Self.h(c.older.started)); this run \(Self.h(c.newer.started)).</p>\n"
+        x += "<p>older run started \(Self.h(c.older.started.iso)); this run \(Self.h(c.newer.started.iso)).</p>\n"
         if c.workflowChanged { x += "<p class=\"warn\">The workflow changed between the runs.</p>\n" }
         x += "<table>\n<thead><tr><th>outcome</th><th class=\"num\">before</th><th class=\"num\">after</th></tr></thead>\n<tbody>\n"
         for o in DeviceOutcome.allCases.map(\.rawValue) {

@@ -31,7 +31,7 @@ public struct LineCommand: Command {
         3 the line cannot be reached (or outcomes are still waiting).
         """
     public let positionals = [
-        PositionalSpec("ACTION", help: "status, flush, init, migrate or grant"),
+        PositionalSpec("ACTION", help: "status, flush, init, migrate or grant", choices: ["status", "flush", "init", "migrate", "grant"]),
         PositionalSpec("SPOOL", help: "flush: the spool file a station left beside its report", isOptional: true),
     ]
     public let options = [
@@ -77,7 +77,7 @@ public struct LineCommand: Command {
                 out.err("error: `provision line flush` needs the SPOOL file")
                 return ExitCode.invalidInput
             }
-            if arguments.value("run") != nil || arguments.flag("json") {
+            if arguments.value("run") != nil || arguments.flag(SharedOptions.json) {
                 out.err("error: `flush` takes the run and the station from the spool (no --run, no --json)")
                 return ExitCode.invalidInput
             }
@@ -88,7 +88,7 @@ public struct LineCommand: Command {
             out.err(escaping: "error: `provision line status` takes no file (`\(arguments.positionals[1])`)")
             return ExitCode.invalidInput
         }
-        return await status(line: cs, run: arguments.value("run"), json: arguments.flag("json"), out: out)
+        return await status(line: cs, run: arguments.value("run"), json: arguments.flag(SharedOptions.json), out: out)
     }
 
     /// Connects to the line; nil, after saying why (and `note`), when it cannot be reached.

@@ -3,6 +3,7 @@ import Foundation
 import LineDatabase
 import LineStore
 import PostgresClient
+import Support
 import Workflow
 
 /// `--line URL` (or `PROVISION_LINE`): the line database a command works on, as a libpq connection
@@ -67,51 +68,60 @@ struct LineSettings {
     var policy = ClaimPolicy()
 
     /// Parses `--run`, `--station`, `--lease`, `--claim` and `--idle`, and refuses what a line station
-    /// cannot do (`--resume`, `--retry-failed`, `--journal`, `--no-fsync`).
-    static func parse(_ arguments: ParsedArguments, connectionString: ConnectionString) -> Result<LineSettings, UsageError> {
+    /// cannot do (`--resume` and `--retry-failed`, `--journal`, `--no-fsync`: said as given).
+    static func parse(_ arguments: ParsedArguments, connectionString: ConnectionString, journal: Bool, resume: Bool,
+                      fsync: Bool) throws(UsageError) -> LineSettings {
         var s = LineSettings(connectionString: connectionString)
-        if arguments.value("resume") != nil || arguments.flag("retry-failed") {
-            return .failure(UsageError("a line station does not resume a journal: run the same command again and it joins the line's run, whose record is the line database (docs/line.md)"))
+        if resume {
+            throw UsageError("a line station does not resume a journal: run the same command again and it joins the line's run, whose record is the line database (docs/line.md)")
         }
-        if arguments.value("journal") != nil {
-            return .failure(UsageError("a line station writes no journal (the line database is its record); outcomes the line cannot take wait in `--spool PATH`"))
+        if journal {
+            throw UsageError("a line station writes no journal (the line database is its record); outcomes the line cannot take wait in `--spool PATH`")
         }
-        if arguments.flag("no-fsync") {
-            return .failure(UsageError("`--no-fsync` is for the file journal; a line station's intents and outcomes are committed on the line"))
+        if !fsync {
+            throw UsageError("`--no-fsync` is for the file journal; a line station's intents and outcomes are committed on the line")
         }
-        if let id = arguments.value("run") {
-            if let problem = LineOption.problem(withRunID: id) { return .failure(UsageError(problem)) }
-            s.runID = id
-        }
-        if let name = arguments.value("station") {
-            guard !name.isEmpty, name.count <= 100, !name.contains("/"),
-                  !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                return .failure(UsageError("`--station` must be a name of 1 to 100 characters without `/` or control characters"))
-            }
-            s.station = name
-        }
-        func duration(_ name: String, minimum: Duration) -> Result<Duration?, UsageError> {
-            guard let text = arguments.value(name) else { return .success(nil) }
-            guard case .success(let d) = DurationText.parse(text), d >= minimum else {
-                return .failure(UsageError("`--\(name)` must be a duration with a unit of at least \(DurationText.format(minimum)) (30s, 2m), not `\(text)`"))
-            }
-            return .success(d)
-        }
-        switch duration("lease", minimum: .seconds(1)) {
-        case .failure(let e): return .failure(e)
-        case .success(let d): if let d { s.lease = d }
-        }
-        switch duration("idle", minimum: .zero) {
-        case .failure(let e): return .failure(e)
-        case .success(let d): if let d { s.policy.idleLimit = d == .zero ? nil : d }
-        }
-        switch arguments.value("claim") {
-        case nil, "heard"?: s.policy.heardOnly = true
-        case "all"?: s.policy.heardOnly = false
-        case let other?: return .failure(UsageError("`--claim` is `heard` or `all`, not `\(other)`"))
-        }
-        return .success(s)
+        s.runID = try arguments.value(run)
+        s.station = try arguments.value(station)
+        s.lease = try arguments.value(lease) ?? s.lease
+        if let idle = try arguments.value(idle) { s.policy.idleLimit = idle == .zero ? nil : idle }
+        s.policy.heardOnly = try arguments.value(claim) ?? true
+        return s
     }
+
+    // MARK: The options
+
+    static let run = TypedOption(OptionSpec("run", kind: .value("ID"),
+                                            help: "with --line: the run to create or join (default: WORKFLOW-NAME/INVENTORY-NAME)")) {
+        text throws(UsageError) -> String in
+        if let problem = LineOption.problem(withRunID: text) { throw UsageError(problem) }
+        return text
+    }
+    static let station = TypedOption(OptionSpec("station", kind: .value("NAME"), help: "with --line: this station's name (default: the host name)")) {
+        name throws(UsageError) -> String in
+        guard !name.isEmpty, name.count <= 100, !name.contains("/"),
+              !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw UsageError("`--station` must be a name of 1 to 100 characters without `/` or control characters")
+        }
+        return name
+    }
+    static let lease = DurationOption.make("lease", help: "with --line: how long a claim lasts unless renewed (default 30s)",
+                                           examples: "30s, 2m", minimum: .seconds(1))
+    /// `--claim heard|all`: true for `heard`.
+    static let claim = TypedOption(OptionSpec("claim", kind: .value("heard|all"),
+                                              help: "with --line: claim devices this station hears (default), or any, in inventory order")) {
+        text throws(UsageError) -> Bool in
+        switch text {
+        case "heard": return true
+        case "all": return false
+        default: throw UsageError("`--claim` is `heard` or `all`, not `\(text)`")
+        }
+    }
+    static let idle = DurationOption.make("idle", help: "with --line: stop after claiming nothing for this long (default 1m; 0s: until the run is done)",
+                                          examples: "30s, 2m", minimum: .zero)
+
+    /// The options that mean something on a line only, in `--help` order.
+    static let specs = [run.spec, station.spec, lease.spec, claim.spec, idle.spec]
 
     /// The store's settings for a run.
     func storeSettings(run: LineRun, adapters: [String], devices: [String], spoolPath: String) -> LineRunStore.Settings {

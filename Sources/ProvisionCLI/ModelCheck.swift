@@ -36,16 +36,16 @@ enum ModelCheck {
                 broken[name] = error
             }
         }
-        // Which model each device uses: its `simulator: { model: NAME or FILE }`, else the default.
-        var modelOf: [String: DeviceModel] = [:]
+        // Which model each device uses (by name): its `simulator: { model: NAME or FILE }`, else the default.
+        var modelOf: [String: String] = [:]
         for device in inventory.devices {
             guard let named = device.simulator?["model"]?.scalar else {
-                modelOf[device.id] = defaultModel
+                modelOf[device.id] = defaultModel.name
                 continue
             }
             let file = named.split(separator: "/").last.map(String.init) ?? named
             if let m = models[named] ?? models.values.first(where: { ($0.file as NSString).lastPathComponent == file }) {
-                modelOf[device.id] = m
+                modelOf[device.id] = m.name
             } else if let error = broken[file] {
                 out.append(diagnostic(error))
             } else {
@@ -71,7 +71,7 @@ enum ModelCheck {
         if let workflow = result.workflow ?? result.partialWorkflow {
             var checked = Set<String>()
             for device in result.selectedDevices {
-                guard let model = modelOf[device.id], checked.insert(model.name).inserted else { continue }
+                guard let name = modelOf[device.id], checked.insert(name).inserted, let model = models[name] else { continue }
                 out += targets(of: workflow, against: model)
             }
         }

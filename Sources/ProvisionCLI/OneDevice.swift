@@ -15,16 +15,20 @@ import Workflow
 struct OneDevice {
     /// The options every one-device command takes.
     static let options: [OptionSpec] = [
-        OptionSpec("adapter", short: "a", kind: .value("SPEC"), help: "adapter: sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N"),
-        OptionSpec("inventory", short: "i", kind: .value("FILE"), role: .input,
-                   help: "find DEVICE by inventory id; with `--adapter sim`, the fleet to simulate"),
-        OptionSpec("timeout", short: "t", kind: .value("DURATION"), help: "deadline for finding, connecting and the operation (default 10s)"),
-        OptionSpec("json", kind: .flag, help: "print JSON"),
-        OptionSpec("trace", kind: .value("PATH"), role: .output, help: "protocol trace: btsnoop for HCI (Wireshark), ATT PDUs for sim"),
-        OptionSpec("force", kind: .flag, help: "replace an existing --trace file"),
+        SharedOptions.adapter.required.spec,
+        SharedOptions.inventory.help("find DEVICE by inventory id; with `--adapter sim`, the fleet to simulate").spec,
+        OptionSpec("workflow", kind: .value("FILE"), role: .input,
+                   help: "a workflow whose `vars:` declarations apply (its `secret: true` variables are hidden too)"),
+        timeout.spec,
+        SharedOptions.json,
+        SharedOptions.trace.help("protocol trace: btsnoop for HCI (Wireshark), ATT PDUs for sim").spec,
+        force,
         OptionSpec("sim-state", kind: .value("PATH"), role: .output,
                    help: "simulator: the virtual devices' state, as `provision run --sim-state` keeps it (read, and written back)"),
     ]
+    static let force = SharedOptions.force(replacing: "--trace file")
+    static let timeout = SharedOptions.timeout("deadline for finding, connecting and the operation (default 10s)", examples: "10s, 500ms",
+                                               positive: true)
 
     /// What DEVICE named, once found.
     struct Found: Sendable {
@@ -54,6 +58,9 @@ struct OneDevice {
     let inventory: Inventory?
     let traces: TraceOutputs
     let output: Output
+    /// The device's secrets, hidden in everything printed as `run` hides them (the inventory's
+    /// `secrets:` and `--workflow`'s secret variables).
+    var secrets: SecretScope
 
     /// Time left before the deadline (never negative).
     var remaining: Duration { max(.zero, deadline - .now) }
@@ -61,30 +68,42 @@ struct OneDevice {
     /// Checks the options, opens the adapter (traced when asked) and finds DEVICE.
     static func open(_ arguments: ParsedArguments, device argument: String, context: CommandContext) async throws(Failure) -> OneDevice {
         let out = context.output
-        guard let spec = arguments.value("adapter") else {
-            throw Failure(message: "`--adapter SPEC` is required (sim, or an HCI adapter such as hci:tcp:127.0.0.1:9000)", code: ExitCode.invalidInput, isUsage: true)
-        }
-        if let problem = AdapterFactory.problem(with: spec) {
-            throw Failure(message: "`--adapter \(spec)` is not an adapter spec (sim, hci:tcp:HOST:PORT, hci:serial:DEV[@BAUD], hci:user:N): \(problem)",
-                          code: ExitCode.invalidInput, isUsage: true)
-        }
-        var timeout: Duration = .seconds(10)
-        if let t = arguments.value("timeout") {
-            guard case .success(let d) = DurationText.parse(t), d > .zero else {
-                throw Failure(message: "`--timeout` must be a duration with a unit (10s, 500ms), not `\(t)`", code: ExitCode.invalidInput, isUsage: true)
+        let choice: AdapterChoice, timeout: Duration
+        do throws(UsageError) {
+            guard let c = try arguments.value(SharedOptions.adapter) else {
+                throw UsageError("`--adapter SPEC` is required (sim, or an HCI adapter such as hci:tcp:127.0.0.1:9000)")
             }
-            timeout = d
+            choice = c
+            timeout = try arguments.value(Self.timeout) ?? .seconds(10)
+        } catch {
+            throw Failure(message: error.message, code: ExitCode.invalidInput, isUsage: true)
         }
+        let spec = choice.spec
         let deadline = ContinuousClock.now + timeout
 
+        // The workflow's declarations: its secret variables are hidden like the inventory's.
+        var workflow: Workflow?
+        if let path = arguments.value("workflow") {
+            switch Validator.readFile(ValueSpec.resolve(path: path, baseDirectory: context.currentDirectory), shownAs: path) {
+            case .success(let bytes):
+                let parsed = WorkflowParser().parse(bytes: bytes, path: path)
+                guard let w = parsed.workflow else {
+                    let errors = parsed.diagnostics.filter { $0.severity == .error }
+                    throw Failure(message: errors.map { ValidateCommand.render($0, output: out) }.joined(separator: "\n"), code: ExitCode.invalidInput)
+                }
+                workflow = w
+            case .failure(let d):
+                throw Failure(message: ValidateCommand.render(d, output: out), code: ExitCode.invalidInput)
+            }
+        }
         var inventory: Inventory?
-        if let path = arguments.value("inventory") {
+        if let path = arguments.text(SharedOptions.inventory) {
             let loaded = Validator.loadInventory(path, currentDirectory: context.currentDirectory)
             guard let inv = loaded.inventory, !loaded.diagnostics.contains(where: { $0.severity == .error }) else {
                 throw Failure(message: loaded.diagnostics.map { ValidateCommand.render($0, output: out) }.joined(separator: "\n"),
                               code: ExitCode.invalidInput)
             }
-            inventory = inv
+            inventory = workflow.map { inv.withSecrets(of: $0) } ?? inv
         } else if spec == "sim" {
             throw Failure(message: "`--adapter sim` needs `--inventory FILE` (the fleet to simulate)", code: ExitCode.invalidInput, isUsage: true)
         }
@@ -92,11 +111,11 @@ struct OneDevice {
 
         // The trace file goes through the same checks as a run's outputs.
         var tracePath: String?
-        if let trace = arguments.value("trace") {
+        if let trace = arguments.text(SharedOptions.trace) {
             var plan = OutputPaths(outputs: [OutputPaths.Output(option: "trace", path: trace, kind: .stream)],
                                    inputs: inventory.map { [InputFile(role: "the inventory", path: $0.path)] } ?? [],
                                    currentDirectory: context.currentDirectory)
-            plan.force = arguments.flag("force")
+            plan.force = arguments.flag(Self.force)
             if let problem = plan.problems().first { throw Failure(message: problem, code: ExitCode.invalidInput) }
             tracePath = plan.absolute(trace)
         }
@@ -131,7 +150,7 @@ struct OneDevice {
             traces.close()
             throw Failure(message: "adapter `\(spec)`: \(error)", code: ExitCode.environment)
         }
-        if let trace = arguments.value("trace") { out.err(escaping: TraceOutputs.secretsNote([trace])) }
+        if let trace = arguments.text(SharedOptions.trace) { out.err(escaping: TraceOutputs.secretsNote([trace])) }
 
         // What to listen for.
         var filter = ScanFilter()
@@ -181,7 +200,8 @@ struct OneDevice {
         let device = listed ?? byAddress
         let found = Found(argument: argument, id: device?.id, address: heard.address, name: heard.name, rssi: heard.rssi,
                           adapter: central.id, device: device)
-        return OneDevice(central: central, found: found, deadline: deadline, inventory: inventory, traces: traces, output: out)
+        return OneDevice(central: central, found: found, deadline: deadline, inventory: inventory, traces: traces, output: out,
+                         secrets: SecretScope(inventory: inventory, workflow: workflow, device: device))
     }
 
     /// A session to the device (no reconnects: a one-off check reports a lost link, it does not hide it).

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemIO
 import Workflow
 
 #if canImport(Glibc)
@@ -72,19 +73,10 @@ final class StandardStream: Sendable {
         let bytes = Array(text.utf8)
         gone.withLock { gone in
             guard !gone else { return }
-            bytes.withUnsafeBytes { raw in
-                guard var p = raw.baseAddress else { return }
-                var left = raw.count
-                while left > 0 {
-                    let n = Glibc.write(fd, p, left)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        gone = true  // EPIPE, EIO (a hung-up terminal), EBADF, ENOSPC: stop printing here
-                        return
-                    }
-                    p += n
-                    left -= n
-                }
+            do throws(FileError) {
+                try FileIO.writeAll(fd, bytes, path: fd == STDOUT_FILENO ? "standard output" : "standard error")
+            } catch {
+                gone = true  // EPIPE, EIO (a hung-up terminal), EBADF, ENOSPC: stop printing here
             }
         }
     }

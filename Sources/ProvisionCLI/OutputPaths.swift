@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import SystemIO
 import Workflow
 #if canImport(Glibc)
 import Glibc
@@ -18,12 +19,12 @@ struct OutputPaths {
     /// How an output is written, which decides what may already be there.
     enum Kind: Equatable {
         /// Written whole at the end, replacing what was there (report, JUnit, simulator dump): an
-        /// existing file needs `--force`, except the report or JUnit of the very run being resumed.
+        /// existing regular file needs `--force`, except the report or JUnit of the very run being resumed.
+        /// (A FIFO, a device or a standard stream is fine for a document or a stream: it is written as it is.)
         case document
         /// The journal: appended to. Without `--resume` it must not exist (or be empty); with it, it must.
         case journal
-        /// Lines written as the run goes (`--events`): a FIFO or a character device is fine; an existing
-        /// regular file needs `--force`.
+        /// Written as the run goes (`--events`, `--trace`): an existing regular file needs `--force`.
         case stream
         /// Read and written (`--sim-state`, `--bonds`): may exist; it is kept from run to run (the state a
         /// resumed run continues from, the bonds a later run encrypts with).
@@ -85,24 +86,45 @@ struct OutputPaths {
         return out
     }
 
-    /// Directory and existing-file rules for one output.
+    /// Directory and existing-file rules for one output, by the output-path rule (`OutputPath`): a FIFO,
+    /// a character device or a standard stream is written as it is (a document or a stream may go
+    /// there; what is read back, the journal, the spool and state files, may not); anything else is a
+    /// regular file written beside its target (symbolic links followed), whose directory must take it.
     private func place(_ o: Output, full: String, shown: String) -> String? {
-        let found = InventoryParser.directory(of: full)
-        let dir = found.isEmpty ? "." : found
         var st = stat()
-        if stat(dir, &st) != 0 {
+        let exists = stat(full, &st) == 0
+        let type = exists ? st.st_mode & S_IFMT : 0
+        if exists, type == S_IFDIR { return "\(shown) is a directory" }
+        if (exists && (type == S_IFIFO || type == S_IFCHR)) || OutputPath.isStandardStream(full) {
+            let what = type == S_IFIFO ? "a FIFO" : type == S_IFCHR ? "a device" : "a standard stream"
+            switch o.kind {
+            case .document, .stream:
+                return exists ? nil : "\(shown): \(full) is not open"
+            case .journal, .spool, .state:
+                return "\(shown) is \(what): it is read back, so it must be a regular file"
+            }
+        }
+        if exists, type != S_IFREG { return "\(shown) is not a regular file, a FIFO or a character device" }
+        let target: String
+        do {
+            target = try OutputPath.target(of: full)
+        } catch where error.errno == ELOOP {
+            return "\(shown): \(error)"
+        } catch {
+            target = full  // a missing or unusable directory: said below
+        }
+        let found = InventoryParser.directory(of: target)
+        let dir = found.isEmpty ? "." : found
+        var dst = stat()
+        if stat(dir, &dst) != 0 {
             if o.isDefault { return nil }  // `reports/` is created before the run
             return "\(shown): directory \(dir) does not exist"
         }
-        if st.st_mode & S_IFMT != S_IFDIR { return "\(shown): \(dir) is not a directory" }
+        if dst.st_mode & S_IFMT != S_IFDIR { return "\(shown): \(dir) is not a directory" }
         if access(dir, W_OK | X_OK) != 0 { return "\(shown): directory \(dir) is not writable (\(String(cString: strerror(errno))))" }
-        guard stat(full, &st) == 0 else {
+        guard exists else {
             return o.kind == .journal && resume ? "\(shown): no such journal to resume" : nil
         }
-        let type = st.st_mode & S_IFMT
-        if type == S_IFDIR { return "\(shown) is a directory" }
-        if o.kind == .stream, type == S_IFIFO || type == S_IFCHR { return nil }
-        if type != S_IFREG { return "\(shown) is not a regular file" }
         switch o.kind {
         case .state:
             return nil
@@ -132,6 +154,34 @@ struct OutputPaths {
         default:
             return false
         }
+    }
+}
+
+extension OutputPaths {
+    /// Where the files kept beside the report go (the journal, the spool, the retry file): the report's
+    /// path with another extension, unless the report is written as it is (a FIFO, a device, a standard
+    /// stream), whose directory is no place for files (`/dev`): then `fallback` with that extension, in
+    /// the default `reports/` directory.
+    struct Beside {
+        var report: String?
+        var fallback: String
+        var currentDirectory: String
+
+        /// True when the given report is written as it is.
+        var reportIsAsIs: Bool {
+            guard let report else { return false }
+            if case .asIs? = try? OutputPath.resolve(ValueSpec.resolve(path: report, baseDirectory: currentDirectory)) { return true }
+            return false
+        }
+
+        /// The file with extension `ext` beside `report` (the given one when nil).
+        func path(_ ext: String, report given: String? = nil) -> String {
+            guard let base = given ?? report, !reportIsAsIs else { return fallback + "." + ext }
+            return RunPaths.replacingExtension(base, with: ext)
+        }
+
+        /// Whether a file beside the report is in the default directory (created before the run).
+        func isDefault(_ given: String?) -> Bool { given == nil || reportIsAsIs }
     }
 }
 

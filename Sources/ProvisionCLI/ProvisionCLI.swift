@@ -19,18 +19,35 @@ public enum ProvisionCLI {
         WriteCommand(),
         SubscribeCommand(),
         BenchCommand(),
+        CompletionCommand(),
         DevInventoryCommand(),
     ]
+
+    /// `--no-color`: taken by every command (and by `provision` itself before the command).
+    static let noColor = OptionSpec("no-color", kind: .flag, help: "no colours, as NO_COLOR (every command)")
 
     /// Runs with the process's stdout/stderr and environment.
     public static func main(_ arguments: [String]) async -> Int32 {
         ProcessEnvironment.prepare()
         let environment = ProcessInfo.processInfo.environment
-        return await main(arguments, context: CommandContext(output: .standard(environment: environment), environment: environment))
+        let context = CommandContext(output: .standard(environment: environment), environment: environment)
+        // A signal ends every command with 130, except those that stop their own way (`run`).
+        if let name = arguments.first, commands.first(where: { $0.name == name })?.handlesInterruption == true {
+            return await main(arguments, context: context)
+        }
+        return await Interruption.run(output: context.output) { await main(arguments, context: context) }
     }
 
     /// Runs with an explicit output and environment (tests capture output this way).
     public static func main(_ arguments: [String], context: CommandContext, commands: [any Command] = ProvisionCLI.commands) async -> Int32 {
+        // `--no-color`, anywhere before `--` and for every command: as NO_COLOR.
+        var arguments = arguments
+        var context = context
+        let options = arguments.prefix { $0 != "--" }
+        if options.contains(noColor.synopsis) {
+            arguments = options.filter { $0 != noColor.synopsis } + arguments.dropFirst(options.count)
+            context.output.colorEnabled = false
+        }
         let out = context.output
         guard let first = arguments.first else {
             out.writeErr(topHelp(commands))
@@ -84,6 +101,7 @@ public enum ProvisionCLI {
             text += "  " + c.name.padding(toLength: 12, withPad: " ", startingAt: 0) + c.summary + "\n"
         }
         text += "\n`provision <command> --help` describes a command; `provision --version` prints the version.\n"
+        text += "`--no-color` (with any command) or NO_COLOR turns colours off; `provision completion bash|zsh` prints shell completion.\n"
         return text
     }
 }

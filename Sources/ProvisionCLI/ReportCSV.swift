@@ -13,21 +13,26 @@ import Workflow
 /// carriage return, OWASP's list, or their full-width forms) is written with a leading `'`, so it is
 /// shown as text instead of run; plain numbers (`-73`) are left as they are.
 enum ReportCSV {
-    static func devices(_ devices: [DeviceRecord], run: RunInfo) -> String {
+    /// The rows, handed to `emit` a few hundred at a time (a large report is never one string).
+    static func devices(_ devices: [DeviceRecord], run: RunInfo, emit: (String) -> Void) {
         let keys = Set(devices.flatMap { $0.captured.keys }).sorted()
         let secured = devices.contains { $0.security != nil }
-        var rows = [row(["id", "address", "name", "outcome", "error_kind", "error_step", "error_message", "adapter", "rssi", "duration_ms",
-                         "attempts", "run_id", "started", "station"]
-                        + (secured ? ["security_level", "security_method", "security_bond"] : []) + keys)]
-        for d in devices {
+        var text = row(["id", "address", "name", "outcome", "error_kind", "error_step", "error_message", "adapter", "rssi", "duration_ms",
+                        "attempts", "run_id", "started", "station"]
+                       + (secured ? ["security_level", "security_method", "security_bond"] : []) + keys) + "\r\n"
+        for (i, d) in devices.enumerated() {
             var cells = [d.id, d.address ?? "", d.name ?? "", d.outcome.rawValue, d.error?.kind.rawValue ?? "", d.error?.step ?? "",
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
-                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started ?? "", d.station ?? ""]
-            if secured { cells += [d.security?.level ?? "", d.security?.method ?? "", d.security?.bond ?? ""] }
+                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started?.iso ?? "", d.station ?? ""]
+            if secured { cells += [d.security?.level.name ?? "", d.security?.method?.rawValue ?? "", d.security?.bond.rawValue ?? ""] }
             cells += keys.map { d.captured[$0]?.text ?? "" }
-            rows.append(row(cells))
+            text += row(cells) + "\r\n"
+            if i % 512 == 511 {
+                emit(text)
+                text = ""
+            }
         }
-        return rows.joined(separator: "\r\n") + "\r\n"
+        emit(text)
     }
 
     /// One row: each cell neutralised, quoted when it needs it (its quotes doubled).

@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import LineStore
 import PostgresClient
+import SystemIO
 import Workflow
 
 /// `provision report REPORT [--where EXPR] [--group-by FIELD] [--compare OLDER] [--csv | --json]
@@ -48,7 +49,7 @@ public struct ReportCommand: Command {
         if !groupBy.isEmpty, arguments.flag("csv") { return usageError(out, "`--group-by` prints text or JSON (`--json`), not CSV") }
         if !groupBy.isEmpty, arguments.value("compare") != nil { return usageError(out, "give `--group-by` or `--compare`, not both") }
 
-        // Load: the report, and the older one to compare with.
+        // Open: the report's top level, and the older one's to compare with.
         let source: any ReportSource
         switch Self.source(arguments, context) {
         case .success(let s): source = s
@@ -56,21 +57,40 @@ public struct ReportCommand: Command {
         }
         let sources: [any ReportSource] = [source]
             + (arguments.value("compare").map { [ReportFile(path: $0, currentDirectory: context.currentDirectory)] } ?? [])
-        var loaded: [LoadedReport] = []
+        var opened: [OpenedReport] = []
         for source in sources {
-            switch await source.load() {
-            case .success(let l):
-                loaded.append(l)
-                if let note = l.note { out.err(escaping: note) }
+            switch await source.open() {
+            case .success(let o):
+                opened.append(o)
+                if let note = o.note { out.err(escaping: note) }
             case .failure(let problem):
-                out.err(escaping: "error: \(source.label): \(problem.message)")
-                return problem.code
+                return fail(problem, source.label, out)
             }
         }
-        let newer = loaded[0]
-        let fields = ReportFields(newer.report)
+        let newer = opened[0]
+
+        // The names a condition or a grouping reads decide what of each device is kept (a report is
+        // streamed: only the parts a query needs stay in memory, never the whole run).
+        let whereText = arguments.value("where")
+        var named: Set<String> = Set(groupBy)
+        if let whereText, let parsed = try? Expression(parsing: whereText) { named.formUnion(parsed.names.map(\.name)) }
+        var keep = ReportProjection(names: named)
+        if whereText == nil, groupBy.isEmpty, !arguments.flag("csv"), !arguments.flag("json"), opened.count == 1, arguments.value("html") == nil {
+            keep.failedMeasurements = true  // the plain summary counts them
+        }
+        if arguments.flag("csv") { keep.allCaptured = true }
+        if opened.count > 1 { keep.allCaptured = true; keep.measurementOutcomes = true }
+        if arguments.value("html") != nil { keep = .everything }
 
         if arguments.flag("fields") {
+            // Every part of every device decoded (its fields are what it holds), none kept.
+            var catalog = ReportCatalog()
+            do throws(ReportLoadProblem) {
+                try newer.forEachDevice { catalog.add($0) }
+            } catch {
+                return fail(error, newer.label, out)
+            }
+            let fields = ReportFields(run: newer.run, catalog: catalog)
             for name in fields.names {
                 guard let t = fields.type(of: name) else { continue }
                 let values = t.symbols.isEmpty ? t.type.name : "one of " + t.symbols.joined(separator: ", ")
@@ -79,10 +99,18 @@ public struct ReportCommand: Command {
             return ExitCode.success
         }
 
+        // Pass over the devices: the fields they make, and what of each the query needs.
+        let kept: ReadDevices
+        switch Self.read(newer, keeping: keep) {
+        case .success(let r): kept = r
+        case .failure(let problem): return fail(problem, newer.label, out)
+        }
+        let fields = ReportFields(run: newer.run, catalog: kept.catalog)
+
         // Select.
-        var selected = newer.report.devices
+        var selected = kept.devices
         var filter: DeviceFilter?
-        if let text = arguments.value("where") {
+        if let text = whereText {
             do {
                 let f = try DeviceFilter(text, fields: fields)
                 selected = try f.select(selected, fields: fields)
@@ -92,40 +120,49 @@ public struct ReportCommand: Command {
                 return ExitCode.invalidInput
             }
         }
+        let report = RunReport(run: newer.run, summary: newer.summary, devices: kept.devices)
 
         // Compare.
         var comparison: ReportComparison?
-        if loaded.count > 1 {
-            let older = loaded[1].report
+        if opened.count > 1 {
+            let olderOpened = opened[1]
+            var olderKeep = keep
+            olderKeep.names.formUnion(filter?.expression.names ?? [])
+            let olderKept: ReadDevices
+            switch Self.read(olderOpened, keeping: olderKeep) {
+            case .success(let r): olderKept = r
+            case .failure(let problem): return fail(problem, olderOpened.label, out)
+            }
+            let older = RunReport(run: olderOpened.run, summary: olderOpened.summary, devices: olderKept.devices)
             var olderDevices = older.devices
             if let filter {
                 // The selected devices as they were, and devices of the older run only that it selects there.
-                let ids = Set(selected.map(\.id)), newerIDs = Set(newer.report.devices.map(\.id))
-                let olderFields = ReportFields(older)
+                let ids = Set(selected.map(\.id)), newerIDs = Set(kept.devices.map(\.id))
+                let olderFields = ReportFields(run: older.run, catalog: olderKept.catalog)
                 let gone = older.devices.filter { !newerIDs.contains($0.id) }
                 let goneSelected = (try? DeviceFilter(filter.expression.source, fields: olderFields)).flatMap { try? $0.select(gone, fields: olderFields) } ?? []
                 let goneIDs = Set(goneSelected.map(\.id))
                 olderDevices = older.devices.filter { ids.contains($0.id) || goneIDs.contains($0.id) }
             }
-            comparison = ReportComparison(older: older, newer: newer.report, olderDevices: olderDevices, newerDevices: selected)
+            comparison = ReportComparison(older: older, newer: report, olderDevices: olderDevices, newerDevices: selected)
         }
 
         // The HTML page, beside whatever else is printed.
         if let htmlPath = arguments.value("html") {
             var plan = OutputPaths(outputs: [OutputPaths.Output(option: "html", path: htmlPath, kind: .document)],
-                                   inputs: loaded.map { InputFile(role: "a report read here", path: $0.label) },
+                                   inputs: opened.map { InputFile(role: "a report read here", path: $0.label) },
                                    currentDirectory: context.currentDirectory)
             plan.force = arguments.flag("force")
             if let problem = plan.problems().first {
                 out.err(escaping: "error: \(problem)")
                 return ExitCode.invalidInput
             }
-            let page = HTMLReport(report: newer.report, devices: selected, source: newer.label, comparison: comparison,
+            let page = HTMLReport(report: report, devices: selected, source: newer.label, comparison: comparison,
                                   selection: filter?.expression.source)
             do {
-                try Data(page.html.utf8).write(to: URL(fileURLWithPath: plan.absolute(htmlPath)), options: .atomic)
+                try AtomicFile.write(Array(page.html.utf8), to: plan.absolute(htmlPath))
             } catch {
-                out.err(escaping: "error: cannot write \(htmlPath): \(error.localizedDescription)")
+                out.err(escaping: "error: cannot write \(htmlPath): \(error)")
                 return ExitCode.environment
             }
             out.err(escaping: "html: \(htmlPath)")
@@ -157,7 +194,7 @@ public struct ReportCommand: Command {
             if arguments.flag("json") {
                 out.out("[" + groupings.map(\.json).joined(separator: ",") + "]")
             } else {
-                if let filter { out.out(escaping: "\(selected.count) of \(newer.report.devices.count) device(s) where \(filter.expression.source)") }
+                if let filter { out.out(escaping: "\(selected.count) of \(kept.devices.count) device(s) where \(filter.expression.source)") }
                 for (i, g) in groupings.enumerated() {
                     if i > 0 { out.out("") }
                     for line in g.text { out.out(escaping: line) }
@@ -167,28 +204,31 @@ public struct ReportCommand: Command {
         }
 
         if arguments.flag("csv") {
-            out.writeOut(ReportCSV.devices(selected, run: newer.report.run))
+            ReportCSV.devices(selected, run: newer.run) { out.writeOut($0) }
             return ExitCode.success
         }
         if arguments.flag("json") {
-            var report = newer.report
+            // The devices again, whole this time, straight from the report to the output.
+            var summary = newer.summary
+            var ids: Set<String>?
             if filter != nil {
-                report.devices = selected
-                report.summary = Summary.compute(selected, wall: .milliseconds(Int64(newer.report.summary.wallMs.rounded())))
+                summary = Summary.compute(selected, wall: .milliseconds(newer.summary.wallMs))
+                ids = Set(selected.map(\.id))
             }
-            var text = Data()
-            do {
-                try report.writeJSON { text.append($0) }
+            let writer = ReportJSONWriter(run: newer.run, schema: newer.schema, summary: summary) { out.writeOut($0) }
+            do throws(ReportLoadProblem) {
+                try newer.forEachDevice { d in
+                    if ids?.contains(d.id) ?? true { writer.device(d) }
+                }
             } catch {
-                out.err(escaping: "error: cannot write JSON: \(error)")
-                return ExitCode.environment
+                return fail(error, newer.label, out)
             }
-            out.out(String(decoding: text, as: UTF8.self))
+            writer.finish()
             return ExitCode.success
         }
 
         if let filter {
-            out.out(escaping: "\(selected.count) of \(newer.report.devices.count) device(s) where \(filter.expression.source)\(selected.isEmpty ? "" : ":")")
+            out.out(escaping: "\(selected.count) of \(kept.devices.count) device(s) where \(filter.expression.source)\(selected.isEmpty ? "" : ":")")
             // The fields the condition reads (a measurement's value beside its outcome).
             var named = filter.expression.names.filter { $0 != "outcome" && $0 != "id" }
             for n in named where n.hasPrefix("measurement.") && !n.hasSuffix(".value") && fields.type(of: n + ".value") != nil {
@@ -202,8 +242,37 @@ public struct ReportCommand: Command {
             }
             return ExitCode.success
         }
-        printSummary(newer.report, output: out)
+        printSummary(report, output: out)
         return ExitCode.success
+    }
+
+    /// What one pass over a report's devices kept.
+    struct ReadDevices {
+        var devices: [DeviceRecord] = []
+        var catalog = ReportCatalog()
+    }
+
+    /// One pass over the devices: each adds to the catalog of fields, and its projection is kept.
+    static func read(_ report: OpenedReport, keeping keep: ReportProjection) -> Result<ReadDevices, ReportLoadProblem> {
+        var read = ReadDevices()
+        do throws(ReportLoadProblem) {
+            try report.forEachDevice(omitting: keep.omitted) { d in
+                read.catalog.add(d)
+                read.devices.append(keep.apply(d))
+            }
+        } catch {
+            return .failure(error)
+        }
+        return .success(read)
+    }
+
+    private func fail(_ problem: ReportLoadProblem, _ label: String, _ out: Output) -> Int32 {
+        if problem.code == ExitCode.interrupted {
+            out.err("interrupted")
+        } else {
+            out.err(escaping: "error: \(label): \(problem.message)")
+        }
+        return problem.code
     }
 
     /// The run, its summary and every device that did not succeed.
@@ -213,7 +282,7 @@ public struct ReportCommand: Command {
         out.out(escaping: "  workflow  \(r.workflow.name ?? "-")  \(r.workflow.path)  sha256 \(r.workflow.sha256.prefix(12))…")
         out.out(escaping: "  inventory \(r.inventory.path)  sha256 \(r.inventory.sha256.prefix(12))…")
         out.out(escaping: "  adapters  \(r.adapters.map { $0.id + ($0.failure.map { " (failed: \($0))" } ?? "") }.joined(separator: ", "))")
-        out.out(escaping: "  station \(r.station), \(r.started) → \(r.finished ?? "?"), provision \(r.toolVersion)")
+        out.out(escaping: "  station \(r.station), \(r.started) → \(r.finished?.iso ?? "?"), provision \(r.toolVersion)")
         if let meta = r.metaText { out.out(escaping: "  meta      \(meta)") }
         if let stop = r.stopped { out.out(escaping: "  stopped: \(stop.message)") }
         RunCommand.printSummary(report, output: out)

@@ -151,8 +151,8 @@ struct ReportComparison: Sendable {
     /// One JSON document (keys sorted).
     var json: String {
         func run(_ r: RunInfo) -> String {
-            "{\"finished\":\(r.finished.map(JSONString.quoted) ?? "null"),\"id\":\(JSONString.quoted(r.id)),"
-                + "\"started\":\(JSONString.quoted(r.started)),\"workflow_sha256\":\(JSONString.quoted(r.workflow.sha256))}"
+            "{\"finished\":\(r.finished.map { JSONString.quoted($0.iso) } ?? "null"),\"id\":\(JSONString.quoted(r.id)),"
+                + "\"started\":\(JSONString.quoted(r.started.iso)),\"workflow_sha256\":\(JSONString.quoted(r.workflow.sha256))}"
         }
         func counts(_ c: [String: Int]) -> String {
             "{" + c.keys.sorted().map { "\(JSONString.quoted($0)):\(c[$0] ?? 0)" }.joined(separator: ",") + "}"

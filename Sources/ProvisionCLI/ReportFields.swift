@@ -57,7 +57,15 @@ struct ReportFields {
         ("security.bond_lost", FieldType(.boolean)),
     ]
 
+    /// The fields of a report held in memory.
     init(_ report: RunReport) {
+        var catalog = ReportCatalog()
+        for d in report.devices { catalog.add(d) }
+        self.init(run: report.run, catalog: catalog)
+    }
+
+    /// The fields of a report from its run and what its devices hold (gathered as they streamed past).
+    init(run: RunInfo, catalog: ReportCatalog) {
         var types: [String: FieldType] = [:]
         var names: [String] = []
         func add(_ name: String, _ type: FieldType) {
@@ -68,11 +76,9 @@ struct ReportFields {
         for b in Self.builtins { add(b.name, b.type) }
 
         // Captured values: typed by the report, or text in an older one.
-        var captureTypes = report.run.captureTypes ?? [:]
-        untypedCaptures = report.run.captureTypes == nil
-        for d in report.devices {
-            for key in d.captured.keys where captureTypes[key] == nil { captureTypes[key] = .text }
-        }
+        var captureTypes = run.captureTypes ?? [:]
+        untypedCaptures = run.captureTypes == nil
+        for key in catalog.capturedKeys where captureTypes[key] == nil { captureTypes[key] = .text }
         self.captureTypes = captureTypes
         for key in captureTypes.keys.sorted() {
             let type = FieldType(captureTypes[key] ?? .text)
@@ -81,9 +87,8 @@ struct ReportFields {
         }
 
         // Steps, by the names of the longest step list (every device runs the same workflow).
-        let steps = report.devices.max { $0.steps.count < $1.steps.count }?.steps ?? []
         var stepSlugs: [String: Int] = [:]
-        for (i, slug) in Self.slugs(steps.map(\.name)).enumerated() {
+        for (i, slug) in Self.slugs(catalog.steps).enumerated() {
             stepSlugs[slug] = i
             add("step.\(slug).outcome", .enumeration(Self.stepOutcomes))
             add("step.\(slug).duration_ms", FieldType(.real))
@@ -92,19 +97,11 @@ struct ReportFields {
         self.stepSlugs = stepSlugs
 
         // Measurements, by name (their value type from the first that has one).
-        var measurementNames: [String] = []
-        var valueTypes: [String: ValueType] = [:]
-        for d in report.devices {
-            for m in d.measurements ?? [] {
-                if !measurementNames.contains(m.result.name) { measurementNames.append(m.result.name) }
-                if valueTypes[m.result.name] == nil, let v = m.result.value { valueTypes[m.result.name] = v.type }
-            }
-        }
         var measurementSlugs: [String: String] = [:]
-        for (name, slug) in zip(measurementNames, Self.slugs(measurementNames)) {
+        for (name, slug) in zip(catalog.measurementNames, Self.slugs(catalog.measurementNames)) {
             measurementSlugs[slug] = name
             add("measurement.\(slug)", .enumeration(["pass", "fail"]))
-            if let t = valueTypes[name] { add("measurement.\(slug).value", FieldType(t)) }
+            if let t = catalog.valueTypes[name] { add("measurement.\(slug).value", FieldType(t)) }
         }
         self.measurementSlugs = measurementSlugs
         self.types = types
@@ -127,9 +124,9 @@ struct ReportFields {
         v["adapter"] = d.adapter.map { .text($0) }
         v["station"] = d.station.map { .text($0) }
         if let sec = d.security {
-            v["security.level"] = .text(sec.level)
-            v["security.method"] = sec.method.map { .text($0) }
-            v["security.bond"] = .text(sec.bond)
+            v["security.level"] = .text(sec.level.name)
+            v["security.method"] = sec.method.map { .text($0.rawValue) }
+            v["security.bond"] = .text(sec.bond.rawValue)
             v["security.key_size"] = sec.keySize.map { .integer(Int64(max(0, $0)), signed: false) }
             v["security.secure_connections"] = sec.secureConnections.map { .boolean($0) }
             v["security.bond_lost"] = .boolean(sec.bondLost == true)
@@ -137,7 +134,7 @@ struct ReportFields {
         v["rssi"] = d.rssi.map { .integer(Int64($0), signed: true) }
         v["attempts"] = .integer(Int64(max(0, d.attempts)), signed: false)
         v["duration_ms"] = d.durationMs.map { .real($0) }
-        v["started"] = d.started.map { .text($0) }
+        v["started"] = d.started.map { .text($0.iso) }
         v["att_round_trips"] = d.attRoundTrips.map { .integer(Int64(max(0, $0)), signed: false) }
         v["resumed"] = .boolean(d.resumed == true)
         v["carried_over"] = .boolean(d.carriedOver == true)
@@ -193,6 +190,27 @@ struct ReportFields {
             let n = (seen[slug] ?? 0) + 1
             seen[slug] = n
             return n == 1 ? slug : "\(slug)_\(n)"
+        }
+    }
+}
+
+/// What the devices of a report hold that decides its fields, gathered one device at a time (a
+/// streamed report is never held whole): the captured names, the longest step list, the measurements.
+struct ReportCatalog {
+    private(set) var capturedKeys: Set<String> = []
+    /// The names of the longest step list seen.
+    private(set) var steps: [String] = []
+    /// Measurement names in the order first seen, and the type of the first value of each.
+    private(set) var measurementNames: [String] = []
+    private(set) var valueTypes: [String: ValueType] = [:]
+    private var measured: Set<String> = []
+
+    mutating func add(_ d: DeviceRecord) {
+        for key in d.captured.keys { capturedKeys.insert(key) }
+        if d.steps.count > steps.count { steps = d.steps.map(\.name) }
+        for m in d.measurements ?? [] {
+            if measured.insert(m.result.name).inserted { measurementNames.append(m.result.name) }
+            if valueTypes[m.result.name] == nil, let v = m.result.value { valueTypes[m.result.name] = v.type }
         }
     }
 }

@@ -64,10 +64,11 @@ struct Grouping: Sendable {
         var count: Int
     }
 
-    struct Bin: Sendable {
-        /// Inclusive lower bound; upper bound inclusive for integers and for the last bin of reals.
-        var from: Double
-        var to: Double
+    /// A histogram bin. Integers: both bounds inclusive, exact (`Int64`, no rounding anywhere). Reals:
+    /// `from` inclusive, `to` exclusive except in the last bin.
+    struct Bin: Sendable, Equatable {
+        var from: TypedValue
+        var to: TypedValue
         var count: Int
     }
 
@@ -124,51 +125,89 @@ struct Grouping: Sendable {
         }
         self.groups = groups
 
-        let numbers = values.compactMap(Self.number)
-        if type.type.isNumeric, !numbers.isEmpty {
+        if type.type.isNumeric, values.contains(where: { Self.number($0) != nil }) {
             let sorted = values.sorted { (try? TypedValue.compare($0, .less, $1)) ?? false }
-            let rank = Int((0.5 * Double(sorted.count - 1)).rounded())
-            statistics = Statistics(min: sorted[0], p50: sorted[min(sorted.count - 1, max(0, rank))], max: sorted[sorted.count - 1])
-            histogram = Self.histogram(numbers, integers: type.type != .real, bins: bins)
+            // Nearest rank, the one percentile definition (`Percentile`, docs/report.md).
+            statistics = Percentile.of(sorted, percent: 50).map { Statistics(min: sorted[0], p50: $0, max: sorted[sorted.count - 1]) }
+            histogram = Self.histogram(values, bins: bins)
         } else {
             statistics = nil
             histogram = []
         }
     }
 
-    static func number(_ v: TypedValue) -> Double? {
+    /// A value that goes into a histogram: an integer, or a finite real (±infinity is counted in the
+    /// groups and the statistics, never in a bin).
+    static func number(_ v: TypedValue) -> TypedValue? {
         switch v {
-        case .integer(let n, _): return Double(n)
-        case .real(let d) where d.isFinite: return d
+        case .integer: return v
+        case .real(let d) where d.isFinite: return v
         default: return nil
         }
     }
 
-    /// At most `bins` bins of equal width from the least to the greatest value (integer-wide bins for
-    /// integers).
-    static func histogram(_ values: [Double], integers: Bool, bins: Int) -> [Bin] {
+    /// At most `bins` bins of equal width from the least to the greatest value, every value in exactly
+    /// one bin. Integers are binned in integer arithmetic (exact over the whole `Int64` range, and at
+    /// least one integer wide); reals in `Double` without overflow at the ends of its range.
+    static func histogram(_ values: [TypedValue], bins: Int) -> [Bin] {
+        var integers: [Int64] = [], reals: [Double] = []
+        for v in values {
+            switch v {
+            case .integer(let n, _): integers.append(n)
+            case .real(let d) where d.isFinite: reals.append(d)
+            default: break
+            }
+        }
+        let bins = max(1, bins)
+        if reals.isEmpty {
+            let signed = values.contains { if case .integer(_, true) = $0 { true } else { false } }
+            return histogram(integers: integers, signed: signed, bins: bins)
+        }
+        // A real field whose values came as JSON integers reads them as reals.
+        return histogram(reals: reals + integers.map { Double($0) }, bins: bins)
+    }
+
+    static func histogram(integers values: [Int64], signed: Bool, bins: Int) -> [Bin] {
         guard let lo = values.min(), let hi = values.max() else { return [] }
-        if lo == hi { return [Bin(from: lo, to: hi, count: values.count)] }
+        func value(_ n: Int64) -> TypedValue { .integer(n, signed: signed) }
+        // The span hi - lo always fits in a UInt64; the width ⌈(span + 1) / bins⌉ is span / bins + 1,
+        // so neither overflows, even from Int64.min to Int64.max.
+        let span = UInt64(bitPattern: hi &- lo)
+        let width = span / UInt64(bins) + 1
+        let count = Int(span / width) + 1
         var out: [Bin] = []
-        if integers {
-            let span = hi - lo + 1
-            let width = max(1, (span / Double(bins)).rounded(.up))
-            var from = lo
-            while from <= hi {
-                out.append(Bin(from: from, to: min(hi, from + width - 1), count: 0))
-                from += width
+        out.reserveCapacity(count)
+        for i in 0..<count {
+            let first = UInt64(i) * width
+            let (end, overflow) = first.addingReportingOverflow(width - 1)
+            let last = overflow ? span : min(span, end)
+            out.append(Bin(from: value(lo &+ Int64(bitPattern: first)), to: value(lo &+ Int64(bitPattern: last)), count: 0))
+        }
+        for v in values { out[Int(UInt64(bitPattern: v &- lo) / width)].count += 1 }
+        return out
+    }
+
+    static func histogram(reals values: [Double], bins: Int) -> [Bin] {
+        guard let lo = values.min(), let hi = values.max() else { return [] }
+        if lo == hi { return [Bin(from: .real(lo), to: .real(hi), count: values.count)] }
+        // Bounds as a weighted mean of lo and hi: never beyond either, never overflowing (hi - lo may
+        // be above Double.greatestFiniteMagnitude); rounding cannot make them go backwards.
+        var bounds: [Double] = [lo]
+        for i in 1..<bins {
+            let t = Double(i) / Double(bins)
+            let b = min(hi, max(bounds[bounds.count - 1], lo * (1 - t) + hi * t))
+            if b > bounds[bounds.count - 1], b < hi { bounds.append(b) }
+        }
+        bounds.append(hi)
+        var out = (0..<(bounds.count - 1)).map { Bin(from: .real(bounds[$0]), to: .real(bounds[$0 + 1]), count: 0) }
+        for v in values {
+            // The last bin whose lower bound is at or below v.
+            var low = 0, high = out.count - 1
+            while low < high {
+                let mid = (low + high + 1) / 2
+                if bounds[mid] <= v { low = mid } else { high = mid - 1 }
             }
-            for v in values {
-                let i = min(out.count - 1, Int((v - lo) / width))
-                out[i].count += 1
-            }
-        } else {
-            let width = (hi - lo) / Double(bins)
-            for i in 0..<bins { out.append(Bin(from: lo + Double(i) * width, to: i == bins - 1 ? hi : lo + Double(i + 1) * width, count: 0)) }
-            for v in values {
-                let i = min(bins - 1, max(0, Int((v - lo) / width)))
-                out[i].count += 1
-            }
+            out[low].count += 1
         }
         return out
     }
@@ -193,9 +232,7 @@ struct Grouping: Sendable {
         }
         if let s = statistics {
             lines.append("  min \(s.min)  p50 \(s.p50)  max \(s.max)")
-            let integers = type.type != .real
-            let labels = histogram.map { b in integers ? (b.from == b.to ? Self.number(b.from) : "\(Self.number(b.from))–\(Self.number(b.to))")
-                                                      : "\(Self.number(b.from))–\(Self.number(b.to))" }
+            let labels = histogram.map(Self.label)
             let width = max(8, labels.map(\.count).max() ?? 8)
             lines.append("  histogram:")
             for (b, label) in zip(histogram, labels) {
@@ -206,10 +243,19 @@ struct Grouping: Sendable {
         return lines
     }
 
-    /// A bin bound as text: integers without a fraction, reals with at most 3 decimals.
-    static func number(_ d: Double) -> String {
+    /// A bin bound as text: integers exactly, reals with at most 3 decimals (whole ones without a
+    /// fraction).
+    static func bound(_ v: TypedValue) -> String {
+        guard case .real(let d) = v else { return v.description }
         if d == d.rounded(), abs(d) < 1e15 { return String(Int64(d)) }
-        return TypedValue.numberText((d * 1000).rounded() / 1000)
+        let shown = (d * 1000).rounded() / 1000
+        return TypedValue.numberText(shown.isFinite ? shown : d)
+    }
+
+    /// A bin as text: `7`, `10–19` for integers, `0.5–1.25` for reals.
+    static func label(_ b: Bin) -> String {
+        if case .integer = b.from, b.from == b.to { return bound(b.from) }
+        return "\(bound(b.from))–\(bound(b.to))"
     }
 
     static func pad(_ s: String, _ width: Int, right: Bool = false) -> String {
@@ -229,7 +275,7 @@ struct Grouping: Sendable {
         if let s = statistics {
             fields["statistics"] = "{\"max\":\(s.max.json),\"min\":\(s.min.json),\"p50\":\(s.p50.json)}"
             fields["histogram"] = "[" + histogram.map {
-                "{\"count\":\($0.count),\"from\":\(TypedValue.numberText($0.from)),\"to\":\(TypedValue.numberText($0.to))}"
+                "{\"count\":\($0.count),\"from\":\($0.from.json),\"to\":\($0.to.json)}"
             }.joined(separator: ",") + "]"
         }
         return "{" + fields.keys.sorted().map { "\"\($0)\":\(fields[$0] ?? "null")" }.joined(separator: ",") + "}"

@@ -1,27 +1,35 @@
 import Engine
 import Foundation
+import Support
 import Workflow
 
-/// Where `provision report` gets a run report. A file today (`ReportFile`); another source (a line
-/// database, `--line URL`) plugs in here: the command loads each report from its source, then filters,
-/// groups, compares and renders the same way whatever it came from.
+/// Where `provision report` gets a run report: a file (`ReportFile`) or a line database
+/// (`LineReportSource`, `--line URL`). The command opens each report from its source, then streams its
+/// devices (`OpenedReport.forEachDevice`) through its queries, the same way whatever it came from.
 protocol ReportSource: Sendable {
     /// How messages name it (`reports/x.json`).
     var label: String { get }
-    /// The report, or why it cannot be had (a message in words, for `error: LABEL: MESSAGE`).
-    func load() async -> Result<LoadedReport, ReportLoadProblem>
+    /// The report's top level (schema, run, summary), checked, and a way to stream its devices; or why
+    /// it cannot be had (a message in words, for `error: LABEL: MESSAGE`).
+    func open() async -> Result<OpenedReport, ReportLoadProblem>
 }
 
-/// A report as loaded, with what the reader should know about it.
-struct LoadedReport: Sendable {
-    var report: RunReport
-    /// The source's label.
+/// A report whose top level has been read: its run and summary, and its devices to be streamed.
+struct OpenedReport: Sendable {
     var label: String
     /// The schema it was written with (an older one is read as far as it goes).
     var schema: String
+    var run: RunInfo
+    var summary: Summary
+    /// Streams the devices: each one decoded and checked, in order.
+    let devices: any DeviceStream
+
+    /// The schemas this version reads: its own, and version 1 (untyped captured values, no measurements),
+    /// which decodes into the same records.
+    static let readableSchemas = ["provision.report/1", RunReport.schemaVersion]
 
     /// True for reports older than typed values (`provision.report/1`): captured values are text.
-    var capturesAreUntyped: Bool { report.run.captureTypes == nil }
+    var capturesAreUntyped: Bool { run.captureTypes == nil }
 
     /// What to say once about an older report, or nil.
     var note: String? {
@@ -29,6 +37,35 @@ struct LoadedReport: Sendable {
         return "note: \(label) is a \(schema) report: its captured values have no types and are read as text"
             + " (compare them with quoted text, e.g. `firmware == \"2.4.1\"`; reports of this version keep their types)"
     }
+
+    /// The checks every device goes through (its captured values against this run's types).
+    var checks: ReportChecks { ReportChecks(captureTypes: run.captureTypes) }
+
+    /// Calls `visit` with every device, in order, each checked (`ReportChecks`, duplicate ids refused).
+    /// Stops at the first device that fails a check, and when the task is cancelled (SIGINT, SIGTERM:
+    /// `ReportLoadProblem.interrupted`). May be called again: the second pass reads them again.
+    /// `omitting` names the parts of each record a query does not read (`ReportProjection.omitted`):
+    /// they are parsed as JSON but neither decoded nor checked.
+    func forEachDevice(omitting: [String: RecordDecoder.Omitted] = [:], _ visit: (DeviceRecord) throws -> Void) throws(ReportLoadProblem) {
+        try devices.forEach(checks: checks, omitting: omitting) { d in
+            if Task.isCancelled { throw CancellationError() }
+            try visit(d)
+        }
+    }
+
+    /// The whole report in memory (for the few who need every record at once: tests, `run --html`).
+    func load() throws(ReportLoadProblem) -> RunReport {
+        var all: [DeviceRecord] = []
+        try forEachDevice { all.append($0) }
+        var report = RunReport(run: run, summary: summary, devices: all)
+        report.schema = schema
+        return report
+    }
+}
+
+/// Streams the devices of an opened report.
+protocol DeviceStream: Sendable {
+    func forEach(checks: ReportChecks, omitting: [String: RecordDecoder.Omitted], _ visit: (DeviceRecord) throws -> Void) throws(ReportLoadProblem)
 }
 
 /// Why a report could not be loaded, in words (not Foundation's).
@@ -36,99 +73,142 @@ struct ReportLoadProblem: Error, Sendable {
     var message: String
     /// The exit status it means (a line that cannot be reached is an environment failure).
     var code: Int32 = ExitCode.invalidInput
+
+    /// Reading stopped because the command was interrupted (SIGINT, SIGTERM).
+    static let interrupted = ReportLoadProblem(message: "interrupted", code: ExitCode.interrupted)
 }
 
-/// A report file written by `provision run` (schema `provision.report/2`, or the older `/1`).
+/// A report file written by `provision run` (schema `provision.report/2`, or the older `/1`), read as
+/// a stream (`ReportFileReader`).
 struct ReportFile: ReportSource {
     var path: String
     var currentDirectory: String
 
     var label: String { path }
 
-    /// The schemas this version reads: its own, and version 1 (untyped captured values, no measurements),
-    /// which decodes into the same records.
-    static let readableSchemas = ["provision.report/1", RunReport.schemaVersion]
+    private var reader: ReportFileReader {
+        ReportFileReader(label: path, path: path.hasPrefix("/") ? path : currentDirectory + "/" + path)
+    }
 
-    func load() async -> Result<LoadedReport, ReportLoadProblem> {
-        let full = path.hasPrefix("/") ? path : currentDirectory + "/" + path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) else {
-            return .failure(ReportLoadProblem(message: "no such file"))
-        }
-        if isDirectory.boolValue { return .failure(ReportLoadProblem(message: "is a directory, not a report")) }
-        guard let data = FileManager.default.contents(atPath: full) else {
-            return .failure(ReportLoadProblem(message: "cannot read the file (permissions?)"))
-        }
-        if data.isEmpty { return .failure(ReportLoadProblem(message: "the file is empty, not a report")) }
-        struct Header: Decodable { var schema: String? }
-        let header: Header
+    func open() async -> Result<OpenedReport, ReportLoadProblem> {
+        let reader = self.reader
+        if !FileManager.default.fileExists(atPath: reader.path) { return .failure(ReportLoadProblem(message: "no such file")) }
+        let header: ReportFileReader.Header
         do {
-            header = try JSONDecoder().decode(Header.self, from: data)
-        } catch DecodingError.dataCorrupted(let c) where c.codingPath.isEmpty {
-            return .failure(ReportLoadProblem(message: "not JSON (\(Self.jsonSyntaxError(data)))"))
+            header = try reader.header()
         } catch {
-            return .failure(ReportLoadProblem(message: "not a provision report: " + Self.describe(error)))
+            return .failure(ReportLoadProblem(message: Self.notJSON(error, reader)))
         }
         guard let schema = header.schema else {
             return .failure(ReportLoadProblem(message: "not a provision report (it has no `schema`)"))
         }
-        guard Self.readableSchemas.contains(schema) else {
-            return .failure(ReportLoadProblem(message: "schema `\(schema)` is not one this version of provision reads (\(Self.readableSchemas.joined(separator: ", ")))"))
+        guard OpenedReport.readableSchemas.contains(schema) else {
+            return .failure(ReportLoadProblem(message: "schema `\(schema)` is not one this version of provision reads (\(OpenedReport.readableSchemas.joined(separator: ", ")))"))
         }
-        do {
-            let report = try RunReport.read(from: full)
-            return .success(LoadedReport(report: report, label: path, schema: schema))
-        } catch {
-            return .failure(ReportLoadProblem(message: "not a valid \(schema) report: " + Self.describe(error)))
+        let invalid = "not a valid \(schema) report: "
+        guard let runBytes = header.run else { return .failure(ReportLoadProblem(message: invalid + "`run` is missing")) }
+        guard let summaryBytes = header.summary else { return .failure(ReportLoadProblem(message: invalid + "`summary` is missing")) }
+        guard header.devicesOffset != nil else { return .failure(ReportLoadProblem(message: invalid + "`devices` is missing")) }
+        let decoder = RecordDecoder()
+        func failure(_ key: String, _ at: (offset: Int, bytes: [UInt8]), _ offset: Int, _ path: [JSONTape.PathComponent], _ message: String) -> ReportLoadProblem {
+            let f = ReportFileReader.Failure(message: message, offset: at.offset + offset, path: [.key(key)] + path)
+            return ReportLoadProblem(message: invalid + reader.describe(f))
         }
+        func decode<T: Decodable>(_ type: T.Type, _ key: String, _ at: (offset: Int, bytes: [UInt8])) -> Result<(T, JSONTape), ReportLoadProblem> {
+            do {
+                let tape = try JSONTape(at.bytes)
+                do {
+                    return .success((try decoder.decode(type, from: tape), tape))
+                } catch {
+                    return .failure(failure(key, at, error.offset, error.path, error.message))
+                }
+            } catch {
+                return .failure(ReportLoadProblem(message: Self.notJSON(ReportFileReader.Failure(message: error.message, offset: at.offset + error.offset), reader)))
+            }
+        }
+        /// `run` or `summary` decoded and checked, or why not.
+        func checked<T: Decodable>(_ type: T.Type, _ key: String, _ at: (offset: Int, bytes: [UInt8]),
+                                   _ check: (T) -> ReportChecks.Problem?) -> Result<T, ReportLoadProblem> {
+            decode(type, key, at).flatMap { value, tape in
+                guard let p = check(value) else { return .success(value) }
+                return .failure(failure(key, at, tape.locate(p.path).map { tape.offset(of: $0) } ?? 0, p.path, p.message))
+            }
+        }
+        let run: RunInfo, summary: Summary
+        switch checked(RunInfo.self, "run", runBytes, ReportChecks.check) {
+        case .success(let r): run = r
+        case .failure(let f): return .failure(f)
+        }
+        switch checked(Summary.self, "summary", summaryBytes, ReportChecks.check) {
+        case .success(let s): summary = s
+        case .failure(let f): return .failure(f)
+        }
+        return .success(OpenedReport(label: path, schema: schema, run: run, summary: summary,
+                                     devices: FileDevices(reader: reader, header: header, schema: schema)))
     }
 
-    /// Where JSON text breaks, as `invalid value at line 2, column 7` (the parser counts characters).
-    static func jsonSyntaxError(_ data: Data) -> String {
+    /// A syntax error: `not JSON (expected a value, found `o` at line 2, column 3)`.
+    static func notJSON(_ f: ReportFileReader.Failure, _ reader: ReportFileReader) -> String {
+        guard let offset = f.offset else { return f.message }
+        let (line, column) = ReportFileReader.position(of: offset, in: reader.path)
+        var message = f.message
+        // The reader's messages for syntax say "not JSON (…)"; the others are about a report.
+        if message.hasPrefix("not JSON ("), message.hasSuffix(")") {
+            message = String(message.dropFirst("not JSON (".count).dropLast())
+            return "not JSON (\(message) at line \(line), column \(column))"
+        }
+        if message.hasPrefix("not JSON") || message.hasPrefix("not a provision report") { return "\(message) (line \(line), column \(column))" }
+        return "not JSON (\(message) at line \(line), column \(column))"
+    }
+}
+
+/// The devices of a report file, read from it again at each pass.
+private struct FileDevices: DeviceStream {
+    let reader: ReportFileReader
+    let header: ReportFileReader.Header
+    let schema: String
+
+    func forEach(checks: ReportChecks, omitting: [String: RecordDecoder.Omitted], _ visit: (DeviceRecord) throws -> Void) throws(ReportLoadProblem) {
         do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-            return "unexpected content"
-        } catch {
-            let text = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "malformed"
-            guard let m = text.firstMatch(of: /(.*) around character ([0-9]+)\.?/), let offset = Int(m.2) else { return text }
-            var line = 1, column = 1
-            for b in data.prefix(offset) where b & 0xC0 != 0x80 {
-                if b == 0x0A { line += 1; column = 1 } else { column += 1 }
+            try reader.devices(header, checks: checks, omitting: omitting, visit)
+        } catch let f as ReportFileReader.Failure {
+            if f.message.hasPrefix("not JSON") {
+                throw ReportLoadProblem(message: ReportFile.notJSON(f, reader))
             }
-            return "\(m.1.prefix(1).lowercased() + m.1.dropFirst()) at line \(line), column \(column)"
+            throw ReportLoadProblem(message: "not a valid \(schema) report: " + reader.describe(f))
+        } catch is CancellationError {
+            throw .interrupted
+        } catch let p as ReportLoadProblem {
+            throw p
+        } catch {
+            throw ReportLoadProblem(message: "\(error)")
         }
     }
+}
 
-    /// A decoding error in words: where in the document and what was wrong.
-    static func describe(_ error: any Error) -> String {
-        func at(_ path: [any CodingKey]) -> String {
-            var text = ""
-            for key in path {
-                if let i = key.intValue { text += "[\(i)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+/// The devices of a report already in memory (a line's merged report), checked as a file's are: a
+/// rogue row of a database is as hostile as a file.
+struct MemoryDevices: DeviceStream {
+    let devices: [DeviceRecord]
+    /// How a device is named in a message (`line database, run R`).
+    let label: String
+
+    func forEach(checks: ReportChecks, omitting: [String: RecordDecoder.Omitted], _ visit: (DeviceRecord) throws -> Void) throws(ReportLoadProblem) {
+        var ids = ReportChecks.DeviceIDs()
+        for (i, d) in devices.enumerated() {
+            if let p = checks.check(d) ?? ids.insert(d.id, index: i) {
+                let at = RecordDecodingError.text([.key("devices"), .index(i)] + p.path)
+                throw ReportLoadProblem(message: "\(label): device `\(d.id)`: `\(at)`: \(p.message)")
             }
-            return text.isEmpty ? "the top level" : "`\(text)`"
-        }
-        guard let e = error as? DecodingError else { return "\(error)" }
-        switch e {
-        case .dataCorrupted(let c):
-            return c.codingPath.isEmpty ? "not JSON" : "\(at(c.codingPath)) has a value this version does not know"
-        case .keyNotFound(let key, let c):
-            return "\(at(c.codingPath + [key])) is missing"
-        case .typeMismatch(let type, let c):
-            let expected: String
-            switch "\(type)" {
-            case "String": expected = "text"
-            case "Bool": expected = "true or false"
-            case "Int", "Double", "Int64", "UInt64": expected = "a number"
-            case let t where t.hasPrefix("Array"): expected = "a list"
-            case let t where t.hasPrefix("Dictionary"): expected = "an object"
-            default: expected = "an object"
+            do {
+                try visit(d)
+            } catch is CancellationError {
+                throw .interrupted
+            } catch let p as ReportLoadProblem {
+                throw p
+            } catch {
+                throw ReportLoadProblem(message: "\(error)")
             }
-            return "\(at(c.codingPath)) is not \(expected)"
-        case .valueNotFound(_, let c):
-            return "\(at(c.codingPath)) is null"
-        @unknown default:
-            return "\(error)"
         }
     }
 }

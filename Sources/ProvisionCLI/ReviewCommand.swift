@@ -104,7 +104,7 @@ public struct ReviewCommand: Command {
             let units: [[String: Any]] = review.units.map { u in
                 var o: [String: Any] = ["device": u.device, "starts": u.starts, "evidence": u.evidence]
                 if let s = u.step { o["step"] = s }
-                if let a = u.intentAt { o["intent_at"] = a }
+                if let a = u.intentAt { o["intent_at"] = a.iso }
                 if let r = u.record { o["outcome"] = r.outcome.rawValue; o["error_kind"] = r.error?.kind.rawValue }
                 return o
             }
@@ -148,9 +148,9 @@ public struct ReviewCommand: Command {
                 out.err(escaping: "error: \(device) is not in doubt in \(shown) (`provision review \(shown)` lists those that are)")
                 return ExitCode.invalidInput
             }
-            let record = JournalReview.resolution(of: unit, as: outcome, note: note, by: by, at: WallClock.iso(WallClock.now()))
+            let record = JournalReview.resolution(of: unit, as: outcome, note: note, by: by, at: .now())
             do {
-                try await journal.record(.outcome(record, at: WallClock.iso(WallClock.now())))
+                try await journal.record(.outcome(record, at: .now()))
             } catch {
                 await journal.close()
                 throw error

@@ -1,3 +1,4 @@
+import AsyncSupport
 import Dispatch
 import Engine
 import Foundation
@@ -18,9 +19,8 @@ final class StandardOutputEventSink: RunEventSink {
         queue.async { [output] in output.out(line) }
     }
 
+    /// Returns once every event emitted before it is written.
     func finish() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            queue.async { c.resume() }
-        }
+        await queue.perform {}
     }
 }

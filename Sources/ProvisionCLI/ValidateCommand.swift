@@ -1,6 +1,7 @@
 import Workflow
 
-/// `provision validate WORKFLOW [--inventory FILE] [--limit SEL] [--format text|json]`.
+/// `provision validate WORKFLOW [--inventory FILE] [--limit SEL] [--json]` (`--format json`, the older
+/// spelling, is kept).
 ///
 /// Exit 0 when valid (a one-line summary on stdout); 2 with every problem on stderr (text) or stdout (json).
 public struct ValidateCommand: Command {
@@ -16,29 +17,39 @@ public struct ValidateCommand: Command {
         Exit status: 0 valid, 2 invalid input or usage.
         """
     public let positionals = [PositionalSpec("WORKFLOW", help: "the workflow file (YAML)")]
+    /// `--format text|json`: the older spelling of `--json`, kept.
+    static let format = TypedOption(OptionSpec("format", kind: .value("text|json"), help: "output format (default text; `json` is --json)")) {
+        text throws(UsageError) -> Bool in
+        guard text == "text" || text == "json" else { throw UsageError("`--format` must be `text` or `json`, not `\(text)`") }
+        return text == "json"
+    }
+
     public let options = [
-        OptionSpec("inventory", short: "i", kind: .value("FILE"), help: "inventory (YAML, or CSV by its .csv extension)"),
-        OptionSpec("limit", short: "l", kind: .value("SEL"), help: "devices: ids, globs (SN-00*), comma lists, @file"),
-        OptionSpec("format", kind: .value("text|json"), help: "output format (default text)"),
+        SharedOptions.inventory.spec,
+        SharedOptions.limit.spec,
+        OptionSpec("json", kind: .flag, help: "print the result as one JSON object on standard output"),
+        format.spec,
     ]
 
     public func run(_ arguments: ParsedArguments, context: CommandContext) async -> Int32 {
         let out = context.output
-        let format = arguments.value("format") ?? "text"
-        guard format == "text" || format == "json" else {
-            out.err("error: `--format` must be `text` or `json`, not `\(format)`")
+        let json: Bool
+        do throws(UsageError) {
+            json = try arguments.value(Self.format) ?? false || arguments.flag(SharedOptions.json)
+        } catch {
+            out.err("error: \(error.message)")
             out.err("usage: \(usage)")
             return ExitCode.invalidInput
         }
         guard let workflowPath = arguments.positionals.first else { return ExitCode.invalidInput }
-        var result = Validator.validate(
-            workflowPath: workflowPath, inventoryPath: arguments.value("inventory"), limit: arguments.value("limit"),
-            currentDirectory: context.currentDirectory)
+        let inventoryPath = arguments.text(SharedOptions.inventory)
+        var result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: arguments.text(SharedOptions.limit),
+                                        currentDirectory: context.currentDirectory)
         result.diagnostics += ModelCheck.diagnostics(result)
         let summary = Self.summary(result)
-        if format == "json" {
+        if json {
             var extra: [String: String] = ["workflow": workflowPath]
-            if let inventory = arguments.value("inventory") { extra["inventory"] = inventory }
+            if let inventoryPath { extra["inventory"] = inventoryPath }
             if result.isValid { extra["summary"] = summary }
             out.writeOut(Diagnostic.json(result.diagnostics, extra: extra))
             return result.isValid ? ExitCode.success : ExitCode.invalidInput

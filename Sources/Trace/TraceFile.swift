@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemIO
 
 /// Why a trace could not be written: the file, what was being done, and the system's reason.
 public struct TraceError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -23,7 +24,7 @@ public struct TraceError: Error, Sendable, Equatable, CustomStringConvertible {
 /// write throws the same error (a trace never stops a run by itself: the caller decides).
 public final class TraceFile: Sendable {
     private struct State {
-        var handle: FileHandle?
+        var file: OutputFile?
         var buffer: [UInt8] = []
         var failure: TraceError?
         var bytesWritten: Int = 0
@@ -34,23 +35,20 @@ public final class TraceFile: Sendable {
     public let bufferLimit: Int
     private let state: Mutex<State>
 
-    /// Creates (or truncates) the file at `path`, readable and writable by its owner only (mode 0600):
-    /// a trace holds raw bytes, secrets sent to devices included.
+    /// Opens `path` by the output-path rule (`OutputPath`): a regular file is replaced by a new one
+    /// readable and writable by its owner only (mode 0600: a trace holds raw bytes, secrets sent to
+    /// devices included) that grows as the run goes; a FIFO, a device or a standard stream is written as
+    /// it is, its mode untouched (a FIFO needs its reader already).
     public init(path: String, bufferLimit: Int = 64 * 1024) throws(TraceError) {
         self.path = path
         self.bufferLimit = max(1, bufferLimit)
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw TraceError(path: path, operation: "create", reason: Self.reason(for: path, errno: errno))
+        let file: OutputFile
+        do throws(FileError) {
+            file = try OutputFile(path: path, mode: 0o600, replacement: .replacingNow)
+        } catch {
+            throw TraceError(path: path, operation: "create", reason: Self.reason(for: path, error))
         }
-        // A file that existed keeps its mode through O_CREAT; make it private too.
-        guard fchmod(fd, 0o600) == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw TraceError(path: path, operation: "create", reason: String(cString: strerror(e)))
-        }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        var s = State(handle: handle)
+        var s = State(file: file)
         s.buffer.reserveCapacity(self.bufferLimit)
         state = Mutex(s)
     }
@@ -59,7 +57,7 @@ public final class TraceFile: Sendable {
     public func append(_ bytes: [UInt8]) throws(TraceError) {
         let failure: TraceError? = state.withLock { s in
             if let f = s.failure { return f }
-            guard s.handle != nil else { return TraceError(path: path, operation: "write", reason: "the file is closed") }
+            guard s.file != nil else { return TraceError(path: path, operation: "write", reason: "the file is closed") }
             s.buffer.append(contentsOf: bytes)
             s.bytesWritten += bytes.count
             return s.buffer.count >= bufferLimit ? drain(&s) : nil
@@ -76,10 +74,16 @@ public final class TraceFile: Sendable {
     /// Flushes and closes the file. Closing twice is harmless.
     public func close() throws(TraceError) {
         let failure: TraceError? = state.withLock { s in
-            guard let handle = s.handle else { return s.failure }
-            let f = s.failure ?? drain(&s)
-            try? handle.close()
-            s.handle = nil
+            guard let file = s.file else { return s.failure }
+            var f = s.failure ?? drain(&s)
+            if f == nil {
+                do throws(FileError) { try file.commit(sync: false) } catch {
+                    f = TraceError(path: path, operation: "close", reason: error.detail ?? String(cString: strerror(error.errno)))
+                }
+            } else {
+                file.close()
+            }
+            s.file = nil
             return f
         }
         if let failure { throw failure }
@@ -92,35 +96,35 @@ public final class TraceFile: Sendable {
     public var buffered: Int { state.withLock { $0.buffer.count } }
 
     private func drain(_ s: inout State) -> TraceError? {
-        guard !s.buffer.isEmpty, let handle = s.handle else { return nil }
-        do {
-            try handle.write(contentsOf: s.buffer)
+        guard !s.buffer.isEmpty, let file = s.file else { return nil }
+        do throws(FileError) {
+            try file.write(s.buffer)
             s.buffer.removeAll(keepingCapacity: true)
             return nil
         } catch {
-            let f = TraceError(path: path, operation: "write", reason: "\(error.localizedDescription)")
+            let f = TraceError(path: path, operation: "write", reason: error.detail ?? String(cString: strerror(error.errno)))
             s.failure = f
             s.buffer = []
-            try? handle.close()
-            s.handle = nil
+            file.close()
+            s.file = nil
             return f
         }
     }
 
-    private static func reason(for path: String, errno code: Int32) -> String {
+    private static func reason(for path: String, _ error: FileError) -> String {
         let dir = (path as NSString).deletingLastPathComponent
         var isDirectory: ObjCBool = false
         if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) {
             return "the directory \(dir) does not exist"
         }
         if !dir.isEmpty, !isDirectory.boolValue { return "\(dir) is not a directory" }
-        return String(cString: strerror(code))
+        return error.detail ?? String(cString: strerror(error.errno))
     }
 
     deinit {
         state.withLock { s in
             _ = drain(&s)
-            try? s.handle?.close()
+            s.file?.close()
         }
     }
 }

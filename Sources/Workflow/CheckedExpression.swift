@@ -222,6 +222,19 @@ private struct ExpressionChecker {
             return .isNull(operand, negated: op == .notEqual)
         }
 
+        // An enumeration (outcome, error kind, a step's outcome) has no order: its symbols would compare
+        // as text, alphabetically (`outcome < succeeded` would select the failed devices).
+        if op.isOrdering {
+            var ok = true
+            for s in [a, b] {
+                guard case .field(let n, let f, let at) = s, !f.symbols.isEmpty else { continue }
+                error("`\(n)` is one of \(f.symbols.joined(separator: ", ")): it has no order, so it compares with == and != (or `in`), not \(op.rawValue)",
+                      at, hint: "for example `\(n) in [\(f.symbols.prefix(2).joined(separator: ", "))]`")
+                ok = false
+            }
+            guard ok else { return nil }
+        }
+
         switch (a, b) {
         case (.field(let x, let fx, _), .field(let y, let fy, _)):
             if let message = ValueType.comparisonError(fx.type, op, fy.type) {

@@ -1,3 +1,4 @@
+import YAML
 import BLE
 import Support
 

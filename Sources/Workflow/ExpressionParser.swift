@@ -124,13 +124,27 @@ struct ExpressionLexer {
         }
         if Self.isDecimal(digits) {
             guard let d = Double(t), d.isFinite else {
-                throw ExpressionError("`\(Self.bounded(t))` is too large for a number", column: column)
+                throw ExpressionError("`\(Self.bounded(t))` is too large for a number (at most about 1.8e308)", column: column)
+            }
+            // A number too small for a double reads as 0 (or loses its digits): `battery < 1e-400` would
+            // silently be `battery < 0`. Zero is written as zero.
+            if d == 0 ? Self.hasNonZeroMantissa(digits) : !d.isNormal {
+                throw ExpressionError("`\(Self.bounded(t))` is too small for a number (at least about 2.2e-308, or 0)", column: column)
             }
             return token(.real(d, text: t))
         }
         if !negative, let v = SemanticVersion(t) { return token(.version(v)) }
         throw ExpressionError("`\(Self.bounded(t))` is not a number or a version", column: column,
                               hint: negative ? nil : "a version is written like 2.4.1 or 1.9.0-rc1")
+    }
+
+    /// True when the digits before the exponent are not all zero (`0.0e5` is zero; `1e-400` is not).
+    private static func hasNonZeroMantissa(_ text: String) -> Bool {
+        for c in text.unicodeScalars {
+            if c == "e" || c == "E" { return false }
+            if c >= "1" && c <= "9" { return true }
+        }
+        return false
     }
 
     /// `12`, `1.5`, `1e3`, `1.5e-3`: digits, an optional fraction, an optional exponent.
@@ -348,4 +362,8 @@ struct ExpressionParser {
             throw ExpressionError("expected a value, a name or `(`, found `\(ExpressionLexer.bounded(t.text))`", column: t.column)
         }
     }
+}
+
+extension Unicode.Scalar {
+    var isASCIILetter: Bool { ("a"..."z").contains(self) || ("A"..."Z").contains(self) }
 }

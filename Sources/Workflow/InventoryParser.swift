@@ -1,3 +1,4 @@
+import Digests
 import Foundation
 import BLE
 import Support
@@ -5,6 +6,10 @@ import YAML
 
 /// Reads an inventory from YAML or CSV (chosen by the `.csv` extension), collecting every problem.
 public struct InventoryParser: Sendable {
+    /// What an inventory may be: larger than a workflow (a line of 100,000 devices is 13 MB of YAML), up
+    /// to 64 MiB (about half a million devices in YAML). Larger is refused before it is parsed.
+    public static let limits = YAMLParser.Limits(maxBytes: 64 * 1024 * 1024, maxNodes: 8_000_000)
+
     public init() {}
 
     static let topKeys = ["devices", "defaults", "secrets", "simulator", "files", "meta"]
@@ -44,13 +49,7 @@ public struct InventoryParser: Sendable {
             return (inventory, sink.diagnostics, true)
         }
         var reader = NodeReader(path: path)
-        let root: YAMLNode?
-        do {
-            root = try YAMLParser().parse(bytes)
-        } catch {
-            reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics, false)
-        }
+        guard case .parsed(let root) = reader.document(bytes, limits: Self.limits) else { return (nil, reader.sink.diagnostics, false) }
         guard let root else {
             reader.error("the inventory is empty", at: SourceMark(line: 1, column: 1), hint: "an inventory needs `devices:` with a list of devices")
             return (nil, reader.sink.diagnostics, false)
@@ -278,8 +277,8 @@ enum CSVInventory {
             sink.error(error.message, at: error.mark, hint: error.hint)
             return []
         }
-        if bytes.count > YAMLParser.Limits().maxBytes {
-            sink.error("file is \(bytes.count) bytes; the limit is \(YAMLParser.Limits().maxBytes) bytes", at: SourceMark(line: 1, column: 1))
+        if bytes.count > InventoryParser.limits.maxBytes {
+            sink.error("file is \(bytes.count) bytes; the limit is \(InventoryParser.limits.maxBytes) bytes", at: SourceMark(line: 1, column: 1))
             return []
         }
         // A UTF-8 byte order mark (spreadsheet exports) is not part of the first cell.

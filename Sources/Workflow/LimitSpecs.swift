@@ -1,4 +1,5 @@
 import BLE
+import YAML
 
 /// The limits of a `verify` as the workflow writes them: literals, already read as the value's type
 /// when the workflow was parsed, or templates (`min: "${min_battery}"`) resolved for each device into
@@ -73,7 +74,7 @@ public struct LimitSpecs: Sendable, Equatable {
     public static func read(_ text: String, _ kind: Kind, valueType: ValueType) throws(ValueError) -> TypedValue {
         switch kind {
         case .number:
-            if let n = ValueSpec.parseInteger(text) {
+            if let n = YAMLReader.integer(text) {
                 if case .integer(let signed) = valueType { return .integer(n, signed: signed || n < 0) }
                 return .integer(n, signed: true)
             }

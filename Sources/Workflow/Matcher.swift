@@ -1,23 +1,27 @@
 import BLE
 import Synchronization
+import YAML
 
 /// A concrete test on the bytes of a notification, an indication or a `confirm` read: what `await`
 /// checks, after templates are rendered. (`verify` checks typed values with `MeasurementLimits`.)
 ///
 /// `equals` compares bytes; a regex matches the lower-case hex string (`hexPattern`) or the UTF-8
-/// text (`textPattern`).
+/// text (`textPattern`), bounded in time (`BoundedRegex`).
 public enum Matcher: Sendable, Equatable, CustomStringConvertible {
     case equalsBytes([UInt8])
     case hexPattern(String)
     case textPattern(String)
 
-    public func matches(_ bytes: [UInt8]) -> Bool {
+    /// Whether `bytes` match. A regex that gives up on them (it backtracks too much), passes
+    /// `deadline` (`timeout` is the step's, for the message) or is cancelled throws the error a step
+    /// reports (`BoundedRegex.MatchError.stepError`).
+    public func matches(_ bytes: [UInt8], deadline: ContinuousClock.Instant? = nil, timeout: Duration? = nil) throws -> Bool {
         switch self {
         case .equalsBytes(let expected): return bytes == expected
-        case .hexPattern(let pattern): return Self.search(pattern, in: bytes.hexString)
+        case .hexPattern(let pattern): return try Self.search(pattern, in: bytes.hexString, deadline: deadline, timeout: timeout)
         case .textPattern(let pattern):
             guard let text = String(validating: bytes, as: UTF8.self) else { return false }
-            return Self.search(pattern, in: text)
+            return try Self.search(pattern, in: text, deadline: deadline, timeout: timeout)
         }
     }
 
@@ -29,44 +33,23 @@ public enum Matcher: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// Whether `pattern` compiles as a regular expression; the error text when it does not.
+    /// Whether `pattern` compiles as a regular expression (PCRE2); the error, with the character it
+    /// is at, when it does not.
     public static func regexError(_ pattern: String) -> String? {
+        switch BoundedRegex.compile(pattern) {
+        case .success: return nil
+        case .failure(let e): return e.description
+        }
+    }
+
+    static func search(_ pattern: String, in text: String, deadline: ContinuousClock.Instant?, timeout: Duration?) throws -> Bool {
+        // Validation refused a pattern that does not compile; one that still does not matches nothing.
+        guard case .success(let regex) = BoundedRegex.compile(pattern) else { return false }
         do {
-            _ = try Regex(pattern)
-            return nil
+            return try regex.matches(text, deadline: deadline)
         } catch {
-            return "\(error)"
+            throw error.stepError(pattern: pattern, value: text, timeout: timeout)
         }
-    }
-
-    static func search(_ pattern: String, in text: String) -> Bool {
-        guard let regex = RegexCache.shared.regex(pattern) else { return false }
-        return (try? regex.firstMatch(in: text)) != nil
-    }
-}
-
-/// Compiled patterns, by source text: a run matches the same few workflow patterns thousands of times,
-/// and compiling one costs far more than matching it.
-final class RegexCache: Sendable {
-    static let shared = RegexCache()
-
-    private struct Compiled: @unchecked Sendable {  // reason: Regex is not Sendable; a compiled one is only read once stored
-        let regex: Regex<AnyRegexOutput>?
-    }
-
-    private let compiled = Mutex<[String: Compiled]>([:])
-    /// Workflows hold few patterns; a bound keeps hostile input from growing the cache without end.
-    private let limit = 1024
-
-    /// The compiled pattern, or nil when it does not compile (such a pattern matches nothing).
-    func regex(_ pattern: String) -> Regex<AnyRegexOutput>? {
-        if let c = compiled.withLock({ $0[pattern] }) { return c.regex }
-        let c = Compiled(regex: try? Regex(pattern))
-        compiled.withLock { cache in
-            if cache.count >= limit { cache.removeAll(keepingCapacity: true) }
-            cache[pattern] = c
-        }
-        return c.regex
     }
 }
 

@@ -21,7 +21,7 @@ public struct MeasurementLimits: Sendable, Equatable {
     public var equals: TypedValue?
     /// `in:`: the value must equal one of these.
     public var oneOf: [TypedValue]?
-    /// `matches:`: a regular expression (Swift `Regex` syntax).
+    /// `matches:`: a regular expression (PCRE2 syntax, matched within bounds: `BoundedRegex`).
     public var matches: String?
     public var versionAtLeast: SemanticVersion?
     public var versionBelow: SemanticVersion?
@@ -107,7 +107,11 @@ public struct MeasurementLimits: Sendable, Equatable {
 
     /// Checks `value` (nil: it has no value, which fails) against every limit, in `keys` order; the
     /// message names the first limit that fails, or all of them when the value passes.
-    public func check(_ value: TypedValue?, name: String, unit: String? = nil) -> MeasurementResult {
+    ///
+    /// A `matches` regex is matched within bounds (`BoundedRegex`): one that gives up on the value,
+    /// passes `deadline` or is cancelled fails the measurement and says so (the caller checks for
+    /// cancellation after: a cut device is interrupted, not failed).
+    public func check(_ value: TypedValue?, name: String, unit: String? = nil, deadline: ContinuousClock.Instant? = nil) -> MeasurementResult {
         func result(_ outcome: MeasurementResult.Outcome, _ message: String) -> MeasurementResult {
             MeasurementResult(name: name, value: value, limits: self, unit: unit, outcome: outcome, message: message)
         }
@@ -140,10 +144,23 @@ public struct MeasurementLimits: Sendable, Equatable {
                 default: throw ValueError("matches needs text, bytes or a version, not \(value.type.phrase)")
                 }
                 // The compiled pattern is cached: a run checks the same few patterns on every device.
-                guard RegexCache.shared.regex(matches) != nil else {
+                guard case .success(let regex) = BoundedRegex.compile(matches) else {
                     throw ValueError("the regular expression /\(matches)/ does not compile")
                 }
-                if !Matcher.search(matches, in: text) { return result(.fail, "\(shown) does not match /\(matches)/") }
+                let found: Bool
+                do {
+                    found = try regex.matches(text, deadline: deadline)
+                } catch {
+                    switch error {
+                    case .gaveUp(let why):
+                        throw ValueError("the regular expression /\(matches)/ gave up on the value: \(why); write it so that it cannot backtrack this much")
+                    case .deadline:
+                        throw ValueError("the regular expression /\(matches)/ did not finish before the step's deadline")
+                    case .cancelled:
+                        throw ValueError("interrupted while matching /\(matches)/")
+                    }
+                }
+                if !found { return result(.fail, "\(shown) does not match /\(matches)/") }
             }
             if let versionAtLeast, try TypedValue.compare(value, .less, .version(versionAtLeast)) {
                 return result(.fail, "\(shown) is below version_at_least \(versionAtLeast.text)")

@@ -166,7 +166,7 @@ extension NodeReader {
         }
         guard let t = template(value, "an integer") else { return nil }
         if t.isLiteral {
-            guard let v = ValueSpec.parseInteger(t.source) else {
+            guard let v = YAMLReader.integer(t.source) else {
                 error("`\(t.source)` is not an integer", at: value.mark)
                 return nil
             }

@@ -2,10 +2,12 @@ import BLE
 import Support
 import YAML
 
-/// Typed access to YAML nodes that records a diagnostic (with position and hint) instead of throwing,
-/// so a whole file is checked in one pass and every problem is reported.
+/// Typed access to YAML nodes for workflows and inventories: the reads are `YAMLReader`'s (the one
+/// reader of every YAML file); a failed read is recorded as a diagnostic (with position and hint)
+/// instead of thrown, so a whole file is checked in one pass and every problem is reported.
 struct NodeReader {
     var sink: DiagnosticSink
+    let reader = YAMLReader()
 
     init(path: String) {
         sink = DiagnosticSink(path: path)
@@ -15,29 +17,45 @@ struct NodeReader {
         sink.error(message, at: mark, hint: hint)
     }
 
+    /// A file's YAML document: `.parsed(nil)` for an empty one; `.failed` when the YAML itself is
+    /// broken (the error is recorded with its position).
+    enum Document {
+        case parsed(YAMLNode?)
+        case failed
+    }
+
+    mutating func document(_ bytes: [UInt8], limits: YAMLParser.Limits = YAMLParser.Limits()) -> Document {
+        do {
+            return .parsed(try YAMLParser(limits: limits).parse(bytes))
+        } catch {
+            self.error(error.message, at: error.mark, hint: error.hint)
+            return .failed
+        }
+    }
+
+    /// The value `read` gives, or nil after recording its error.
+    private mutating func attempt<T>(_ read: (YAMLReader) throws(YAMLError) -> T) -> T? {
+        do {
+            return try read(reader)
+        } catch {
+            self.error(error.message, at: error.mark, hint: error.hint)
+            return nil
+        }
+    }
+
     /// The pairs of a mapping; reports an error (naming `what`) when the node is something else.
     mutating func mapping(_ node: YAMLNode, _ what: String) -> [YAMLNode.Pair]? {
-        if let pairs = node.mapping { return pairs }
-        error("\(what) must be a mapping (`key: value`), not \(describe(node))", at: node.mark)
-        return nil
+        attempt { (reader) throws(YAMLError) in try reader.mapping(node, what) }
     }
 
     mutating func sequence(_ node: YAMLNode, _ what: String) -> [YAMLNode]? {
-        if let items = node.sequence { return items }
-        error("\(what) must be a list, not \(describe(node))", at: node.mark,
-              hint: node.scalar != nil ? "write a list as `[a, b]` or as lines starting with `- `" : nil)
-        return nil
+        attempt { (reader) throws(YAMLError) in try reader.sequence(node, what) }
     }
 
     /// Reports keys that are not in `allowed`, with a "did you mean" hint.
     mutating func checkKeys(_ pairs: [YAMLNode.Pair], allowed: [String], in context: String) {
-        for pair in pairs {
-            guard let key = pair.key.scalar else { continue }
-            if !allowed.contains(key) {
-                let hint = Suggestions.hint(for: key, in: allowed)
-                    ?? "\(context) accepts: \(allowed.map { "`\($0)`" }.joined(separator: ", "))"
-                error("unknown key `\(key)` in \(context)", at: pair.key.mark, hint: hint)
-            }
+        for e in reader.unknownKeys(pairs.filter { $0.key.scalar != nil }, allowed: allowed, in: context) {
+            error(e.message, at: e.mark, hint: e.hint)
         }
     }
 
@@ -61,25 +79,11 @@ struct NodeReader {
         return ok
     }
 
-    func describe(_ node: YAMLNode) -> String {
-        switch node.kind {
-        case .scalar(let text, _):
-            if node.isNull { return "nothing" }
-            return "the value `\(text.count > 40 ? String(text.prefix(40)) + "…" : text)`"
-        case .sequence: return "a list"
-        case .mapping: return "a mapping"
-        }
-    }
+    func describe(_ node: YAMLNode) -> String { reader.describe(node) }
 
     /// A scalar's text (numbers and booleans are accepted as their text).
     mutating func string(_ node: YAMLNode, _ what: String) -> String? {
-        if node.isNull {
-            error("\(what) is empty", at: node.mark)
-            return nil
-        }
-        if let text = node.scalar { return text }
-        error("\(what) must be a single value, not \(describe(node))", at: node.mark)
-        return nil
+        attempt { (reader) throws(YAMLError) in try reader.string(node, what) }
     }
 
     /// A name (capture or subscription id): letters, digits, `_`, `-`, `.`.
@@ -101,59 +105,19 @@ struct NodeReader {
     }
 
     mutating func bool(_ node: YAMLNode, _ what: String) -> Bool? {
-        guard let text = string(node, what) else { return nil }
-        switch text {
-        case "true", "True", "TRUE": return true
-        case "false", "False", "FALSE": return false
-        default:
-            error("\(what) must be `true` or `false`, not `\(text)`", at: node.mark)
-            return nil
-        }
+        attempt { (reader) throws(YAMLError) in try reader.bool(node, what) }
     }
 
     mutating func integer(_ node: YAMLNode, _ what: String, in range: ClosedRange<Int>) -> Int? {
-        guard let text = string(node, what) else { return nil }
-        guard let value = ValueSpec.parseInteger(text), let int = Int(exactly: value) else {
-            error("\(what) must be a whole number, not `\(text)`", at: node.mark)
-            return nil
-        }
-        guard range.contains(int) else {
-            error("\(what) must be between \(range.lowerBound) and \(range.upperBound), not \(int)", at: node.mark)
-            return nil
-        }
-        return int
+        attempt { (reader) throws(YAMLError) in try reader.integer(node, what, in: range) }
     }
 
     mutating func number(_ node: YAMLNode, _ what: String) -> Double? {
-        guard let text = string(node, what) else { return nil }
-        if let i = ValueSpec.parseInteger(text) { return Double(i) }
-        guard let d = Double(text), d.isFinite else {
-            error("\(what) must be a number, not `\(text)`", at: node.mark)
-            return nil
-        }
-        return d
+        attempt { (reader) throws(YAMLError) in try reader.number(node, what) }
     }
 
     mutating func duration(_ node: YAMLNode, _ what: String, max: Duration = .seconds(3600)) -> Duration? {
-        guard let text = string(node, what) else { return nil }
-        switch DurationText.parse(text) {
-        case .success(let d):
-            if d > max {
-                error("\(what) \(text) is longer than the limit of \(DurationText.format(max))", at: node.mark)
-                return nil
-            }
-            return d
-        case .failure(.missingUnit):
-            error("duration `\(text)` has no unit", at: node.mark,
-                  hint: "write a unit: `\(text)ms`, `\(text)s` or `\(text)m`")
-        case .failure(.unknownUnit(let unit)):
-            error("unknown duration unit `\(unit)` in `\(text)`", at: node.mark, hint: "use ms, s, m or h")
-        case .failure(.negative):
-            error("duration `\(text)` is negative", at: node.mark)
-        case .failure(.malformed):
-            error("`\(text)` is not a duration", at: node.mark, hint: "write a number and a unit, like `250ms`, `10s` or `2m`")
-        }
-        return nil
+        attempt { (reader) throws(YAMLError) in try reader.duration(node, what, max: max) }
     }
 
     mutating func uuid(_ node: YAMLNode, _ what: String) -> BluetoothUUID? {
@@ -179,20 +143,7 @@ struct NodeReader {
 
     /// Parses a template; reference marks point into the file.
     mutating func template(_ node: YAMLNode, _ what: String) -> Template? {
-        guard let text = node.scalar, !(node.isNull && text.isEmpty) else {
-            _ = string(node, what)
-            return nil
-        }
-        var start = node.mark
-        if case .scalar(_, let style) = node.kind, style == .singleQuoted || style == .doubleQuoted {
-            start.column += 1
-        }
-        do {
-            return try Template(parsing: text, at: start)
-        } catch {
-            self.error(error.message, at: error.mark, hint: "write `$${` for a literal `${`")
-            return nil
-        }
+        attempt { (reader) throws(YAMLError) in try reader.template(node, what) }
     }
 
     // MARK: - Policies
@@ -279,7 +230,8 @@ struct NodeReader {
     mutating func reconnect(_ node: YAMLNode) -> ReconnectPolicy? {
         guard let pairs = mapping(node, "`reconnect`") else { return nil }
         checkKeys(pairs, allowed: ["attempts", "delay"], in: "`reconnect`")
-        var policy = ReconnectPolicy.standard
+        var attempts = 3
+        var delay: Duration = .seconds(1)
         var ok = true
         if let a = node["attempts"] {
             if let text = a.scalar, ["unlimited", "infinite", "forever", "-1", ".inf"].contains(text) {
@@ -287,14 +239,14 @@ struct NodeReader {
                       hint: "give a number from 0 to \(ReconnectPolicy.maxAttempts)")
                 ok = false
             } else if let n = integer(a, "reconnect `attempts`", in: 0...ReconnectPolicy.maxAttempts) {
-                policy.attempts = n
+                attempts = n
             } else {
                 ok = false
             }
         }
         if let d = node["delay"] {
-            if let v = duration(d, "reconnect `delay`", max: ReconnectPolicy.maxDelay) { policy.delay = v } else { ok = false }
+            if let v = duration(d, "reconnect `delay`", max: ReconnectPolicy.maxDelay) { delay = v } else { ok = false }
         }
-        return ok ? policy : nil
+        return ok ? .workflow(attempts: attempts, delay: delay) : nil
     }
 }

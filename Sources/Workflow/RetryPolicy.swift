@@ -1,3 +1,5 @@
+import BLE
+
 /// A class of failure, as the supervisor sees it. Retry policies name the classes they apply to.
 public enum ErrorClass: String, Sendable, Hashable, CaseIterable, Comparable {
     /// An operation did not finish within its timeout (includes a scan that did not find the device).
@@ -97,23 +99,22 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 }
 
-/// What a connection does when it drops unexpectedly: bounded attempts with a delay between them.
-public struct ReconnectPolicy: Sendable, Equatable {
-    /// Reconnect attempts after a drop (0 = never reconnect). At most `maxAttempts`.
-    public var attempts: Int
-    /// Wait before each attempt. At most `maxDelay`.
-    public var delay: Duration
-
+/// A workflow's `reconnect:` is the session's own `ReconnectPolicy` (BLE): what a connection does when it
+/// drops unexpectedly. A workflow gives bounded attempts with one delay before each (0 attempts:
+/// `.disabled`).
+extension ReconnectPolicy {
+    /// The most reconnect attempts a workflow may ask for.
     public static let maxAttempts = 20
+    /// The longest delay before an attempt a workflow may ask for.
     public static let maxDelay: Duration = .seconds(60)
 
-    public init(attempts: Int, delay: Duration) {
-        self.attempts = attempts
-        self.delay = delay
+    /// A workflow's reconnect policy: `attempts` tries (none: disabled), `delay` before each.
+    public static func workflow(attempts: Int, delay: Duration) -> ReconnectPolicy {
+        attempts > 0 ? .limited(maxAttempts: attempts, delays: [delay]) : .disabled
     }
 
-    /// Three attempts, one second apart.
-    public static let standard = ReconnectPolicy(attempts: 3, delay: .seconds(1))
+    /// A workflow's default: three attempts, one second apart.
+    public static let standard = ReconnectPolicy.workflow(attempts: 3, delay: .seconds(1))
 }
 
 private func pow(_ base: Double, _ exponent: Double) -> Double {

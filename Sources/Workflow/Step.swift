@@ -20,6 +20,14 @@ public struct Step: Sendable, Equatable {
         case disconnect(Disconnect)
         /// `set:`: derive a value from captured values and variables.
         case derive(Derive)
+        /// `dfu:`: a firmware update over MCUmgr (upload, test, reset, confirm).
+        case dfu(DFU)
+        /// `file_upload:`: a file written to the device's file system over MCUmgr.
+        case fileUpload(FileUpload)
+        /// `settings:`: settings written (and saved) over MCUmgr.
+        case settings(Settings)
+        /// `mcumgr:`: one MCUmgr command.
+        case mcumgr(McuMgrCommand)
 
         /// The keyword as written in a workflow (`write_blob`, `await`, ...).
         public var keyword: String {
@@ -38,13 +46,17 @@ public struct Step: Sendable, Equatable {
             case .sleep: return "sleep"
             case .disconnect: return "disconnect"
             case .derive: return "set"
+            case .dfu: return "dfu"
+            case .fileUpload: return "file_upload"
+            case .settings: return "settings"
+            case .mcumgr: return "mcumgr"
             }
         }
 
         /// Every step keyword.
         public static let keywords = [
             "scan", "connect", "pair", "discover", "read", "verify", "write", "write_blob", "subscribe", "unsubscribe",
-            "await", "sleep", "disconnect", "set",
+            "await", "sleep", "disconnect", "set", "dfu", "file_upload", "settings", "mcumgr",
         ]
     }
 
@@ -121,6 +133,10 @@ public struct Step: Sendable, Equatable {
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
         case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? []) + (a.confirm?.matcher.templates ?? [])
+        case .dfu(let d): return [d.image]
+        case .fileUpload(let f): return f.file.templates + [f.to]
+        case .settings(let s): return s.writes.flatMap(\.value.templates)
+        case .mcumgr(let m): return [m.image, m.text].compactMap { $0 }
         }
     }
 
@@ -137,6 +153,8 @@ public struct Step: Sendable, Equatable {
             return specs
         case .verify(let v): return v.limits.encoded
         case .derive(let d): return d.encoded
+        case .fileUpload(let f): return [f.file]
+        case .settings(let s): return s.writes.map(\.value)
         default: return []
         }
     }
@@ -158,8 +176,17 @@ public struct Step: Sendable, Equatable {
         switch kind {
         case .write(let w): return w.irreversible
         case .await(let a): return a.trigger?.irreversible ?? false
+        case .mcumgr(let m): return m.command.isIrreversible
         default: return false
         }
+    }
+
+    /// True for a `dfu` step: its irreversible actions (test, reset, confirm) are journaled one by one,
+    /// and whether each took effect is read back from the device's image state, so a resumed run goes
+    /// on from what the device says instead of stopping the device for review.
+    public var checksItsIrreversibleActions: Bool {
+        if case .dfu = kind { return true }
+        return false
     }
 
     /// True when the step's write is declared `idempotent: true`: sending it again has the same effect
@@ -187,6 +214,7 @@ public struct Step: Sendable, Equatable {
         case .read(let r): return r.id
         case .await(let a): return a.capture?.id
         case .derive(let d): return d.id
+        case .mcumgr(let m): return m.capture
         default: return nil
         }
     }
@@ -454,5 +482,123 @@ extension Step {
     /// `disconnect`: close the connection (never triggers a reconnect).
     public struct Disconnect: Sendable, Equatable {
         public init() {}
+    }
+
+    /// When `dfu` confirms the new image (MCUboot): the policies of docs/dfu.md.
+    public enum ConfirmPolicy: String, Sendable, Equatable, CaseIterable {
+        case afterBoot = "after_boot", now, never
+    }
+
+    /// `dfu`: update the firmware of an MCUmgr/MCUboot device with the image a variable names.
+    public struct DFU: Sendable, Equatable {
+        /// The image file (relative to the inventory's file root): `"${firmware}"`.
+        public var image: Template
+        public var confirm: ConfirmPolicy
+        /// Refuse an image that is not newer than the running one (the device checks too).
+        public var upgradeOnly: Bool
+        /// How long the device may take to come back after its reset.
+        public var rebootTimeout: Duration
+        /// `version`: the image's version must be this one (checked during validation, per device).
+        public var version: Template?
+        /// The MCUboot image number (0 on a single-image device).
+        public var imageNumber: Int
+        /// `window`: at most this many requests in flight (default: the device's buffers).
+        public var window: Int?
+
+        /// The values a `dfu` records for the report (as captures): its result, the versions before and
+        /// after, the image's size, the bytes sent, the upload's KB/s, window, drops and link losses, and
+        /// the time of each phase. `dfu_…`, or `dfu1_…` for image 1.
+        public static func figures(imageNumber: Int) -> [(String, ValueType)] {
+            let p = imageNumber == 0 ? "dfu_" : "dfu\(imageNumber)_"
+            let count = ValueType.integer(signed: false)
+            return [(p + "result", .text), (p + "version_before", .version), (p + "version_after", .version), (p + "image_bytes", count),
+                    (p + "bytes_sent", count), (p + "kbps", .real), (p + "window", count), (p + "drops", count), (p + "link_losses", count)]
+                + ["state", "upload", "test", "reboot", "confirm"].map { (p + $0 + "_ms", count) }
+        }
+        public init(image: Template, confirm: ConfirmPolicy = .afterBoot, upgradeOnly: Bool = true, rebootTimeout: Duration = .seconds(60),
+                    version: Template? = nil, imageNumber: Int = 0, window: Int? = nil) {
+            self.image = image
+            self.confirm = confirm
+            self.upgradeOnly = upgradeOnly
+            self.rebootTimeout = rebootTimeout
+            self.version = version
+            self.imageNumber = imageNumber
+            self.window = window
+        }
+    }
+
+    /// `file_upload`: write a file to the device over MCUmgr (resumable), checked with the device's
+    /// SHA-256 of it where the device offers one.
+    public struct FileUpload: Sendable, Equatable {
+        /// The bytes: `file: "${cert}"` (a `file` value spec), or any value spec under `value:`.
+        public var file: ValueSpec
+        /// The path on the device: `/lfs/cert.der`.
+        public var to: Template
+        /// `verify`: `sha256` (default: when the device offers it), `required`, or `none`.
+        public var verify: Verification
+        public enum Verification: String, Sendable, Equatable, CaseIterable {
+            case auto, required, none
+        }
+        public init(file: ValueSpec, to: Template, verify: Verification = .auto) {
+            self.file = file
+            self.to = to
+            self.verify = verify
+        }
+    }
+
+    /// `settings`: write settings (names to value specs, in order), then save them when asked.
+    public struct Settings: Sendable, Equatable {
+        public struct Write: Sendable, Equatable {
+            public var name: String
+            public var value: ValueSpec
+            public init(name: String, value: ValueSpec) {
+                self.name = name
+                self.value = value
+            }
+        }
+        public var writes: [Write]
+        public var save: Bool
+        public init(writes: [Write], save: Bool = false) {
+            self.writes = writes
+            self.save = save
+        }
+    }
+
+    /// `mcumgr`: one MCUmgr command, for what the composite steps do not cover.
+    public struct McuMgrCommand: Sendable, Equatable {
+        public enum Command: String, Sendable, Equatable, CaseIterable {
+            case echo, reset, params
+            case imageState = "image_state", imageTest = "image_test", imageConfirm = "image_confirm", imageErase = "image_erase"
+
+            /// Commands that change the device for good: journaled as intents, never sent again on a resume.
+            public var isIrreversible: Bool {
+                switch self {
+                case .reset, .imageTest, .imageConfirm, .imageErase: return true
+                case .echo, .params, .imageState: return false
+                }
+            }
+        }
+        public var command: Command
+        /// `capture`: the id the answer is captured under (echo: the text; image_state: the running version;
+        /// params: `buf_size x buf_count`).
+        public var capture: String?
+        /// `image`: the image whose hash `image_test` marks (and `image_confirm` confirms, else the running one).
+        public var image: Template?
+        /// `text`: what `echo` sends.
+        public var text: Template?
+        /// `slot`: what `image_erase` erases (default 1).
+        public var slot: Int?
+        public init(command: Command, capture: String? = nil, image: Template? = nil, text: Template? = nil, slot: Int? = nil) {
+            self.command = command
+            self.capture = capture
+            self.image = image
+            self.text = text
+            self.slot = slot
+        }
+
+        /// The captured value's type.
+        public var captureType: ValueType {
+            command == .imageState ? .version : .text
+        }
     }
 }

@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Support
+import YAML
 
 /// The type of a captured value or a variable: what a `read … as:` produces, what `vars:` declares,
 /// and what an expression or a measurement limit is checked against.
@@ -143,7 +144,7 @@ public enum TypedValue: Sendable, Hashable, CustomStringConvertible {
     public init(text: String, as type: ValueType) throws(ValueError) {
         switch type {
         case .integer(let signed):
-            guard let n = ValueSpec.parseInteger(text) else {
+            guard let n = YAMLReader.integer(text) else {
                 throw ValueError("\"\(Self.quoted(text))\" is not an integer")
             }
             guard signed || n >= 0 else { throw ValueError("\(n) is negative, but the value is an unsigned integer") }

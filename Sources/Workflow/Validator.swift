@@ -44,8 +44,11 @@ public struct InputFile: Sendable, Equatable {
 
 /// Checks a workflow against an inventory before anything touches a radio.
 public enum Validator {
-    /// The largest file read (larger files are refused before reading).
+    /// The largest workflow (or other file) read; larger files are refused before reading.
     public static let maxFileBytes = 10 * 1024 * 1024
+    /// The largest inventory read: a line of 100,000 devices is 13 MB of YAML (7 MB of CSV), and the
+    /// scale-out target; 64 MiB holds about half a million in YAML. Larger is refused before reading.
+    public static let maxInventoryBytes = InventoryParser.limits.maxBytes
 
     /// Reads, parses and cross-checks. `currentDirectory` resolves an `@file` in `limit`.
     public static func validate(workflowPath: String, inventoryPath: String?, limit: String? = nil, currentDirectory: String = "") -> ValidationResult {
@@ -128,7 +131,7 @@ public enum Validator {
     /// `loadInventory`, with what could be read of an invalid inventory (`InventoryParser.parsePartial`).
     static func loadInventoryPartial(_ path: String, currentDirectory: String) -> (partial: Inventory?, diagnostics: [Diagnostic]) {
         let resolved = ValueSpec.resolve(path: path, baseDirectory: currentDirectory)
-        switch readFile(resolved, shownAs: path) {
+        switch readFile(resolved, shownAs: path, limit: maxInventoryBytes) {
         case .success(let bytes):
             return InventoryParser().parsePartial(bytes: bytes, path: path, baseDirectory: InventoryParser.directory(of: resolved))
         case .failure(let d):
@@ -136,9 +139,9 @@ public enum Validator {
         }
     }
 
-    /// Reads a file, refusing directories, missing files and files over `maxFileBytes`. Diagnostics name
+    /// Reads a file, refusing directories, missing files and files over `limit` bytes. Diagnostics name
     /// the file as `shownAs` (the path the user gave).
-    public static func readFile(_ path: String, shownAs: String? = nil) -> Result<[UInt8], Diagnostic> {
+    public static func readFile(_ path: String, shownAs: String? = nil, limit: Int = maxFileBytes) -> Result<[UInt8], Diagnostic> {
         let start = SourceMark(line: 1, column: 1)
         let shown = shownAs ?? path
         var isDirectory: ObjCBool = false
@@ -149,10 +152,11 @@ public enum Validator {
             return .failure(Diagnostic(path: shown, mark: start, message: "is a directory, not a file"))
         }
         if let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-           let size = (attributes[.size] as? NSNumber)?.intValue, size > maxFileBytes {
+           let size = (attributes[.size] as? NSNumber)?.intValue, size > limit {
             return .failure(Diagnostic(
-                path: shown, mark: start, message: "file is \(size) bytes; the limit is \(maxFileBytes) bytes",
-                hint: "a workflow or inventory this large is almost certainly not what you meant"))
+                path: shown, mark: start, message: "file is \(size) bytes; the limit is \(limit) bytes",
+                hint: limit == maxInventoryBytes ? "split the line into several inventories (each station runs its own), or use CSV (about half the size)"
+                                                 : "a workflow this large is almost certainly not what you meant"))
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             return .failure(Diagnostic(path: shown, mark: start, message: "cannot read the file (permissions?)"))
@@ -176,6 +180,7 @@ public enum Validator {
         let capturedAnywhere = Set(workflow.capturedNames).union(alsoCaptured)
         let known = inventory.variableNames
         var reported = Set<String>()
+        var images: [String: ImageFacts] = [:]
         for step in workflow.steps {
             // 1. References.
             for template in step.templates {
@@ -253,6 +258,8 @@ public enum Validator {
                 out += checkSecrets(security, step: step, path: path, workflow: workflow, inventory: inventory, devices: devices,
                                     captured: capturedAnywhere, reported: &reported)
             }
+            // 2d. MCUboot images: read and checked for every device.
+            out += checkImages(step, path: path, inventory: inventory, devices: devices, captured: captured, images: &images)
             if let id = step.capturedName { captured.insert(id) }
         }
         // 4. Declared variables (`vars:`): every device gives each a value of its type and length.

@@ -1,6 +1,7 @@
 import BLE
 import Foundation
 import Support
+import YAML
 
 /// How an integer is written or read: its width, whether it is signed, and its byte order (`le`
 /// little-endian, `be` big-endian; one byte has no order). Signed formats are two's complement.
@@ -160,7 +161,7 @@ public indirect enum ValueSpec: Sendable, Equatable {
             return bytes
         case .integer(let format, .literal(let t)):
             let text = try render(t, lookup)
-            guard let value = Self.parseInteger(text) else { throw ValueError("\"\(text)\" is not an integer") }
+            guard let value = YAMLReader.integer(text) else { throw ValueError("\"\(text)\" is not an integer") }
             guard let bytes = format.encode(value) else {
                 throw ValueError("\(value) does not fit in \(format.rawValue) (\(format.range.lowerBound)...\(format.range.upperBound))")
             }
@@ -202,12 +203,6 @@ public indirect enum ValueSpec: Sendable, Equatable {
     }
 
     /// Parses a decimal (optionally signed) or `0x` hex integer.
-    public static func parseInteger(_ text: String) -> Int64? {
-        let t = text.trimmingSpaces
-        if t.hasPrefix("0x") || t.hasPrefix("0X") { return Int64(t.dropFirst(2), radix: 16) }
-        return Int64(t)
-    }
-
     static func emptyFile(_ path: String) -> ValueError {
         ValueError("file \(path) is empty; if an empty file is meant, say `allow_empty: true` beside `file:`")
     }

@@ -62,6 +62,8 @@ public struct Workflow: Sendable, Equatable {
             case .read(let r): if let id = r.id { out[id] = r.format.valueType }
             case .await(let a): if let c = a.capture { out[c.id] = c.format.valueType }
             case .derive(let d): out[d.id] = d.resultType
+            case .mcumgr(let m): if let id = m.capture { out[id] = m.captureType }
+            case .dfu(let d): for (name, type) in Step.DFU.figures(imageNumber: d.imageNumber) { out[name] = type }
             default: break
             }
         }

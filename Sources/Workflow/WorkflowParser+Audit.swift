@@ -434,11 +434,23 @@ extension ParserState {
         // Each input: a template, or (for `crc` and `concat`) typed parts.
         var inputs: [Step.Derive.Input] = []
         var ok = true
+        var selfReference = false
+        // `set: { id: x, concat: ["${x}", …] }`: the value it makes has no value yet. Said once, and no
+        // type is guessed for it (which made a second, spurious error).
+        func selfReferenced(_ t: Template) {
+            guard let id, let own = t.references.first(where: { $0.name == id }) else { return }
+            reader.error("`${\(id)}` is the value this `set` makes: it has no value yet", at: own.mark,
+                         hint: "derive it from other values, or give this `set` another id")
+            selfReference = true
+        }
         for node in inputNodes {
             if node.mapping != nil, form != "slice" {
                 let advice = adviser
                 guard let spec = reader.valueSpec(node, "a part of `\(form == "crc" ? "of" : form)`", advice: advice) else { ok = false; continue }
-                for t in spec.templates { checkReferences(t, laterCaptures: laterCaptures) }
+                for t in spec.templates {
+                    selfReferenced(t)
+                    checkReferences(t, laterCaptures: laterCaptures, except: id)
+                }
                 checkTypes(spec)
                 inputs.append(.encoded(spec))
             } else if node.sequence != nil {
@@ -446,11 +458,17 @@ extension ParserState {
                              hint: "list the parts in `\(form == "crc" ? "of" : form)` itself: `[{ uint32le: … }, { utf8: … }]`")
                 ok = false
             } else if let t = reader.template(node, "a value of `set`") {
-                checkReferences(t, laterCaptures: laterCaptures)
+                selfReferenced(t)
+                checkReferences(t, laterCaptures: laterCaptures, except: id)
                 inputs.append(.template(t))
             } else {
                 ok = false
             }
+        }
+        if selfReference, let id {
+            // Known as captured here, so that later uses are not reported again as unknown.
+            captures[id] = number
+            return nil
         }
         guard ok, let derivation, !inputs.isEmpty else { return nil }
         // A value of a capture whose step failed has no known type: its error is reported there, and

@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Support
 import YAML
 
@@ -27,13 +28,7 @@ public struct WorkflowParser: Sendable {
     /// cross-checks do not repeat an error as "unknown variable".
     func parseWithCaptures(bytes: [UInt8], path: String) -> (partial: Workflow?, diagnostics: [Diagnostic], captures: Set<String>) {
         var reader = NodeReader(path: path)
-        let root: YAMLNode?
-        do {
-            root = try YAMLParser().parse(bytes)
-        } catch {
-            reader.error(error.message, at: error.mark, hint: error.hint)
-            return (nil, reader.sink.diagnostics, [])
-        }
+        guard case .parsed(let root) = reader.document(bytes) else { return (nil, reader.sink.diagnostics, []) }
         guard let root else {
             reader.error("the workflow is empty", at: SourceMark(line: 1, column: 1),
                          hint: "a workflow needs at least `name:` and `steps:`")
@@ -67,6 +62,11 @@ public struct WorkflowParser: Sendable {
         "sleep": ["duration"],
         "disconnect": [],
         "set": ["id", "crc", "of", "slice", "start", "length", "concat"],
+        // The MCUmgr family (WorkflowParser+McuMgr.swift).
+        "dfu": ["image", "confirm", "upgrade_only", "reboot_timeout", "version", "image_number", "window"],
+        "file_upload": ["file", "value", "to", "allow_empty", "verify"],
+        "settings": ["write", "save"],
+        "mcumgr": ["command", "capture", "image", "text", "slot"],
     ]
 }
 
@@ -319,24 +319,7 @@ struct ParserState {
         case "write_blob":
             needsConnection(kindName, mark)
             let target = characteristic(options, kindName)
-            var value: ValueSpec?
-            switch (options["value"], options["file"]) {
-            case (let v?, nil):
-                let advice = adviser
-                value = reader.valueSpec(v, "`value`", advice: advice)
-            case (nil, let f?):
-                let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
-                value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
-            case (_?, let f?): reader.error("`write_blob` takes `value` or `file`, not both", at: f.mark)
-            case (nil, nil): reader.error("`write_blob` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
-            }
-            if let a = options["allow_empty"], options["file"] == nil {
-                reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
-            }
-            if let value {
-                for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
-                checkTypes(value)
-            }
+            let value = fileOrValue(options, step: kindName, laterCaptures: laterCaptures)
             var chunk: Int?
             if let c = options["chunk_size"] { chunk = reader.integer(c, "`chunk_size`", in: 1...512) }
             if let target, let value {
@@ -414,11 +397,14 @@ struct ParserState {
             let d = derive(options, number: number, laterCaptures: laterCaptures)
             if let d { derivedName = "set \(d.id)" }
             kind = d.map { .derive($0) }
+        case "dfu", "file_upload", "settings", "mcumgr":
+            needsConnection(kindName, mark)
+            kind = mcumgrStep(kindName, options, number: number, laterCaptures: laterCaptures, derivedName: &derivedName)
         default:
             kind = nil
         }
         guard let kind else { return nil }
-        let effectiveTimeout = timeout ?? defaults.timeout
+        let effectiveTimeout = timeout ?? ParserState.mcumgrDefaultTimeout(kindName, defaults)
         var step = Step(
             name: explicitName ?? derivedName, hasExplicitName: explicitName != nil, kind: kind, timeout: timeout, retry: retry,
             mark: mark, effectiveTimeout: effectiveTimeout, effectiveRetry: retry ?? defaults.retry)
@@ -427,6 +413,30 @@ struct ParserState {
         step.condition = stepCondition
         step.onFailure = onFailure(optional: optionalNode, continueOnError: continueNode, irreversible: step.irreversible)
         return step
+    }
+
+    /// The bytes a step sends: `file: "${blob}"` (with `allow_empty`) or any `value:` spec, checked
+    /// (`write_blob`, `file_upload`).
+    mutating func fileOrValue(_ options: YAMLNode, step: String, laterCaptures: [String: Int]) -> ValueSpec? {
+        var value: ValueSpec?
+        switch (options["value"], options["file"]) {
+        case (let v?, nil):
+            let advice = adviser
+            value = reader.valueSpec(v, "`value`", advice: advice)
+        case (nil, let f?):
+            let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
+            value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
+        case (_?, let f?): reader.error("`\(step)` takes `value` or `file`, not both", at: f.mark)
+        case (nil, nil): reader.error("`\(step)` needs `file` or `value`", at: options.mark, hint: "for example `file: \"${blob}\"`")
+        }
+        if let a = options["allow_empty"], options["file"] == nil {
+            reader.error("`allow_empty` goes with `file`", at: a.mark, hint: "inside a value, write `{ file: \"${blob}\", allow_empty: true }`")
+        }
+        if let value {
+            for t in value.templates { checkReferences(t, laterCaptures: laterCaptures) }
+            checkTypes(value)
+        }
+        return value
     }
 
     /// An `as:` format name (`uint8`, `version`, …).
@@ -455,8 +465,9 @@ struct ParserState {
     }
 
     /// A reference to a capture must come after the step that captures it.
-    mutating func checkReferences(_ template: Template, laterCaptures: [String: Int]) {
-        for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) && !failedCaptures.contains(name) {
+    mutating func checkReferences(_ template: Template, laterCaptures: [String: Int], except: String? = nil) {
+        for (name, mark) in template.references
+        where captures[name] == nil && !Template.builtins.contains(name) && !failedCaptures.contains(name) && name != except {
             if let later = laterCaptures[name] {
                 reader.error("`${\(name)}` is captured by step \(later), which runs after this one", at: mark,
                              hint: "move this step after step \(later)")

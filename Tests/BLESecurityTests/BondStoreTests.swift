@@ -104,7 +104,18 @@ final class ScratchDirectory {
         (#"{"format": "provision-bonds", "version": 1, "stations": [{"station": "00:1A:7D:DA:71:13", "station_type": "sideways", "bonds": []}]}"#,
          "stations[0]: station \"00:1A:7D:DA:71:13\" (sideways) is not an address"),
         (#"{"format": "provision-bonds", "version": 1, "stations": [{"station": "00:1A:7D:DA:71:13", "station_type": "public", "bonds": [{"peer": "00:1B:DC:07:31:AE", "peer_type": "public", "ltk": "c0ffee00112233445566778899aabbcc", "ediv": "x", "rand": "0000000000000000", "key_size": 16, "authenticated": true, "secure_connections": true}]}]}"#,
-         "stations[0].bonds[0].ediv"),
+         "stations[0].bonds[0].ediv is not a number"),
+        // EDIV is 16 bits: -1 and 70000 are out of range, not "not valid JSON".
+        (#"{"format": "provision-bonds", "version": 1, "stations": [{"station": "00:1A:7D:DA:71:13", "station_type": "public", "bonds": [{"peer": "00:1B:DC:07:31:AE", "peer_type": "public", "ltk": "c0ffee00112233445566778899aabbcc", "ediv": -1, "rand": "0000000000000000", "key_size": 16, "authenticated": true, "secure_connections": true}]}]}"#,
+         "stations[0].bonds[0].ediv: -1 is not 0 to 65535"),
+        (#"{"format": "provision-bonds", "version": 1, "stations": [{"station": "00:1A:7D:DA:71:13", "station_type": "public", "bonds": [{"peer": "00:1B:DC:07:31:AE", "peer_type": "public", "ltk": "c0ffee00112233445566778899aabbcc", "ediv": 70000, "rand": "0000000000000000", "key_size": 16, "authenticated": true, "secure_connections": true}]}]}"#,
+         "stations[0].bonds[0].ediv: 70000 is not 0 to 65535"),
+        // The top level, in words.
+        ("null", "the file holds null, not a bonds store"),
+        ("[]", "the file holds a list, not a bonds store"),
+        ("7", "the file holds a number, not a bonds store"),
+        (#"{"format": "provision-bonds", "version": 1, "stations": null}"#, "stations is null, not a list"),
+        (#"{"format": "provision-bonds", "version": 1, "stations": {}}"#, "stations is not a list"),
     ]
 
     @Test(arguments: damaged)

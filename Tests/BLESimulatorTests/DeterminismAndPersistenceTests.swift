@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Foundation
 import Testing
 @testable import BLESimulator

@@ -57,7 +57,7 @@ import Testing
 
     @Test func durationsNeedUnitsAndRangesAnOrder() {
         #expect(error("model: tiny\nlatency:\n  connect: [20, 80ms]\n" + Self.tinyServices)
-                == "bad.yaml:3:13: latency.connect must be a duration with a unit, e.g. 20ms or 1s")
+                == "bad.yaml:3:13: duration `20` has no unit (write a unit: `20ms`, `20s` or `20m`)")
         #expect(error("model: tiny\nlatency:\n  ack: [50ms, 5ms]\n" + Self.tinyServices)
                 == "bad.yaml:3:15: latency.ack: the low end is above the high end")
     }
@@ -129,7 +129,7 @@ import Testing
         #expect(o1.faults.drop == 0.25)
         #expect(o1.faults.slow == 3)
         #expect(o1.faults.mtuCap == 100)
-        #expect(o1.variables["battery"] == "12")
+        #expect(o1.variable("battery") == "12")
         #expect(central.devices.first { $0.id == "O-2" }?.faults == FaultSettings())
     }
 
@@ -143,31 +143,5 @@ import Testing
         let central = try Fixtures.central([SimulatedDeviceSpec(id: "A", address: given), try Fixtures.spec("B")])
         #expect(central.address(of: "A") == given)
         #expect(central.address(of: "B") == SimulatedDeviceSpec.derivedAddress(for: "B"))
-    }
-}
-
-/// `${name}` in model values and advertising names.
-struct ModelTemplateTests {
-    private func expand(_ text: String, _ vars: [String: String] = ["id": "SN-1", "fw": "2.4.1", "e": "é💡"]) -> String {
-        switch Template.expand(text, { vars[$0] }) {
-        case .success(let s): return s
-        case .failure(let f): return "error: " + f.message
-        }
-    }
-
-    @Test func variablesAreReplacedAnywhereAndTheRestIsKeptAsWritten() {
-        #expect(expand("plain text, no variables") == "plain text, no variables")
-        #expect(expand("") == "")
-        #expect(expand("${id}") == "SN-1")
-        #expect(expand("sensor ${id} runs ${fw}.") == "sensor SN-1 runs 2.4.1.")
-        #expect(expand("${id}${fw}") == "SN-12.4.1")
-        #expect(expand("über ${e} ✓ $ {id} $$ ${id}$") == "über é💡 ✓ $ {id} $$ SN-1$")
-    }
-
-    @Test func anUnknownVariableOrAnUnclosedReferenceIsAFailureThatSaysWhich() {
-        #expect(expand("a ${nope} b") == "error: unknown variable `${nope}`; define it under `defaults:` or per device")
-        #expect(expand("a ${} b") == "error: unknown variable `${}`; define it under `defaults:` or per device")
-        #expect(expand("a ${id") == "error: unclosed `${` in `a ${id`")
-        #expect(expand("${id} and ${") == "error: unclosed `${` in `${id} and ${`")
     }
 }

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Synchronization
 import Testing

@@ -36,8 +36,10 @@ private enum Secure {
 @Suite struct SimulatorSecurityTests {
     @Test func theSecureModelReadsItsSecurityManagerAndItsProtectedCharacteristics() throws {
         let model = try DeviceModel.load(path: Secure.modelPath)
-        #expect(model.security == DeviceModel.SecurityConfig(io: .displayOnly, passkey: "${passkey}", secureConnections: true,
-                                                             requireMITM: true, bond: true))
+        let security = try #require(model.security)
+        #expect(security.passkey.source == "${passkey}" && security.passkey.referencedNames == ["passkey"])
+        #expect(security == DeviceModel.SecurityConfig(io: .displayOnly, passkey: security.passkey, secureConnections: true,
+                                                       requireMITM: true, bond: true))
         let fff0Service = try #require(model.services.first { $0.uuid == fff0 })
         #expect(fff0Service.characteristics.first { $0.uuid == fff1 }?.security == AttributeSecurity(write: .authenticated))
         #expect(fff0Service.characteristics.first { $0.uuid == BluetoothUUID(0xFFF2) }?.security == .open)

@@ -1,4 +1,5 @@
 import BLE
+import Digests
 import Testing
 @testable import BLESimulator
 

@@ -1,3 +1,4 @@
+import Digests
 import Testing
 @testable import BLE
 

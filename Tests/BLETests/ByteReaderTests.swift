@@ -1,7 +1,7 @@
 @testable import BLE
 import Testing
 
-/// Fixed-width integers and hex text to bytes and back: what PDUs, workflow values, models and tests use.
+/// Fixed-width integers to bytes and back: what PDUs use (hex text is Support's, HexTests).
 @Suite struct ByteReaderTests {
     @Test func sixtyFourAndOneHundredTwentyEightBitValuesAreReadLeastSignificantOctetFirst() throws {
         var r = ByteReader([0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01] + (0..<16).map { UInt8($0) })
@@ -32,30 +32,5 @@ import Testing
         #expect(UInt128(bigEndianBytes: v.bigEndianBytes) == v)
         #expect(UInt128(littleEndianBytes: v.littleEndianBytes) == v)
         #expect(UInt128(bigEndianBytes: [UInt8](repeating: 1, count: 17)) == nil)
-    }
-
-    @Test func hexParsesDigitsInEitherCaseWithSeparatorsBetweenBytesAndALeadingZeroX() {
-        #expect([UInt8](hex: "0a0B") == [0x0A, 0x0B])
-        #expect([UInt8](hex: "0x0102") == [0x01, 0x02])
-        #expect([UInt8](hex: "0XfF") == [0xFF])
-        #expect([UInt8](hex: "01 02:03-04_05") == [1, 2, 3, 4, 5])
-        #expect([UInt8](hex: "") == [])
-        #expect([UInt8](hex: "0x") == [])
-    }
-
-    @Test func hexRefusesOddLengthsSeparatorsInsideAByteAndAnythingElse() {
-        #expect([UInt8](hex: "abc") == nil)
-        #expect([UInt8](hex: "0 1") == nil)
-        #expect([UInt8](hex: "0g") == nil)
-        #expect([UInt8](hex: "x0") == nil)
-        #expect([UInt8](hex: "00x1") == nil)
-        #expect([UInt8](hex: "0é") == nil)
-        #expect([UInt8](hex: "0x\u{301}00") == nil)
-    }
-
-    @Test func hexStringIsLowerCaseWithoutSeparatorsAndRoundTrips() {
-        let bytes: [UInt8] = [0x00, 0x7F, 0x80, 0xAB, 0xFF]
-        #expect(bytes.hexString == "007f80abff")
-        #expect([UInt8](hex: bytes.hexString) == bytes)
     }
 }

@@ -160,11 +160,10 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         var opts = options()
         opts.connect.timeout = .milliseconds(100)
         let session = Session(central: central, peer: device.address, options: opts)
-        let start = ContinuousClock.now
+        // The error names the limit that ended the connect: the connect's own 100 ms, not another one.
         await #expect(throws: BLEError.timeout(operation: "connect \(device.address)", limit: .milliseconds(100))) {
             try await session.connect()
         }
-        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         guard case .failed = await session.state else {
             Issue.record("expected failed")
             return
@@ -376,10 +375,9 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
         let read = Task { try await session.read(service: dis, characteristic: fw, timeout: .seconds(30)) }
         // The read's first request reaches the device, which does not answer.
         try await device.received.wait(count: before + 1)
-        let start = ContinuousClock.now
+        // The read ends with the link's loss, not at its own 30 s deadline (which would throw `timeout`).
         await device.drop(.remoteUserTerminated)
         await #expect(throws: BLEError.disconnected(.remoteUserTerminated)) { _ = try await read.value }
-        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         #expect(await session.state == .disconnected)
     }
 
@@ -490,11 +488,10 @@ private func next(_ stream: NotificationStream, within: Duration = limit) async 
                               options: options(reconnect: .disabled, attTimeout: .seconds(1)))
         try await session.connect()
         await device.setAnswers(false)
-        let start = ContinuousClock.now
+        // The ATT transaction timer (1 s) ends the read, not the read's own 5 s deadline.
         await #expect(throws: BLEError.timeout(operation: "ATT Find By Type Value Request", limit: .seconds(1))) {
             _ = try await session.read(service: dis, characteristic: fw, timeout: limit)
         }
-        #expect(ContinuousClock.now - start < .seconds(10), "ended long before any limit it might wrongly wait for")
         let states = session.connectionStates()
         _ = try await withDeadline(limit, operation: "disconnected") {
             for await s in states where s == .disconnected { return true }

@@ -3,6 +3,7 @@ import BLESimulator
 import Engine
 import Synchronization
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// An adapter over the simulated fleet whose controller can be down (being brought up again, as an HCI

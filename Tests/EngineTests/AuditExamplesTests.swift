@@ -1,11 +1,11 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Support
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 
 /// The shipped examples of the typed language, run on the simulator: `workflows/smart-lock.yaml` on
 /// `inventory/smart-lock-line.yaml`, and `workflows/fleet-audit.yaml` on a line with an old unit, a low
@@ -32,7 +32,7 @@ import TestSupport
         }
         let sim = try SimulatedCentral(models: models, devices: specs, defaultModel: defaultModel.name, inventoryFile: loaded.inventory.path,
                                        options: SimulatorOptions(seed: 7, latencyScale: 0))
-        var options = RunOptions(journalPath: directory + "/run.journal", reportPath: directory + "/run.json")
+        var options = TestRunOptions(journalPath: directory + "/run.journal", reportPath: directory + "/run.json")
         options.fsync = false
         options.concurrency = 4
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
@@ -56,8 +56,8 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await Self.run(workflow: TestLine.packageRoot + "/workflows/smart-lock.yaml",
                                    inventory: TestLine.packageRoot + "/inventory/smart-lock-line.yaml", directory: dir)
-        #expect(r.report.summary.outcomes["succeeded"] == 7)
-        #expect(r.report.summary.outcomes["failed"] == 1)
+        #expect(r.report.summary.outcomes[.succeeded] == 7)
+        #expect(r.report.summary.outcomes[.failed] == 1)
         #expect(r.report.run.captureTypes?["firmware"] == .version)
         #expect(r.report.run.captureTypes?["bolt_state"] == .integer(signed: false))
         let oldFirmware: Set<String> = ["SL-0003", "SL-0006"]

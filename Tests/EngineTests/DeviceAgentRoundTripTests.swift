@@ -1,10 +1,10 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 
 /// ATT round trips per device for the shipped workflows on the shipped sensor-v2 model (a count, not a
 /// time): the first device of a model discovers, later ones reuse its layout under the Database Hash,
@@ -30,7 +30,7 @@ import TestSupport
 
     @Test func sensorV2TakesAtMost19RoundTripsOnTheFirstDeviceAnd12OnLaterOnes() async throws {
         let (report, dump) = try await run("sensor-v2", count: 6, concurrency: 1)
-        #expect(report.summary.outcomes["succeeded"] == 6)
+        #expect(report.summary.outcomes[.succeeded] == 6)
         let counts = roundTrips(report)
         #expect(counts[0] <= 19, "first device: \(counts[0])")
         #expect(counts.dropFirst().allSatisfy { $0 <= 12 }, "later devices: \(counts)")
@@ -39,7 +39,7 @@ import TestSupport
 
     @Test func devicesInFlightTogetherEachDiscoverAndTheOnesAfterThemDoNot() async throws {
         let (report, _) = try await run("sensor-v2", count: 8, concurrency: 3)
-        #expect(report.summary.outcomes["succeeded"] == 8)
+        #expect(report.summary.outcomes[.succeeded] == 8)
         let counts = roundTrips(report)
         #expect(counts.allSatisfy { $0 <= 19 }, "\(counts)")
         #expect(counts.dropFirst(3).allSatisfy { $0 <= 12 }, "\(counts)")
@@ -47,7 +47,7 @@ import TestSupport
 
     @Test func consecutiveReadsOfAnAuditGoOutTogetherAndEachStepKeepsItsValue() async throws {
         let (report, _) = try await run("fleet-audit", count: 4, concurrency: 1)
-        #expect(report.summary.outcomes["succeeded"] == 4)
+        #expect(report.summary.outcomes[.succeeded] == 4)
         // Later devices: MTU, Database Hash, robust caching, one Read Multiple Variable Length for five reads.
         #expect(roundTrips(report).dropFirst().allSatisfy { $0 == 4 }, "\(roundTrips(report))")
         for d in report.devices {
@@ -64,7 +64,7 @@ import TestSupport
     @Test func aFleetThatDeclaresSIGUUIDsIn128BitFormIsProvisioned() async throws {
         let quirk = "{ faults: { long_uuids: true } }"
         let (report, dump) = try await run("sensor-v2", count: 4, concurrency: 2, faults: [1: quirk, 2: quirk, 3: quirk, 4: quirk])
-        #expect(report.summary.outcomes["succeeded"] == 4)
+        #expect(report.summary.outcomes[.succeeded] == 4)
         #expect(dump.devices.allSatisfy { $0.state == "02" })
     }
 }

@@ -1,11 +1,11 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Support
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 
 /// The device agent's typed steps on the simulated sensor-v2 line: `when:` over missing values,
 /// `set:` derivations, capture from an `await`, declared variables, and what a step records.

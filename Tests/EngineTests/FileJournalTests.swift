@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import Engine
+import SystemIO
+import EngineTestSupport
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +18,7 @@ import Glibc
 
     static let header = JournalLine.header(JournalHeader(runId: "run-1", workflow: FileRef(name: "w", path: "w.yaml", sha256: "ab"),
                                                          inventory: FileRef(path: "i.yaml", sha256: "cd"), adapters: ["sim"], options: [:],
-                                                         started: "t", toolVersion: "test", resumed: false), at: "t")
+                                                         started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: false), at: wallTime("2026-11-30T05:00:00.000Z"))
 
     static func bytes(_ lines: [JournalLine]) -> [UInt8] {
         lines.flatMap { RecordEncoder.compact($0) + [0x0A] }
@@ -32,8 +35,8 @@ import Glibc
     @Test func aTornLastLineIsCutAndKeptBesideTheJournalBeforeAnythingIsAppended() async throws {
         let dir = try Directory()
         let path = dir.path + "/run.journal"
-        let whole: [JournalLine] = [Self.header, .started(device: "SN-1", attempt: 1, at: "t")]
-        let torn = Array(RecordEncoder.compact(JournalLine.intent(device: "SN-1", step: "commit", stepIndex: 9, at: "t")).prefix(23))
+        let whole: [JournalLine] = [Self.header, .started(device: "SN-1", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z"))]
+        let torn = Array(RecordEncoder.compact(JournalLine.intent(device: "SN-1", step: "commit", stepIndex: 9, at: wallTime("2026-11-30T05:00:00.000Z"))).prefix(23))
         try Self.write(Self.bytes(whole) + torn, path)
 
         for round in 1...3 {
@@ -49,7 +52,7 @@ import Glibc
             }
             try await journal.record(.header(JournalHeader(runId: "run-1", workflow: FileRef(path: "w.yaml", sha256: "ab"),
                                                            inventory: FileRef(path: "i.yaml", sha256: "cd"), adapters: [], options: [:],
-                                                           started: "t\(round)", toolVersion: "test", resumed: true), at: "t"))
+                                                           started: WallTime(millisecondsSince1970: 1_796_014_800_000 + Int64(round)), toolVersion: "test", resumed: true), at: wallTime("2026-11-30T05:00:00.000Z")))
             await journal.close()
         }
         // The cut bytes, once, with a newline after them.
@@ -61,7 +64,7 @@ import Glibc
     @Test func aWholeLastLineWithoutItsNewlineIsKeptAndCompleted() async throws {
         let dir = try Directory()
         let path = dir.path + "/run.journal"
-        let lines: [JournalLine] = [Self.header, .started(device: "SN-1", attempt: 1, at: "t")]
+        let lines: [JournalLine] = [Self.header, .started(device: "SN-1", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z"))]
         try Self.write(Array(Self.bytes(lines).dropLast()), path)
         let journal = try FileJournal(path: path, fsync: false)
         let opened = try await journal.open(.resume)
@@ -74,7 +77,7 @@ import Glibc
     @Test func aDamagedLineBeforeTheLastIsRefusedAndNothingIsTouched() async throws {
         let dir = try Directory()
         let path = dir.path + "/run.journal"
-        let original = Self.bytes([Self.header]) + Array("{\"type\":\"started\",\"at\"\n".utf8) + Self.bytes([.end(stopped: nil, at: "t")]) + Array("{\"ty".utf8)
+        let original = Self.bytes([Self.header]) + Array("{\"type\":\"started\",\"at\"\n".utf8) + Self.bytes([.end(stopped: nil, at: wallTime("2026-11-30T05:00:00.000Z"))]) + Array("{\"ty".utf8)
         try Self.write(original, path)
         let journal = try FileJournal(path: path, fsync: false)
         await #expect {
@@ -130,7 +133,7 @@ import Glibc
         }
         #expect(first?.errno == ENOSPC)
         // Later lines, durable or not, and flushes fail the same way: nothing more is written.
-        for line in [JournalLine.started(device: "SN-1", attempt: 1, at: "t"), .intent(device: "SN-1", step: "commit", stepIndex: 9, at: "t")] {
+        for line in [JournalLine.started(device: "SN-1", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")), .intent(device: "SN-1", step: "commit", stepIndex: 9, at: wallTime("2026-11-30T05:00:00.000Z"))] {
             await #expect { try await journal.record(line) } throws: { ($0 as? FileError)?.errno == ENOSPC }
         }
         await #expect { try await journal.flush() } throws: { ($0 as? FileError)?.errno == ENOSPC }
@@ -144,11 +147,11 @@ import Glibc
         _ = try await journal.open(.start)
         try await journal.record(Self.header)
         #expect(Self.contents(path) == Self.bytes([Self.header]))
-        try await journal.record(.started(device: "SN-1", attempt: 1, at: "t"))
+        try await journal.record(.started(device: "SN-1", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
         #expect(Self.contents(path) == Self.bytes([Self.header]), "a start waits for the next durable line")
-        let intent = JournalLine.intent(device: "SN-1", step: "commit", stepIndex: 9, at: "t")
+        let intent = JournalLine.intent(device: "SN-1", step: "commit", stepIndex: 9, at: wallTime("2026-11-30T05:00:00.000Z"))
         try await journal.record(intent)
-        #expect(Self.contents(path) == Self.bytes([Self.header, .started(device: "SN-1", attempt: 1, at: "t"), intent]))
+        #expect(Self.contents(path) == Self.bytes([Self.header, .started(device: "SN-1", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")), intent]))
         await journal.close()
     }
 }

@@ -5,6 +5,8 @@ import FoundationXML
 import Testing
 import Workflow
 @testable import Engine
+import EngineTestSupport
+import TestSupport
 
 /// `--junit`: a test case per device and step, properties for captured values, station and run id,
 /// failed measurements as failures.
@@ -65,12 +67,12 @@ import Workflow
              StepRecord(name: "disconnect", kind: "disconnect", outcome: .succeeded, attempts: 1, startMs: 36, durationMs: 2)]
         }
         var ok = DeviceRecord(id: "SN-<1>", address: nil, name: "x\"&'", outcome: .succeeded, attempts: 1, adapter: "sim", rssi: -50,
-                              started: "2026-01-05T08:00:00.000Z", durationMs: 38,
+                              started: wallTime("2026-01-05T08:00:00.000Z"), durationMs: 38,
                               captured: ["battery": 87, "key": "***", "evil": "\u{1B}]0;x\u{07}"],
                               measurements: [MeasurementRecord(step: 2, result: battery.check(.integer(87, signed: false), name: "battery level", unit: "%"))],
                               steps: steps(failing: false))
         ok.steps[2].outcome = .succeeded
-        let low = DeviceRecord(id: "SN-2", address: nil, name: nil, outcome: .succeeded, attempts: 1, adapter: "sim", started: "2026-01-05T08:00:01.000Z",
+        let low = DeviceRecord(id: "SN-2", address: nil, name: nil, outcome: .succeeded, attempts: 1, adapter: "sim", started: wallTime("2026-01-05T08:00:01.000Z"),
                                durationMs: 38, captured: ["battery": 19],
                                measurements: [MeasurementRecord(step: 2, result: battery.check(.integer(19, signed: false), name: "battery level", unit: "%"))],
                                steps: steps(failing: true))
@@ -80,7 +82,7 @@ import Workflow
                                 error: FailureRecord(kind: .notFound, step: "scan", message: "no advertisement", causes: ["tried 3 times"]))
         let never = DeviceRecord(id: "SN-4", address: nil, name: nil, outcome: .skipped, skipReason: "the line was stopped")
         let info = RunInfo(id: "run-1", workflow: FileRef(name: "audit", path: "w.yaml", sha256: "0"), inventory: FileRef(path: "i.yaml", sha256: "1"),
-                           adapters: [], simulated: true, station: "line-3", toolVersion: "t", options: [:], started: "2026-01-05T08:00:00.000Z",
+                           adapters: [], simulated: true, station: "line-3", toolVersion: "t", options: [:], started: wallTime("2026-01-05T08:00:00.000Z"),
                            captureTypes: ["battery": .integer(signed: false), "key": .bytes, "evil": .text])
         let devices = [ok, low, lost, never]
         return RunReport(run: info, summary: Summary.compute(devices, wall: .seconds(2)), devices: devices)

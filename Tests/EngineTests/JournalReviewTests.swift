@@ -5,6 +5,7 @@ import Workflow
 /// The devices a journal leaves in doubt, and an operator's resolution as the journal records it.
 @Suite struct JournalReviewTests {
     static let header = ResumePlanTests.header()
+    static func t(_ ms: Int64) -> WallTime { WallTime(millisecondsSince1970: ms) }
 
     static func review(_ id: String) -> DeviceRecord {
         DeviceRecord(id: id, address: nil, name: nil, outcome: .failed, attempts: 1,
@@ -16,31 +17,31 @@ import Workflow
     @Test func intentsWithoutOutcomesAndNeedsReviewOutcomesAreListedOthersAreNot() {
         let lines: [JournalLine] = [
             Self.header,
-            .started(device: "A", attempt: 1, at: "t1"), .intent(device: "A", step: "commit", stepIndex: 3, at: "t2"),
-            .outcome(DeviceRecord(id: "A", address: nil, name: nil, outcome: .interrupted, attempts: 1), at: "t3"),
-            .started(device: "B", attempt: 1, at: "t1"), .intent(device: "B", step: "commit", stepIndex: 3, at: "t2"),
-            .outcome(DeviceRecord(id: "B", address: nil, name: nil, outcome: .succeeded, attempts: 1), at: "t3"),
-            .started(device: "C", attempt: 1, at: "t1"), .outcome(Self.review("C"), at: "t4"),
-            .started(device: "D", attempt: 1, at: "t1"),
+            .started(device: "A", attempt: 1, at: Self.t(1)), .intent(device: "A", step: "commit", stepIndex: 3, at: Self.t(2)),
+            .outcome(DeviceRecord(id: "A", address: nil, name: nil, outcome: .interrupted, attempts: 1), at: Self.t(3)),
+            .started(device: "B", attempt: 1, at: Self.t(1)), .intent(device: "B", step: "commit", stepIndex: 3, at: Self.t(2)),
+            .outcome(DeviceRecord(id: "B", address: nil, name: nil, outcome: .succeeded, attempts: 1), at: Self.t(3)),
+            .started(device: "C", attempt: 1, at: Self.t(1)), .outcome(Self.review("C"), at: Self.t(4)),
+            .started(device: "D", attempt: 1, at: Self.t(1)),
         ]
         let units = JournalReview(lines: lines).units
         #expect(units.map(\.device) == ["A", "C"])
-        #expect(units[0].step == "commit" && units[0].intentAt == "t2" && units[0].record?.outcome == .interrupted)
-        #expect(units[0].evidence.hasPrefix("the intent to send `commit` (t2) has no final outcome"), "\(units[0].evidence)")
+        #expect(units[0].step == "commit" && units[0].intentAt == Self.t(2) && units[0].record?.outcome == .interrupted)
+        #expect(units[0].evidence.hasPrefix("the intent to send `commit` (1970-01-01T00:00:00.002Z) has no final outcome"), "\(units[0].evidence)")
         #expect(units[1].intentStep == nil && units[1].step == "commit")
         #expect(units[1].evidence == "last outcome failed (needs_review): the commit was sent and its outcome is unknown; last step that succeeded: `begin`; started 1 time")
     }
 
     @Test func aResolutionKeepsTheEvidenceAndSaysWhoWhenAndWhy() throws {
-        let unit = try #require(JournalReview(lines: [Self.header, .outcome(Self.review("C"), at: "t")]).units.first)
-        let good = JournalReview.resolution(of: unit, as: .succeeded, note: "state reads 02", by: "ana", at: "t9")
+        let unit = try #require(JournalReview(lines: [Self.header, .outcome(Self.review("C"), at: Self.t(0))]).units.first)
+        let good = JournalReview.resolution(of: unit, as: .succeeded, note: "state reads 02", by: "ana", at: Self.t(9))
         #expect(good.outcome == .succeeded && good.error == nil && good.steps == Self.review("C").steps)
-        #expect(good.review == ReviewRecord(at: "t9", by: "ana", note: "state reads 02", resolution: .succeeded, previous: Self.review("C").error))
-        let bad = JournalReview.resolution(of: unit, as: .failed, note: "state reads 01", by: "ana", at: "t9")
+        #expect(good.review == ReviewRecord(at: Self.t(9), by: "ana", note: "state reads 02", resolution: .succeeded, previous: Self.review("C").error))
+        let bad = JournalReview.resolution(of: unit, as: .failed, note: "state reads 01", by: "ana", at: Self.t(9))
         #expect(bad.error?.kind == .verifyFailed && bad.error?.message == "marked failed on review by ana: state reads 01")
         // Resolved, it is no longer in doubt; a failed one runs again with --retry-failed.
-        let lines: [JournalLine] = [Self.header, .started(device: "D", attempt: 1, at: "t"), .outcome(Self.review("D"), at: "t"),
-                                    .outcome(JournalReview.resolution(of: unit, as: .failed, note: "01", by: "ana", at: "t").withID("D"), at: "t")]
+        let lines: [JournalLine] = [Self.header, .started(device: "D", attempt: 1, at: Self.t(0)), .outcome(Self.review("D"), at: Self.t(0)),
+                                    .outcome(JournalReview.resolution(of: unit, as: .failed, note: "01", by: "ana", at: Self.t(0)).withID("D"), at: Self.t(0))]
         #expect(JournalReview(lines: lines).units.isEmpty)
         let plan = try ResumePlanTests.plan(lines, ResumePlanTests.inputs(["D"], retryFailed: true))
         #expect(ResumePlanTests.decision(plan, "D") == .run(attempt: 2, resumed: true))

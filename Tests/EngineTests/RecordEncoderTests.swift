@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import Engine
+import EngineTestSupport
+import TestSupport
 import Workflow
 
 /// The records' encoder (journal lines, the report) must produce what `JSONEncoder` (with the engine's
@@ -29,18 +31,18 @@ import Workflow
 
     static func records() -> [DeviceRecord] {
         let full = DeviceRecord(id: "SN-0001", address: "C0:5E:00:00:00:01", name: "SNS-1", outcome: .failed, attempts: 2,
-                                adapter: "sim0", rssi: -61, started: "2026-11-30T05:00:00.123Z", durationMs: 12.5,
+                                adapter: "sim0", rssi: -61, started: wallTime("2026-11-30T05:00:00.123Z"), durationMs: 12.5,
                                 captured: ["fw": "2.1.0", "serial": "SN-0001", "B": "x", "_x": "y", "camelKey": .string(awkward), "é": "z",
                                            "battery": 19, "temperature": 36.4, "offset": -3, "tiny": 1e-8, "big": .integer(.max),
                                            "locked": true, "peak": "Infinity", "key": "***"],
                                 measurements: measurements(), steps: steps(), error: failure("verify fw"), resumed: true, carriedOver: false, attRoundTrips: 19,
                                 skipReason: nil,
-                                security: SecurityRecord(level: "authenticated", method: "passkey_entry", bond: "made", keySize: 16,
+                                security: SecurityRecord(level: .authenticated, method: .passkeyEntry, bond: .made, keySize: 16,
                                                          secureConnections: true, bondLost: true))
         let bare = DeviceRecord(id: awkward, address: nil, name: nil, outcome: .skipped, skipReason: "not started: \(awkward)")
         let negative = DeviceRecord(id: "n", address: nil, name: "", outcome: .succeeded, attempts: 1, rssi: -100, durationMs: -0.0,
                                     captured: [:], steps: [], carriedOver: true, attRoundTrips: 0,
-                                    security: SecurityRecord(level: "none"))
+                                    security: SecurityRecord(level: .none))
         return [full, bare, negative]
     }
 
@@ -62,25 +64,25 @@ import Workflow
     static func header() -> JournalHeader {
         JournalHeader(runId: "run-20261130T0500-abc", workflow: FileRef(name: "sensor-v2", path: "workflows/sensor-v2.yaml", sha256: "ab12"),
                       inventory: FileRef(path: "inventory/line 1.yaml", sha256: "cd34"), adapters: ["sim0", "hci0"],
-                      options: ["concurrency": "256", "no-fsync": "true", "limit": awkward], started: "2026-11-30T05:00:00.000Z",
+                      options: ["concurrency": "256", "no-fsync": "true", "limit": awkward], started: wallTime("2026-11-30T05:00:00.000Z"),
                       toolVersion: "0.9.0", resumed: false)
     }
 
     static func lines() -> [JournalLine] {
         var out: [JournalLine] = [
-            .header(header(), at: "2026-11-30T05:00:00.000Z"),
-            .started(device: "SN-0001", attempt: 1, at: "t"),
-            .intent(device: awkward, step: "commit", stepIndex: 12, at: "t"),
-            .end(stopped: StopInfo(reason: "interrupted", message: awkward, at: "t"), at: "t"),
-            .end(stopped: nil, at: "t"),
+            .header(header(), at: wallTime("2026-11-30T05:00:00.000Z")),
+            .started(device: "SN-0001", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")),
+            .intent(device: awkward, step: "commit", stepIndex: 12, at: wallTime("2026-11-30T05:00:00.000Z")),
+            .end(stopped: StopInfo(reason: .interrupted, message: awkward, at: wallTime("2026-11-30T05:00:00.000Z")), at: wallTime("2026-11-30T05:00:00.000Z")),
+            .end(stopped: nil, at: wallTime("2026-11-30T05:00:00.000Z")),
         ]
-        for r in records() { out.append(.outcome(r, at: "t")) }
+        for r in records() { out.append(.outcome(r, at: wallTime("2026-11-30T05:00:00.000Z"))) }
         var resumedHeader = header()
         resumedHeader.resumed = true
         resumedHeader.options = [:]
         resumedHeader.adapters = []
         resumedHeader.selected = ["SN-0001", awkward]
-        out.append(.header(resumedHeader, at: "t"))
+        out.append(.header(resumedHeader, at: wallTime("2026-11-30T05:00:00.000Z")))
         return out
     }
 
@@ -90,8 +92,8 @@ import Workflow
                            adapters: [AdapterInfo(id: "sim0", simulated: true, slots: 256, failure: nil, peakLinks: 200),
                                       AdapterInfo(id: "hci0", simulated: false, slots: 8, failure: awkward, peakLinks: nil)],
                            simulated: true, station: "line-3", toolVersion: "dev", options: ["c": "256"],
-                           started: "2026-11-30T05:00:00.000Z", finished: "2026-11-30T05:00:05.000Z", journal: "/tmp/j.journal",
-                           resumed: false, stopped: StopInfo(reason: "failure_threshold", message: "m", at: "t"), peakConcurrency: 256,
+                           started: wallTime("2026-11-30T05:00:00.000Z"), finished: wallTime("2026-11-30T05:00:05.000Z"), journal: "/tmp/j.journal",
+                           resumed: false, stopped: StopInfo(reason: .failureThreshold, message: "m", at: wallTime("2026-11-30T05:00:00.000Z")), peakConcurrency: 256,
                            captureTypes: ["battery": .integer(signed: false), "offset": .integer(signed: true), "temperature": .real,
                                           "fw": .version, "serial": .text, "cfg": .bytes, "locked": .boolean])
         let summary = Summary.compute(records(), wall: .milliseconds(5123))
@@ -146,6 +148,34 @@ import Workflow
             let b = try JSONSerialization.jsonObject(with: theirs) as? NSDictionary
             #expect(a != nil && a == b)
         }
+    }
+
+    /// A record is encoded once, for its journal line; the report's pretty form is re-indented from it.
+    @Test func aRecordReIndentedFromItsJournalLineIsThePrettyRecord() throws {
+        let records = Self.records() + RecordGoldenTests.records() + Self.reports().flatMap(\.devices)
+        for r in records {
+            let line = RecordEncoder.compact(JournalLine.outcome(r, at: wallTime("2026-11-30T05:00:00.123Z")))
+            let json = try #require(JournalLine.record(inOutcome: line))
+            #expect(Array(json) == RecordEncoder.compact(r))
+            for depth in [0, 1, 2, 5] {
+                #expect(String(decoding: RecordEncoder.prettify(json, depth: depth), as: UTF8.self)
+                        == String(decoding: RecordEncoder.element(r, pretty: true, depth: depth), as: UTF8.self), "\(r.id) at \(depth)")
+            }
+        }
+        // Whole documents, empty containers and strings full of brackets, commas and colons included.
+        for report in Self.reports() {
+            #expect(RecordEncoder.prettify(RecordEncoder.compact(report)[...], depth: 0) == RecordEncoder.pretty(report))
+        }
+        let tricky = ["{\"a\":[],\"b\":{},\"c\":\"[{,:}]\\\"x\\\\\",\"d\":[1,[2,{}]]}"]
+        for t in tricky {
+            let value = try JSONSerialization.jsonObject(with: Data(t.utf8))
+            let pretty = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])
+            #expect(try JSONSerialization.jsonObject(with: Data(RecordEncoder.prettify(Array(t.utf8)[...], depth: 0))) as? NSDictionary
+                    == (try JSONSerialization.jsonObject(with: pretty)) as? NSDictionary)
+        }
+        // Not an outcome line: nothing is taken from it.
+        #expect(JournalLine.record(inOutcome: RecordEncoder.compact(JournalLine.started(device: "d", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))) == nil)
+        #expect(JournalLine.record(inOutcome: []) == nil)
     }
 
     @Test func stringsAreEscapedAsJSONRequires() throws {
@@ -214,11 +244,12 @@ import Workflow
 
     @Test func eventsAreTheBytesJSONEncoderWrites() throws {
         let events = [
-            RunEvent(.runStarted, message: "w", total: 3),
-            RunEvent(.stepRetry, device: "SN-1", step: "commit", attempt: 2, delayMs: 1000,
-                     error: FailureRecord(kind: .timeout, step: "commit", message: RecordEncoderTests.awkward)),
-            RunEvent(.deviceFinished, device: "SN-1", outcome: "succeeded", durationMs: 12.25, adapter: "sim"),
-            RunEvent(.journalRepaired, message: "cut"),
+            RunEvent(.runStarted(workflow: "w", total: 3)),
+            RunEvent(.stepRetry(.init(device: "SN-1", step: "commit", attempt: 2, delayMs: 1000,
+                                      error: FailureRecord(kind: .timeout, step: "commit", message: RecordEncoderTests.awkward)))),
+            RunEvent(.deviceFinished(.init(device: "SN-1", outcome: .succeeded, durationMs: 12.25, error: nil, adapter: "sim"))),
+            RunEvent(.journalRepaired(message: "cut")),
+            RunEvent(.stepProgress(.init(device: "SN-1", step: "image", attempt: 1, bytes: 4096, bytesTotal: 65536, kibPerSecond: 12.5))),
         ]
         for e in events {
             #expect(String(decoding: RecordEncoder.compact(e), as: UTF8.self) == String(decoding: try EngineJSON.encoder(pretty: false).encode(e), as: UTF8.self))

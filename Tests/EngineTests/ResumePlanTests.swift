@@ -3,6 +3,8 @@ import Testing
 import Workflow
 import YAML
 @testable import Engine
+import EngineTestSupport
+import TestSupport
 
 /// The resume decision, computed from journal lines alone, checked over every journal a device can
 /// leave (all sequences of its line kinds up to a length, between run headers), every interleaving with
@@ -27,8 +29,8 @@ import YAML
 
     static func header(resumed: Bool = false, selected: [String]? = nil, limit: String? = nil) -> JournalLine {
         .header(JournalHeader(runId: "run-1", workflow: workflowRef, inventory: inventoryRef, adapters: ["sim"],
-                              options: limit.map { ["limit": $0] } ?? [:], started: "t", toolVersion: "test", resumed: resumed,
-                              selected: selected), at: "t")
+                              options: limit.map { ["limit": $0] } ?? [:], started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: resumed,
+                              selected: selected), at: wallTime("2026-11-30T05:00:00.000Z"))
     }
 
     /// What a device's journal line can be.
@@ -60,25 +62,25 @@ import YAML
             }
             switch self {
             case .header: return ResumePlanTests.header(resumed: true)
-            case .started: return .started(device: id, attempt: 1, at: "t")
-            case .intent: return .intent(device: id, step: "commit", stepIndex: ResumePlanTests.commitIndex, at: "t")
-            case .succeeded: return .outcome(DeviceRecord(id: id, address: nil, name: nil, outcome: .succeeded, attempts: 1), at: "t")
+            case .started: return .started(device: id, attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z"))
+            case .intent: return .intent(device: id, step: "commit", stepIndex: ResumePlanTests.commitIndex, at: wallTime("2026-11-30T05:00:00.000Z"))
+            case .succeeded: return .outcome(DeviceRecord(id: id, address: nil, name: nil, outcome: .succeeded, attempts: 1), at: wallTime("2026-11-30T05:00:00.000Z"))
             case .failedBefore:
                 var r = DeviceRecord(id: id, address: nil, name: nil, outcome: .failed, attempts: 1,
                                      error: FailureRecord(kind: .verifyFailed, step: "s1", message: "old firmware"))
                 r.steps = Array(steps(commitAttempts: 0).prefix(2))
-                return .outcome(r, at: "t")
+                return .outcome(r, at: wallTime("2026-11-30T05:00:00.000Z"))
             case .failedAfterCommit:
                 var r = DeviceRecord(id: id, address: nil, name: nil, outcome: .failed, attempts: 1,
                                      error: FailureRecord(kind: .timeout, step: "read state", message: "no answer"))
                 r.steps = steps(commitAttempts: 1)
-                return .outcome(r, at: "t")
+                return .outcome(r, at: wallTime("2026-11-30T05:00:00.000Z"))
             case .interrupted:
                 return .outcome(DeviceRecord(id: id, address: nil, name: nil, outcome: .interrupted, attempts: 1,
-                                             error: FailureRecord(kind: .interrupted, step: "s1", message: "cut")), at: "t")
+                                             error: FailureRecord(kind: .interrupted, step: "s1", message: "cut")), at: wallTime("2026-11-30T05:00:00.000Z"))
             case .needsReview:
                 return .outcome(DeviceRecord(id: id, address: nil, name: nil, outcome: .failed, attempts: 1,
-                                             error: FailureRecord(kind: .needsReview, step: "commit", message: "check it")), at: "t")
+                                             error: FailureRecord(kind: .needsReview, step: "commit", message: "check it")), at: wallTime("2026-11-30T05:00:00.000Z"))
             }
         }
     }
@@ -199,7 +201,7 @@ import YAML
 
     @Test func anotherDevicesLinesAtAnyPositionChangeNothing() throws {
         // E: started, intent and a crash: it needs review, whatever D's lines around it.
-        let other: [JournalLine] = [.started(device: "E", attempt: 1, at: "t"), .intent(device: "E", step: "commit", stepIndex: Self.commitIndex, at: "t")]
+        let other: [JournalLine] = [.started(device: "E", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")), .intent(device: "E", step: "commit", stepIndex: Self.commitIndex, at: wallTime("2026-11-30T05:00:00.000Z"))]
         for symbols in Self.sequences(upTo: 3) {
             let own = symbols.map { $0.line("D") }
             let alone = Self.decision(try Self.plan([Self.header()] + own, Self.inputs()), "D")

@@ -1,12 +1,13 @@
 import BLE
 import BLESimulator
+import EngineTestSupport
 import Foundation
 import Testing
 import Workflow
 @testable import Engine
-import TestSupport
 import YAML
 import Synchronization
+import SystemIO
 
 @Suite struct RunnerTests {
     @Test func everyDeviceIsProvisionedExactlyAsTheInventorySays() async throws {
@@ -18,7 +19,7 @@ import Synchronization
         options.concurrency = 8
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == 24)
+        #expect(report.summary.outcomes[.succeeded] == 24)
         #expect(report.devices.allSatisfy { $0.outcome == .succeeded && $0.error == nil })
         #expect(report.run.simulated)
         let dump = await sim.dump()
@@ -89,7 +90,7 @@ import Synchronization
         options.slotsPerAdapter = 5
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == 60)
+        #expect(report.summary.outcomes[.succeeded] == 60)
         let peak = try #require(report.run.peakConcurrency)
         #expect(peak <= 12)
         let links = try #require(report.run.adapters.first?.peakLinks)
@@ -113,9 +114,9 @@ import Synchronization
         options.maxFailures = .count(3)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.run.stopped?.reason == "failure_threshold")
-        #expect(report.summary.outcomes["failed"] == 3)
-        #expect(report.summary.outcomes["skipped"] == 27)
+        #expect(report.run.stopped?.reason == .failureThreshold)
+        #expect(report.summary.outcomes[.failed] == 3)
+        #expect(report.summary.outcomes[.skipped] == 27)
         #expect(report.devices.filter { $0.outcome == .skipped }.allSatisfy { $0.skipReason?.contains("line stopped") == true })
         #expect(report.run.stopped?.message.contains("3 of 3 finished devices failed in ways that point to the fixture (threshold 3 failure(s)): not_found 3") == true,
                 "\(report.run.stopped?.message ?? "")")
@@ -135,16 +136,16 @@ import Synchronization
         let kept = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                         adapters: [try line.simulator(loaded)], options: options)
         #expect(kept.run.stopped == nil)
-        #expect(kept.summary.outcomes["failed"] == 4 && kept.summary.outcomes["succeeded"] == 4)
+        #expect(kept.summary.outcomes[.failed] == 4 && kept.summary.outcomes[.succeeded] == 4)
 
         var inARow = line.options("in-a-row")
         inARow.concurrency = 1
         inARow.maxConsecutiveFailures = 3
         let stopped = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                            adapters: [try line.simulator(loaded)], options: inARow)
-        #expect(stopped.run.stopped?.reason == "failure_threshold")
+        #expect(stopped.run.stopped?.reason == .failureThreshold)
         #expect(stopped.run.stopped?.message == "line stopped: 3 devices failed in a row (--max-consecutive-failures 3); no fixture failure, product rejects 3")
-        #expect(stopped.summary.outcomes["failed"] == 3 && stopped.summary.outcomes["skipped"] == 5)
+        #expect(stopped.summary.outcomes[.failed] == 3 && stopped.summary.outcomes[.skipped] == 5)
     }
 
     @Test func resumeSkipsSucceededDevicesAndRunsTheRest() async throws {
@@ -160,8 +161,8 @@ import Synchronization
         options.maxFailures = .count(2)
         let first = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                          adapters: [try line.simulator(loaded, statePath: statePath)], options: options)
-        #expect(first.summary.outcomes["succeeded"] == 2)
-        #expect(first.summary.outcomes["skipped"] == 8)
+        #expect(first.summary.outcomes[.succeeded] == 2)
+        #expect(first.summary.outcomes[.skipped] == 8)
 
         options.resume = true
         options.maxFailures = nil
@@ -169,8 +170,8 @@ import Synchronization
         let second = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
         #expect(second.run.resumed)
-        #expect(second.summary.outcomes["succeeded"] == 10)
-        #expect(second.summary.outcomes["failed"] == 2)
+        #expect(second.summary.outcomes[.succeeded] == 10)
+        #expect(second.summary.outcomes[.failed] == 2)
         #expect(second.devices[0].carriedOver == true)
         #expect(second.devices[2].carriedOver == true, "a recorded failure is carried over, not retried")
         #expect(second.devices[5].carriedOver == nil)
@@ -203,20 +204,20 @@ import Synchronization
 
     /// A journal as a run cut after SN-0002's and SN-0003's commit intents leaves it (SN-0003 recorded
     /// `interrupted`, as a second Ctrl-C records it), closed again before a run resumes it.
-    static func journalCutAfterTwoCommitIntents(_ loaded: TestLine.Loaded, _ options: RunOptions) async throws {
+    static func journalCutAfterTwoCommitIntents(_ loaded: TestLine.Loaded, _ options: TestRunOptions) async throws {
         let journal = try FileJournal(path: options.journalPath, fsync: false)
         _ = try await journal.open(.start)
         let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
                                    inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                   options: [:], started: "t", toolVersion: "test", resumed: false)
-        try await journal.record(.header(header, at: "t"))
-        try await journal.record(.started(device: "SN-0002", attempt: 1, at: "t"))
-        try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: "t"))
-        try await journal.record(.started(device: "SN-0003", attempt: 1, at: "t"))
-        try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: "t"))
+                                   options: [:], started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: false)
+        try await journal.record(.header(header, at: wallTime("2026-11-30T05:00:00.000Z")))
+        try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
+        try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
+        try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
+        try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
         let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
                                error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-        try await journal.record(.outcome(cut, at: "t"))
+        try await journal.record(.outcome(cut, at: wallTime("2026-11-30T05:00:00.000Z")))
         await journal.close()
     }
 
@@ -241,7 +242,7 @@ import Synchronization
         let dump = await sim.dump()
         #expect(dump.device("SN-0002")?.connections == 0, "a device that may be committed is not touched again")
         #expect(dump.device("SN-0003")?.connections == 0)
-        #expect(report.summary.outcomes["succeeded"] == 1)
+        #expect(report.summary.outcomes[.succeeded] == 1)
     }
 
     /// With a `confirm` read, the same journal is settled by asking the devices before anything is sent:
@@ -269,7 +270,7 @@ import Synchronization
         #expect(dump.device("SN-0003")?.connections == 2, "asked once more, nothing sent")
         let d3 = try #require(report.devices.first { $0.id == "SN-0003" })
         let commit = try #require(d3.steps.firstIndex { $0.name == "commit" })
-        let sends: Set<String> = ["await", "write", "write_blob"]
+        let sends: Set<StepKind> = ["await", "write", "write_blob"]
         #expect(d3.steps[..<commit].allSatisfy { $0.outcome == (sends.contains($0.kind) ? .skipped : .succeeded) },
                 "\(d3.steps.map { "\($0.name) \($0.kind) \($0.outcome)" })")
         #expect(d3.steps[..<commit].contains { $0.outcome == .skipped })
@@ -324,7 +325,7 @@ import Synchronization
         let dropped = dump.devices.reduce(0) { $0 + ($1.faults["drop"] ?? 0) }
         #expect(dropped >= 3, "the seed should drop several links")
         // Most devices get through despite the drops; every one ends definitely, none committed twice.
-        #expect((report.summary.outcomes["succeeded"] ?? 0) >= 7)
+        #expect((report.summary.outcomes[.succeeded]) >= 7)
         for d in report.devices {
             #expect(d.outcome == .succeeded || d.error?.kind == .disconnected || d.error?.kind == .timeout, "\(d.id): \(d.error?.message ?? "")")
         }
@@ -372,7 +373,7 @@ import Synchronization
         let good = try central("good", faults: nil)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [weak, good], options: line.options())
-        #expect(report.summary.outcomes["succeeded"] == 8, "\(report.summary.errors)")
+        #expect(report.summary.outcomes[.succeeded] == 8, "\(report.summary.errors)")
         #expect(report.devices.allSatisfy { $0.adapter == "good" })
         // Some devices were sent to the weak radio first and moved after its connect failed.
         let moved = report.devices.filter { ($0.steps.first { $0.kind == "connect" }?.attempts ?? 0) > 1 }
@@ -549,13 +550,12 @@ import Synchronization
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [try line.simulator(loaded)], options: options, events: EventBus([events]))
         // The third failure was the last device: nothing was left to skip, so the line did not "stop".
-        #expect(report.summary.outcomes["failed"] == 3)
-        #expect(report.summary.outcomes["skipped"] == 0)
+        #expect(report.summary.outcomes[.failed] == 3)
+        #expect(report.summary.outcomes[.skipped] == 0)
         #expect(report.run.stopped == nil)
         // The run's last event says what happened in words.
         let finished = try #require(events.events.withLock { $0.last })
-        #expect(finished.type == .runFinished)
-        #expect(finished.message == "3 device(s): 0 succeeded, 3 failed")
+        #expect(finished.kind == .runFinished(message: "3 device(s): 0 succeeded, 3 failed", total: 3))
     }
 
     @Test func aJournalThatCannotBeWrittenStopsTheRunWritesTheReportAndStaysResumable() async throws {
@@ -581,15 +581,17 @@ import Synchronization
         #expect(f.description.contains("resume with --resume \(options.journalPath)"))
         // The report was written, and says why the run stopped.
         let report = try RunReport.read(from: options.reportPath)
-        #expect(f.report == report)
-        #expect(report.run.stopped?.reason == "journal_failed")
-        #expect((report.summary.outcomes["skipped"] ?? 0) > 0, "no new device started after the failure")
+        #expect(f.report?.run == report.run && f.report?.summary == report.summary)
+        #expect(f.report?.notSucceeded.map(\.id) == report.devices.filter { $0.outcome != .succeeded }.map(\.id))
+        #expect(report.run.stopped?.reason == .journalFailed)
+        #expect((report.summary.outcomes[.skipped]) > 0, "no new device started after the failure")
         // No irreversible write went out without its intent on disk.
         let dump = await first.dump()
-        let refused = report.devices.filter { $0.error?.message.contains("the journal could not record the intent") == true }
+        let refused = report.devices.filter { $0.error?.message.contains("could not be recorded in ") == true }
         #expect(!refused.isEmpty, "devices in flight reached their commit after the failure")
         for r in refused {
             #expect(r.outcome == .interrupted)
+            #expect(r.error?.message.contains("could not be recorded in \(options.journalPath)") == true, "the store is named: \(r.error?.message ?? "")")
             #expect(dump.device(r.id)?.commits == 0, "\(r.id) was committed without a durable intent")
         }
         #expect(dump.devices.allSatisfy { $0.commits <= 1 })
@@ -623,7 +625,7 @@ import Synchronization
         options.concurrency = 40
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
                                           adapters: [sim], options: options)
-        #expect(report.summary.outcomes["succeeded"] == count, "\(report.summary.errors)")
+        #expect(report.summary.outcomes[.succeeded] == count, "\(report.summary.errors)")
         let dump = await sim.dump()
         #expect(dump.devices.reduce(0) { $0 + ($1.faults["ack_loss"] ?? 0) } >= count, "the seed should lose many acks")
         var restreamed = 0

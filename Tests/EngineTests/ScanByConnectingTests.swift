@@ -1,9 +1,9 @@
 import BLE
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Synchronization
 import Testing
-import TestSupport
 
 /// A central that connects by address, as the HCI adapter does (here over the simulated fleet), and
 /// whose scans never hear anything: a device that gets through the `scan` step on it was found by

@@ -41,4 +41,20 @@ private final class ListedCentral: Central {
         #expect(await hub.cached(ScanHub.Wanted(address: rpa, name: nil, filter: ScanFilter())) == nil)
         await hub.stop()
     }
+
+    @Test func advertisementsTooOldToAnswerAreForgottenSoALargeLineKeepsNoneOfThem() async throws {
+        let old = ContinuousClock.now - .seconds(60)
+        var ads = (0..<3_000).map { i in
+            Advertisement(address: BluetoothAddress(value: 0x4000_0000_0000 | UInt64(i), kind: .random), rssi: -50,
+                          data: AdvertisingData(), time: old, adapter: "listed")
+        }
+        let fresh = BluetoothAddress(value: 0x4F00_0000_0001, kind: .random)
+        ads.append(Advertisement(address: fresh, rssi: -40, data: AdvertisingData(), adapter: "listed"))
+        let hub = ScanHub(central: ListedCentral(ads), freshness: .seconds(10))
+        let found = await hub.wait(for: ScanHub.Wanted(address: fresh, name: nil, filter: ScanFilter()), timeout: .seconds(60))
+        #expect(found?.address == fresh)
+        #expect(await hub.remembered < 1_100, "stale advertisements are dropped once the memory doubles")
+        #expect(await hub.cached(ScanHub.Wanted(address: fresh, name: nil, filter: ScanFilter()))?.address == fresh)
+        await hub.stop()
+    }
 }

@@ -269,13 +269,17 @@ class ConnectionTests(unittest.IsolatedAsyncioTestCase):
                          Status.CONNECTION_ALREADY_EXISTS_ERROR)
 
     async def test_two_initiators_answering_one_advertising_event_get_one_link(self):
-        # One advertising event a second, so both initiations are pending when it comes.
-        fleet = await Fleet(devices=1, adv_interval=1.0).start(stations=2)
+        # The device starts advertising only once both initiations are pending (on a loaded machine the
+        # second command could otherwise come after the first event), then once a second.
+        fleet = await Fleet(specs=default_devices(1, silent=(1,)), adv_interval=1.0).start(stations=2)
         (a, host_a, rec_a), (b, host_b, rec_b) = fleet.stations
         marks = rec_a.mark(), rec_b.mark()
         for host in (host_a, host_b):
             self.assertEqual(await command(host, create_connection(policy=0, peer=fleet.address(1))),
                              hci.HCI_COMMAND_STATUS_PENDING)
+        sensor = fleet.sensor(1)
+        await sensor.device.start_advertising(advertising_data=sensor.advertising_data(), auto_restart=True,
+                                              advertising_interval_min=1000, advertising_interval_max=1000)
         first = await rec_a.wait_for(hci.HCI_LE_Meta_Event, marks[0], is_connection_complete)
         second = await rec_b.wait_for(hci.HCI_LE_Meta_Event, marks[1], is_connection_complete)
         # Both believe they connected; the device took one, and the other link fails to be established.

@@ -37,7 +37,8 @@ import Testing
                               ("hci:tcp:h:1,scan-window=90ms", "longer than scan-interval"), ("hci:tcp:h:1,phy=3m", "2m or 1m"),
                               ("hci:tcp:h:1,conn-interval=30ms-15ms", "above the maximum"), ("hci:tcp:h:1,data-length=maybe", "on or off"),
                               ("hci:tcp:h:1,accept-list=always", "auto, on or off"), ("hci:tcp:h:1,rotation=2", "duration"),
-                              ("hci:tcp:h,slots=2", "PORT")] {
+                              ("hci:tcp:h,slots=2", "PORT"), ("hci:tcp:h:1,slots=1,slots=2", "option 'slots' is given twice"),
+                              ("hci:tcp:h:1,phy=2m,PHY=1m", "option 'phy' is given twice")] {
             #expect {
                 _ = try AdapterConfiguration(parsing: spec)
             } throws: { error in

@@ -26,9 +26,10 @@ struct HCIBenchmarkTests {
         let adapter = try await HCIAdapter.open(spec: spec, options: HCIAdapter.Options(connectionSlots: max(levels.max() ?? 1, 1)))
         for concurrency in levels {
             let started = ContinuousClock.now
-            let roundTrips = try await withThrowingTaskGroup(of: Int.self) { group in
+            let (provisioned, roundTrips) = try await withThrowingTaskGroup(of: Int.self) { group in
                 var pending = devices[...]
                 var total = 0
+                var finished = 0
                 func launch() {
                     guard let device = pending.popFirst() else { return }
                     group.addTask {
@@ -39,10 +40,14 @@ struct HCIBenchmarkTests {
                 for _ in 0..<concurrency { launch() }
                 while let n = try await group.next() {
                     total += n
+                    finished += 1
                     launch()
                 }
-                return total
+                return (finished, total)
             }
+            // Each device ends provisioned: `provisionSensorV2` throws unless every ack came and the
+            // committed state (02) reads back.
+            #expect(provisioned == count, "provisioned at concurrency \(concurrency)")
             let elapsed = ContinuousClock.now - started
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             print("{\"measurement\":\"hci-provision\",\"devices\":\(count),\"concurrency\":\(concurrency),\"seconds\":\(String(format: "%.2f", seconds)),\"devices_per_minute\":\(String(format: "%.1f", Double(count) / seconds * 60)),\"att_round_trips_per_device\":\(roundTrips / count)}")

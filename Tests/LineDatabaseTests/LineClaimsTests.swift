@@ -1,7 +1,7 @@
 import Foundation
-import BLESimulator
 import LineDatabase
 import PostgresClient
+import Support
 import TestSupport
 import Testing
 
@@ -19,7 +19,7 @@ struct LineClaimsTests {
         let claimed = try await withThrowingTaskGroup(of: [LineClaim].self) { group in
             for (s, station) in stations.enumerated() {
                 group.addTask {
-                    var rng = SimulatorRandom(seed: UInt64(s + 1))
+                    var rng = SplitMix64(seed: UInt64(s + 1))
                     var heard = line.devices
                     heard.shuffle(using: &rng)
                     var mine: [LineClaim] = []

@@ -1,5 +1,6 @@
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Foundation
 import LineDatabase
 import LineStore
@@ -42,7 +43,7 @@ struct LineRunStoreTests {
         // The merged report: every device once, in inventory order, as the stations recorded them.
         let merged = try await LineReport.load(ConnectionString(bench.connectionString), run: bench.runID)
         #expect(merged.devices.map(\.id) == ids)
-        #expect(merged.summary.outcomes["succeeded"] == 24)
+        #expect(merged.summary.outcomes[.succeeded] == 24)
         #expect(merged.run.station == "a, b")
         #expect(merged.devices.first { $0.id == ids[0] } == ra.devices.first { $0.id == ids[0] })
     }
@@ -59,7 +60,8 @@ struct LineRunStoreTests {
         let run = Task { try await bench.run(store, radio: try bench.radio(latency: 0), name: "a", events: events) }
         // Once the device is past its configuration, "time passes" on the line: its lease expires and
         // another station's sweep sends it back to pending.
-        for await e in tap.events where e.type == .stepFinished && e.step == "end blob" {
+        for await e in tap.events {
+            guard case .stepFinished(let f) = e.kind, f.step == "end blob" else { continue }
             try await bench.admin.query("UPDATE provision.devices SET lease_expires_at = now() - interval '1 second' WHERE run_id = $1",
                                         [.text(bench.runID)])
             _ = try await LineClaims(connection: bench.admin, run: bench.runID, station: "sweeper").sweepExpired()
@@ -110,6 +112,10 @@ struct LineOutageTests {
                 }
             }
             let report = try await run.value
+            // A device whose intent could not be committed while the line was away says it was the line.
+            for d in report.devices where d.error?.message.contains("could not be recorded") == true {
+                #expect(d.error?.message.contains("could not be recorded in line ") == true, "\(d.error?.message ?? "")")
+            }
             let written = store.outcomesWritten
             let refused = store.outcomesRefused
             #expect(written >= 16 && refused == 0, "every outcome reached the line")

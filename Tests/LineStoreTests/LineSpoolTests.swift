@@ -2,6 +2,8 @@ import Engine
 import Foundation
 import LineStore
 import Testing
+import EngineTestSupport
+import TestSupport
 
 @Suite struct LineSpoolTests {
     static let header = LineSpool.Header(run: "r1", station: "a/1234", line: "host=db password=***",
@@ -12,7 +14,7 @@ import Testing
         LineSpool.Entry(device: id, attempt: attempt,
                         record: DeviceRecord(id: id, address: "C0:5E:00:00:00:01", name: "SNS", outcome: outcome, attempts: attempt,
                                              captured: ["fw": "2.4.1"]),
-                        at: "2026-11-30T21:00:00.000Z")
+                        at: wallTime("2026-11-30T21:00:00.000Z"))
     }
 
     static func directory() throws -> String {
@@ -88,8 +90,8 @@ import Testing
         let journal = try FileJournal(path: dir + "/run.journal", fsync: false)
         _ = try await journal.open(.start)
         try await journal.record(.header(JournalHeader(runId: "r", workflow: Self.header.workflow, inventory: Self.header.inventory,
-                                                       adapters: [], options: [:], started: "2026-11-30T21:00:00.000Z",
-                                                       toolVersion: "t", resumed: false), at: "2026-11-30T21:00:00.000Z"))
+                                                       adapters: [], options: [:], started: wallTime("2026-11-30T21:00:00.000Z"),
+                                                       toolVersion: "t", resumed: false), at: wallTime("2026-11-30T21:00:00.000Z")))
         await journal.close()
         await #expect(throws: LineSpool.ReadError.self) { try await LineSpool.open(existing: dir + "/run.journal") }
     }

@@ -1,5 +1,6 @@
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Foundation
 import LineDatabase
 import LineStore

@@ -32,9 +32,28 @@ private final class Radio: Central {
         #expect(AdapterFactory.concurrencyNote(concurrency: 16, slots: nil, adapters: [Radio("sim", slots: 8, simulated: true)]) == nil)
     }
 
-    @Test func adapterOptionsAreCheckedBeforeAnythingOpens() {
-        #expect(AdapterFactory.problem(with: "sim") == nil)
-        #expect(AdapterFactory.problem(with: "hci:tcp:127.0.0.1:9000,slots=16,phy=1m") == nil)
-        #expect(AdapterFactory.problem(with: "hci:tcp:127.0.0.1:9000,phy=3m")?.contains("phy '3m' is not 2m or 1m") == true)
+    @Test func theDefaultConcurrencyNeedsNoNote() throws {
+        for specs in [["hci:tcp:127.0.0.1:9000"], ["hci:tcp:127.0.0.1:9000", "hci:tcp:127.0.0.1:9001"], ["hci:tcp:127.0.0.1:9000,slots=3"], ["sim"]] {
+            let options = try RunCommandOptionsTests.parse(specs.flatMap { ["--adapter", $0] })
+            let radios = options.adapters.map { Radio($0.spec, slots: AdapterFactory.expectedSlots($0, slots: nil), simulated: $0.isSimulator) }
+            #expect(AdapterFactory.concurrencyNote(concurrency: options.effectiveConcurrency, slots: nil, adapters: radios) == nil, "\(specs)")
+        }
+        #expect(try RunCommandOptionsTests.parse(["--adapter", "hci:tcp:127.0.0.1:9000"]).effectiveConcurrency == 8)
+        #expect(try RunCommandOptionsTests.parse(["--adapter", "sim"]).effectiveConcurrency == 16)
+    }
+
+    @Test func adapterOptionsAreCheckedBeforeAnythingOpens() throws {
+        #expect(try AdapterChoice.parse("sim") == .simulator)
+        let hci = try AdapterChoice.parse("hci:tcp:127.0.0.1:9000,slots=16,phy=1m")
+        #expect(hci.spec == "hci:tcp:127.0.0.1:9000,slots=16,phy=1m")
+        #expect(AdapterFactory.expectedSlots(hci, slots: 4) == 16, "the spec's slots= wins over --slots")
+        #expect(AdapterFactory.expectedSlots(try AdapterChoice.parse("hci:tcp:127.0.0.1:9000"), slots: nil) == AdapterFactory.defaultHCISlots)
+        #expect(throws: UsageError.self) { try AdapterChoice.parse("hci:tcp:127.0.0.1:9000,phy=3m") }
+        do {
+            _ = try AdapterChoice.parse("hci:tcp:127.0.0.1:9000,phy=3m")
+        } catch {
+            #expect(error.message.contains("phy '3m' is not 2m or 1m"))
+            #expect(error.message.hasPrefix("`--adapter hci:tcp:127.0.0.1:9000,phy=3m` is not an adapter spec"))
+        }
     }
 }

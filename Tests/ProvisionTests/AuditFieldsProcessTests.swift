@@ -11,7 +11,7 @@ import TestSupport
     }
 
     @Test func stationAndSecurityAreFieldsOfEveryQuery() async throws {
-        let dir = try SecurityProcessTests.line()
+        let dir = try SecureLine.copy()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let ran = try await run(["run", "sensor-v2-secure.yaml", "--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0",
                                  "--report", "line.json", "--quiet"], in: dir)
@@ -46,7 +46,7 @@ import TestSupport
 
 extension AuditFieldsProcessTests {
     @Test func comparingReportsOfDifferentWorkflowsWarnsWhateverTheFormat() async throws {
-        let dir = try SecurityProcessTests.line()
+        let dir = try SecureLine.copy()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let common = ["--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0", "--bonds", "bonds.json", "--quiet"]
         #expect(try await run(["run", "sensor-v2-secure.yaml"] + common + ["--report", "line.json"], in: dir).status == 1)

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import EngineTestSupport
 import TestSupport
 import Workflow
 
@@ -78,7 +79,7 @@ enum AuditReportFixture {
             FailureRecord(kind: k, step: k == .notFound ? "scan" : "battery level",
                           message: k == .notFound ? "no advertisement within 5s" : "battery level \(u.battery ?? 0) % is below min 20 %")
         }
-        let started = String(format: "2026-01-05T08:00:%02d.000Z", index * 2)
+        let started = wallTime(String(format: "2026-01-05T08:00:%02d.000Z", index * 2))
         return DeviceRecord(id: u.id, address: String(format: "C0:5E:00:00:00:%02X", index + 1), name: "SNS-" + u.id.suffix(4),
                             outcome: u.outcome, attempts: 1, adapter: "hci:tcp:127.0.0.1:9000", rssi: u.kind == .notFound ? nil : u.rssi,
                             started: started, durationMs: u.duration, captured: u.kind == .notFound ? [:] : captured,
@@ -91,8 +92,8 @@ enum AuditReportFixture {
         let info = RunInfo(id: id, workflow: FileRef(name: "fleet-audit", path: "workflows/fleet-audit.yaml", sha256: workflowSHA),
                            inventory: FileRef(path: "inventory/line-3.yaml", sha256: String(repeating: "b", count: 64)),
                            adapters: [AdapterInfo(id: "hci:tcp:127.0.0.1:9000", simulated: false, slots: 8)], simulated: false,
-                           station: "line-3-station", toolVersion: "0.1.0", options: [:], started: started,
-                           finished: "2026-01-05T08:01:00.000Z", captureTypes: captureTypes)
+                           station: "line-3-station", toolVersion: "0.1.0", options: [:], started: wallTime(started),
+                           finished: wallTime("2026-01-05T08:01:00.000Z"), captureTypes: captureTypes)
         return RunReport(run: info, summary: Summary.compute(devices, wall: .seconds(60)), devices: devices)
     }
 

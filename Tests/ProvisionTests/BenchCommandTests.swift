@@ -23,6 +23,12 @@ import Testing
                             "--model", cliRepositoryRoot + "/inventory/models/sensor-v2.yaml", "--no-fsync"])
         #expect(ok.code == 0)
         #expect(ok.err == "")
+        // The compared figure: CPU per device, printed for the whole process and for the run alone.
+        func figure(_ name: String) -> Double? {
+            ok.out.split(separator: "\n").first { $0.hasPrefix(name + ": ") }.flatMap { Double($0.dropFirst(name.count + 2)) }
+        }
+        #expect((figure("cpu_ms_per_device") ?? 0) > 0 && (figure("run_cpu_ms_per_device") ?? 0) > 0, "\(ok.out)")
+        #expect((figure("run_cpu_ms_per_device") ?? 1) <= (figure("cpu_ms_per_device") ?? 0))
     }
 
     @Test func securityMeasuresWholePairingsAndPairingsOnPacedLinks() async throws {

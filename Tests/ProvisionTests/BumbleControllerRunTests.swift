@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision run` on controllers that behave like the ones a line plugs in (Tests/Fixtures/fleet_radio.py):
@@ -57,8 +58,8 @@ struct BumbleControllerRunTests {
                 #expect(pairings(state) == 1, "\(device.id) paired once: \(state["pairings"] ?? "")")
                 #expect(state["encryptions"] as? Int == 2, "\(device.id): both runs encrypted")
                 #expect((state["pairings"] as? [[String: Any]])?.first?["peer"] as? String == "C4:5A:00:00:00:01")
-                #expect(first.devices.first { $0.id == device.id }?.security?.bond == "made")
-                #expect(second.devices.first { $0.id == device.id }?.security?.bond == "used")
+                #expect(first.devices.first { $0.id == device.id }?.security?.bond == .made)
+                #expect(second.devices.first { $0.id == device.id }?.security?.bond == .used)
                 #expect(state["commits"] as? Int == 2)
             }
         }
@@ -166,7 +167,7 @@ struct BumbleControllerRunTests {
                                                       "--report", "r.json"], in: line)
                 #expect(stderr.contains("brought up again"), "\(fault): \(stderr)")
                 #expect(report.run.adapters.first?.failure == nil)
-                #expect(report.summary.outcomes["succeeded"] == 8, "\(fault): \(report.summary)")
+                #expect(report.summary.outcomes[.succeeded] == 8, "\(fault): \(report.summary)")
                 // The third device was connected when its station failed 50 ms later: it was connected again.
                 let cut = try fleet.devices.filter { (try fleet.state($0.id)["connections"] as? Int ?? 0) >= 2 }
                 #expect(!cut.isEmpty, "\(fault): the controller's failure cut a device's link")

@@ -1,20 +1,16 @@
+import Digests
 import BLE
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision run` with a `dfu` workflow over `hci:tcp:` against the Bumble SMP fixture
 /// (Tests/Fixtures/smp_device.py: Zephyr-like MCUmgr peripherals with MCUboot on a paced radio), checked
 /// on the device side: the image each device runs, whether it is confirmed, what crossed the link.
 ///
-/// The suite runs once `provision validate` knows the `dfu` step (issue 18); until then it is skipped
-/// with that reason. Any other validation error is not a reason to skip: the tests run and fail.
-@Suite(.serialized,
-       .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"),
-       .enabled("skipped until provision has the dfu step: `provision validate` says `unknown step dfu`") {
-           await DFULine.stepAvailable()
-       })
+@Suite(.serialized, .enabled(if: BumbleFleet.available, "needs Python with Bumble: run `make test`, or set PROVISION_PYTHON"))
 struct BumbleDFUTests {
     /// The issue's link: 7.5 ms each way, 400 kbit/s; devices with 4 buffers of 2475 bytes and reassembly.
     static func fleet(_ devices: Int, faults: [String] = []) -> [String] {
@@ -205,35 +201,6 @@ struct DFULine {
         (state["history"] as? [[String: Any]])?.last { $0["event"] as? String == kind }
     }
 
-    /// Whether `provision validate` knows the `dfu` step: false only when it says the step is unknown
-    /// (a failure to ask is no reason to skip: the tests then run, and say what is wrong).
-    static func stepAvailable() async -> Bool {
-        await knows("dfu", workflow: workflowText)
-    }
-
-    /// Whether `provision validate` knows `step`, asked with `workflow` (whose inventory gives every
-    /// device `firmware: app.bin` and `cert: cert.der`).
-    static func knows(_ step: String, workflow: String) async -> Bool {
-        do {
-            let line = try TestLine()
-            defer { line.remove() }
-            try Data(try Self.image(size: 4096, version: (2, 0, 0)).bytes).write(to: URL(fileURLWithPath: line.directory + "/app.bin"))
-            try Data([0x30, 0x82, 0x01, 0x0A]).write(to: URL(fileURLWithPath: line.directory + "/cert.der"))
-            try Data(workflow.utf8).write(to: URL(fileURLWithPath: line.directory + "/w.yaml"))
-            try Data(("devices:\n  - { id: D1, address: \"F1:00:00:00:00:01\", "
-                      + "vars: { firmware: app.bin, cert: cert.der } }\n").utf8)
-                .write(to: URL(fileURLWithPath: line.directory + "/line.yaml"))
-            let child = try ChildProcess(["validate", "w.yaml", "--inventory", "line.yaml"], directory: line.directory)
-            async let stderr = child.stderr()
-            var out = ""
-            for await l in child.lines { out += l + "\n" }
-            _ = await child.wait()
-            return !(out + (await stderr)).contains("unknown step `\(step)`")
-        } catch {
-            return true
-        }
-    }
-
     /// An unsigned MCUboot image of `size` bytes (header 0x200 padded with 0xff, body, one SHA-256 TLV),
     /// laid out as `imgtool sign --pad-header` lays it out; and its SHA-256 TLV in hex.
     static func image(size: Int, version: (UInt8, UInt8, UInt16)) throws -> (bytes: [UInt8], hash: String) {
@@ -283,10 +250,7 @@ struct BumbleMCUmgrStepTests {
 
         """
 
-    @Test(.enabled("skipped until provision has the settings step: `provision validate` says `unknown step settings`") {
-        await DFULine.knows("settings", workflow: BumbleMCUmgrStepTests.settingsWorkflow)
-    })
-    func settingsAreWrittenAndSavedOnTheDevice() async throws {
+    @Test func settingsAreWrittenAndSavedOnTheDevice() async throws {
         try await BumbleFleet.with(BumbleDFUTests.fleet(2)) { fleet in
             let line = try DFULine(fleet: fleet, imageSize: 4096, workflow: Self.settingsWorkflow)
             defer { line.remove() }
@@ -299,10 +263,7 @@ struct BumbleMCUmgrStepTests {
         }
     }
 
-    @Test(.enabled("skipped until provision has the file_upload step: `provision validate` says `unknown step file_upload`") {
-        await DFULine.knows("file_upload", workflow: BumbleMCUmgrStepTests.fileWorkflow)
-    })
-    func aFileIsUploadedWholeWhereTheWorkflowSays() async throws {
+    @Test func aFileIsUploadedWholeWhereTheWorkflowSays() async throws {
         try await BumbleFleet.with(BumbleDFUTests.fleet(2)) { fleet in
             let line = try DFULine(fleet: fleet, imageSize: 4096, workflow: Self.fileWorkflow)
             defer { line.remove() }

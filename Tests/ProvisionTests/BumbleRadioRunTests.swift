@@ -1,4 +1,5 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -34,7 +35,7 @@ struct BumbleRadioRunTests {
     static func expectProvisioned(_ fleet: BumbleFleet, _ report: RunReport, in line: TestLine,
                                   sourceLocation: SourceLocation = #_sourceLocation) throws {
         let blobSHA = try TestLine.sha256(ofFile: line.directory + "/blob.bin")
-        #expect(report.summary.outcomes["succeeded"] == fleet.devices.count, "\(report.summary.errors)", sourceLocation: sourceLocation)
+        #expect(report.summary.outcomes[.succeeded] == fleet.devices.count, "\(report.summary.errors)", sourceLocation: sourceLocation)
         for (i, device) in fleet.devices.enumerated() {
             let record = try #require(report.devices.first { $0.id == device.id }, sourceLocation: sourceLocation)
             #expect(record.outcome == .succeeded, "\(device.id): \(record.error?.message ?? "")", sourceLocation: sourceLocation)

@@ -1,4 +1,5 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -69,7 +70,7 @@ struct BumbleRunTests {
                     #expect(state["state"] as? Int == 2)
                 }
             }
-            #expect(report.summary.outcomes["succeeded"] == 7)
+            #expect(report.summary.outcomes[.succeeded] == 7)
             #expect(report.summary.errors == ["not_found": 1, "verify_failed": 1, "timeout": 1])
         }
     }
@@ -118,7 +119,7 @@ struct BumbleFailoverTests {
             #expect(report.run.adapters.first { $0.id == other }?.failure == nil)
             // The run went on: every device ended, and those that started after the cut went to the other adapter.
             #expect(report.devices.allSatisfy { $0.outcome == .succeeded || $0.outcome == .failed })
-            #expect((report.summary.outcomes["succeeded"] ?? 0) >= 8, "\(report.summary.outcomes) \(report.summary.errors)")
+            #expect((report.summary.outcomes[.succeeded]) >= 8, "\(report.summary.outcomes) \(report.summary.errors)")
             #expect(report.devices.filter { $0.adapter == other && $0.outcome == .succeeded }.count >= 5)
             for (i, device) in fleet.devices.enumerated() where report.devices.first(where: { $0.id == device.id })?.outcome == .succeeded {
                 let state = try fleet.state(device.id)

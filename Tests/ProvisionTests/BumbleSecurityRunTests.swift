@@ -1,4 +1,5 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -63,7 +64,7 @@ struct BumbleSecurityRunTests {
                     continue
                 }
                 #expect(record.outcome == .succeeded, "\(device.id): \(record.error?.message ?? "")")
-                #expect(record.security == SecurityRecord(level: "authenticated", method: "passkey_entry", bond: "made", keySize: 16,
+                #expect(record.security == SecurityRecord(level: .authenticated, method: .passkeyEntry, bond: .made, keySize: 16,
                                                           secureConnections: true))
                 #expect(pairings(state) == 1)
                 #expect((state["pairings"] as? [[String: Any]])?.first?["mitm"] as? Bool == true)
@@ -87,7 +88,7 @@ struct BumbleSecurityRunTests {
                     #expect(pairings(state) == 1, "not paired again")
                 default:
                     #expect(record.outcome == .succeeded, "\(device.id): \(record.error?.message ?? "")")
-                    #expect(record.security?.bond == "used" && record.security?.method == nil && record.security?.level == "authenticated")
+                    #expect(record.security?.bond == .used && record.security?.method == nil && record.security?.level == .authenticated)
                     #expect(pairings(state) == 1, "no new pairing")
                     #expect(state["encryptions"] as? Int == 2)
                     let control = state["fff1_writes_encrypted"] as? [Bool] ?? []
@@ -116,7 +117,7 @@ struct BumbleSecurityRunTests {
                 #expect(await child.wait() == 0, "\(stderr)")
             }
             let again = try RunReport.read(from: line.directory + "/two.json")
-            #expect(again.devices.first?.security == SecurityRecord(level: "encrypted", method: "just_works", bond: "made", keySize: 16,
+            #expect(again.devices.first?.security == SecurityRecord(level: .encrypted, method: .justWorks, bond: .made, keySize: 16,
                                                                     secureConnections: true, bondLost: true))
             #expect(pairings(try fleet.state(fleet.devices[0].id)) == 2)
         }
@@ -141,7 +142,7 @@ struct BumbleSecurityRunTests {
             let stderr = await child.stderr()
             #expect(await child.wait() == 0, "\(stderr)")
             let report = try RunReport.read(from: line.directory + "/r.json")
-            #expect(report.devices.allSatisfy { $0.security?.level == "authenticated" && $0.security?.bond == "made" })
+            #expect(report.devices.allSatisfy { $0.security?.level == .authenticated && $0.security?.bond == .made })
 
             let trace = [UInt8](try Data(contentsOf: URL(fileURLWithPath: line.directory + "/line.btsnoop")))
             func contains(_ needle: [UInt8]) -> Bool {

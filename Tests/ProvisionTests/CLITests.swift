@@ -163,7 +163,7 @@ final class BrokenCopy {
     @Test func unknownFlagIsUsageError() async {
         let r = await run(["validate", "workflows/sensor-v2.yaml", "--inventroy", "inventory/demo-line.yaml"])
         #expect(r.code == 2)
-        #expect(r.err == "error: unknown option `--inventroy` (did you mean `--inventory`?)\nusage: provision validate WORKFLOW [--inventory FILE] [--limit SEL] [--format text|json]\n")
+        #expect(r.err == "error: unknown option `--inventroy` (did you mean `--inventory`?)\nusage: provision validate WORKFLOW [--inventory FILE] [--limit SEL] [--json] [--format text|json]\n")
         #expect(r.out == "")
     }
 

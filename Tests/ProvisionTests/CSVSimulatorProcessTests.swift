@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// A CSV inventory (which cannot name a device model) on the simulator: `--sim-model PATH`, and a

@@ -48,17 +48,25 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
     }
 
     private static func readAll(_ handle: FileHandle) async -> String {
-        await withCheckedContinuation { (c: CheckedContinuation<String, Never>) in
-            Thread.detachNewThread {
-                var data = Data()
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    data.append(chunk)
-                }
-                c.resume(returning: String(decoding: data, as: UTF8.self))
+        for await text in drain(handle) { return text }
+        return ""
+    }
+
+    /// Everything `handle` delivers up to its end, read by a thread of its own (blocking reads, no
+    /// polling), as one string.
+    private static func drain(_ handle: FileHandle) -> AsyncStream<String> {
+        let (text, done) = AsyncStream.makeStream(of: String.self)
+        Thread.detachNewThread {
+            var data = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                data.append(chunk)
             }
+            done.yield(String(decoding: data, as: UTF8.self))
+            done.finish()
         }
+        return text
     }
 
     let process = Process()
@@ -95,19 +103,7 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
             continuation.finish()
         }
         // Drain stderr so the child never blocks on a full pipe; keep it for `stderr()`.
-        let errHandle = stderrPipe.fileHandleForReading
-        let (errStream, errContinuation) = AsyncStream.makeStream(of: String.self)
-        stderrText = errStream
-        Thread.detachNewThread {
-            var data = Data()
-            while true {
-                let chunk = errHandle.availableData
-                if chunk.isEmpty { break }
-                data.append(chunk)
-            }
-            errContinuation.yield(String(decoding: data, as: UTF8.self))
-            errContinuation.finish()
-        }
+        stderrText = Self.drain(stderrPipe.fileHandleForReading)
         let (exitStream, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
         exited = exitStream
         process.terminationHandler = { p in
@@ -130,5 +126,50 @@ final class ChildProcess: @unchecked Sendable {  // reason: Process is not Senda
         for await _ in lines {}
         for await status in exited { return status }
         return process.terminationStatus
+    }
+
+    /// Reads the child's output to its end, sending SIGKILL after its `n`-th event line (a JSON line);
+    /// returns its exit status and whether it was killed.
+    func drain(killingAfterEvent n: Int) async -> (status: Int32, killed: Bool) {
+        var seen = 0
+        var killed = false
+        for await l in lines where l.hasPrefix("{") {
+            seen += 1
+            if seen == n {
+                signal(SIGKILL)
+                killed = true
+            }
+        }
+        return (await wait(), killed)
+    }
+}
+
+extension ChildProcess {
+    /// Runs `provision ARGS` in `directory` to its end: the exit status and everything it printed.
+    static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let child = try ChildProcess(arguments, directory: directory)
+        var out = ""
+        for await l in child.lines { out += l + "\n" }
+        let err = await child.stderr()
+        return (await child.wait(), out, err)
+    }
+
+    /// Runs `provision ARGS` (events on stdout) in `directory` and sends `signals`: the first after the
+    /// first finished device, each next one once the stop was acknowledged (`stop_requested`). Returns the
+    /// exit status, the event lines and stderr.
+    static func interrupt(_ arguments: [String], in directory: String, _ signals: [Int32]) async throws -> (status: Int32, events: [String], stderr: String) {
+        let child = try ChildProcess(arguments, directory: directory)
+        var lines: [String] = []
+        var sent = 0
+        for await l in child.lines {
+            lines.append(l)
+            let due = sent == 0 ? l.contains("\"device_finished\"") : l.contains("\"stop_requested\"")
+            if sent < signals.count, due {
+                child.signal(signals[sent])
+                sent += 1
+            }
+        }
+        let stderr = await child.stderr()
+        return (await child.wait(), lines, stderr)
     }
 }

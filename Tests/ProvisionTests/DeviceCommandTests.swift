@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision gatt | read | write | subscribe`: looking at one device, on the simulator.
 @Suite struct DeviceCommandTests {
@@ -22,7 +22,7 @@ import TestSupport
         #expect(lines.first?.hasPrefix("SN-0002 (C0:5E:00:00:00:02) \"SNS-0002\", RSSI ") == true)
         #expect(lines.contains("service 180A Device Information  handles 0x0001-0x0009"))
         #expect(lines.contains("  characteristic 2A26 Firmware Revision String  handle 0x0009  read  = \"1.9.0\" (312e392e30)"))
-        #expect(lines.contains("  characteristic 2A19 Battery Level  handle 0x000c  read, notify  = 13"))
+        #expect(lines.contains("  characteristic 2A19 Battery Level  handle 0x000c  read, notify  = 19 % (13)"))
         #expect(lines.contains("  characteristic FFF1  handle 0x0010  write"))
         #expect(lines.contains("    descriptor 2902 Client Characteristic Configuration  handle 0x0015"))
 

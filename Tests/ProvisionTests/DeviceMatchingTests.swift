@@ -1,9 +1,9 @@
 import BLE
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 import Workflow
 
 /// A device is provisioned at its own address, never at the address of another unit that advertises its

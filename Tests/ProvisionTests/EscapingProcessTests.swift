@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// What a device says (an advertised name, a value read) reaches the terminal with its control
 /// characters escaped: a unit cannot clear the screen, retitle the window or reorder a line.

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `--max-failures` and `--max-consecutive-failures` on the binary: product rejects do not stop the
@@ -19,15 +20,15 @@ import TestSupport
         #expect(kept.status == 1)
         let keptReport = try RunReport.read(from: line.directory + "/kept.json")
         #expect(keptReport.run.stopped == nil, "three old-firmware units and one not found: one fixture failure")
-        #expect(keptReport.summary.outcomes["failed"] == 4 && keptReport.summary.outcomes["succeeded"] == 4)
+        #expect(keptReport.summary.outcomes[.failed] == 4 && keptReport.summary.outcomes[.succeeded] == 4)
 
         let stopped = try await RunProcessTests.run(base + ["--max-consecutive-failures", "3", "--report", "row.json"], in: line.directory)
         #expect(stopped.status == 1)
         let row = try RunReport.read(from: line.directory + "/row.json")
-        #expect(row.run.stopped?.reason == "failure_threshold")
+        #expect(row.run.stopped?.reason == .failureThreshold)
         #expect(row.run.stopped?.message == "line stopped: 3 devices failed in a row (--max-consecutive-failures 3); no fixture failure, product rejects 3")
         #expect(row.run.options["max_consecutive_failures"] == "3")
-        #expect(row.summary.outcomes["skipped"] == 5)
+        #expect(row.summary.outcomes[.skipped] == 5)
 
         #expect(try await RunProcessTests.run(base + ["--max-consecutive-failures", "0"], in: line.directory).status == 2)
     }

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -165,8 +165,8 @@ import Glibc
                 #expect((d["blob"] as? [String: Any])?["ended"] as? Bool == true)
             }
         }
-        figures.succeeded = report.summary.outcomes["succeeded"] ?? 0
-        figures.failed = report.summary.outcomes["failed"] ?? 0
+        figures.succeeded = report.summary.outcomes[.succeeded]
+        figures.failed = report.summary.outcomes[.failed]
         figures.needsReview = report.summary.errors["needs_review"] ?? 0
         figures.errors = report.summary.errors
         #expect(figures.succeeded + figures.failed == storm.devices)

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,7 +54,7 @@ import Glibc
         // The report, when it fits under the limit, says why the run stopped; otherwise stderr says it could not be written.
         print("full disk: report written: \(FileManager.default.fileExists(atPath: line.directory + "/run.json")), journal \(journalSize) bytes, stderr: \(first.stderr)")
         if FileManager.default.fileExists(atPath: line.directory + "/run.json") {
-            #expect(try RunReport.read(from: line.directory + "/run.json").run.stopped?.reason == "journal_failed")
+            #expect(try RunReport.read(from: line.directory + "/run.json").run.stopped?.reason == .journalFailed)
         } else {
             #expect(first.stderr.contains("the report could not be written either"), "\(first.stderr)")
         }

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 import Workflow
 @testable import ProvisionCLI
 
@@ -84,8 +84,8 @@ import Workflow
             dom.firstMatch(of: try! Regex("data-figure=\"\(name)\">([0-9]+)<"))?.output[1].substring.flatMap { Int($0) }
         }
         #expect(figure("total") == json.devices.count)
-        for o in DeviceOutcome.allCases.map(\.rawValue) {
-            #expect(figure(o) == json.summary.outcomes[o], "\(o)")
+        for o in DeviceOutcome.allCases {
+            #expect(figure(o.rawValue) == json.summary.outcomes[o], "\(o)")
         }
         // Failures by kind.
         var kinds: [String: Int] = [:]

@@ -1,5 +1,6 @@
 import BLESimulator
 import Engine
+import EngineTestSupport
 import Foundation
 import PostgresClient
 import Testing
@@ -160,7 +161,7 @@ struct LineProcessTests {
         let report = try JSONDecoder.snakeCase.decode(RunReport.self, from: Data(merged.stdout.utf8))
         #expect(report.schema == RunReport.schemaVersion)
         #expect(report.devices.map(\.id) == all.sorted())
-        #expect(report.summary.outcomes["succeeded"] == 30)
+        #expect(report.summary.outcomes[.succeeded] == 30)
         #expect(report.run.station == "a, b, c")
         // Captured values keep the workflow's types (report schema 2), as in each station's own report.
         let own = try RunReport.read(from: line.directory + "/a.json")

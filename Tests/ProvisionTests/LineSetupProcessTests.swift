@@ -2,6 +2,7 @@ import Engine
 import Foundation
 import PostgresClient
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// A line set up from nothing as docs/line.md says ("Setting up a line"): an administrator creates the
@@ -84,7 +85,7 @@ struct LineSetupProcessTests {
         let merged = try await provision(["report", "--line", line(quality), "--run", run, "--json"])
         #expect(merged.status == 0, "\(merged.stderr)")
         let report = try JSONDecoder.snakeCase.decode(RunReport.self, from: Data(merged.stdout.utf8))
-        #expect(report.summary.outcomes["succeeded"] == 12)
+        #expect(report.summary.outcomes[.succeeded] == 12)
         #expect(report.run.meta == ["lot": "L-42"], "the run's metadata on the line's merged report")
         // Every record names the station that worked it, as each station's own report does.
         let worked = Dictionary(uniqueKeysWithValues: reports.flatMap { r in r.devices.map { ($0.id, $0.station) } })

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// Run metadata (operator, lot, work order) from the inventory's `meta:` and `--meta KEY=VALUE`, in

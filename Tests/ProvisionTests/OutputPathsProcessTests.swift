@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 @testable import ProvisionCLI
 
 /// Every file `provision run` writes is checked before a device is touched: never an input, never another

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -80,10 +80,10 @@ import Glibc
         }
         #expect(await child.wait() == 130)
         let report = try RunReport.read(from: line.directory + "/r.json")
-        #expect(report.run.stopped?.reason == "interrupted")
-        #expect(report.summary.outcomes["interrupted"] == 0, "in-flight devices finish, as after one Ctrl-C")
-        #expect((report.summary.outcomes["skipped"] ?? 0) > 0)
-        #expect(report.summary.outcomes["succeeded"] == 30 - (report.summary.outcomes["skipped"] ?? 0))
+        #expect(report.run.stopped?.reason == .interrupted)
+        #expect(report.summary.outcomes[.interrupted] == 0, "in-flight devices finish, as after one Ctrl-C")
+        #expect((report.summary.outcomes[.skipped]) > 0)
+        #expect(report.summary.outcomes[.succeeded] == 30 - (report.summary.outcomes[.skipped]))
         let journal = try JournalState.read(path: line.directory + "/r.journal")
         #expect(Set(journal.starts.keys) == Set(journal.outcomes.keys))
     }

@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// A secret never reaches what a run writes or prints, in any rendering: the report, the journal, the
 /// events, the JUnit file, stdout and stderr.

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision report`: what an auditor reads back from runs.
 @Suite struct ReportCommandTests {
@@ -58,7 +58,7 @@ import TestSupport
         try Data("{ not json".utf8).write(to: URL(fileURLWithPath: line.directory + "/bad.json"))
         let r = await run(["report", "bad.json"], in: line.directory)
         #expect(r.code == 2)
-        #expect(r.err == "error: bad.json: not JSON (invalid value at line 1, column 3)\n")
+        #expect(r.err == "error: bad.json: not JSON (expected a member name in quotes, found `n` at line 1, column 3)\n")
     }
 }
 
@@ -69,7 +69,7 @@ import TestSupport
         let file = FileRef(name: "w", path: "w.yaml", sha256: String(repeating: "0", count: 64))
         let info = RunInfo(id: "run-1", workflow: file, inventory: FileRef(path: "i.yaml", sha256: String(repeating: "1", count: 64)),
                            adapters: [AdapterInfo(id: "sim", simulated: true, slots: 1)], simulated: true, station: "st",
-                           toolVersion: "t", options: [:], started: "2026-01-01T00:00:00Z", finished: "2026-01-01T00:00:01Z")
+                           toolVersion: "t", options: [:], started: wallTime("2026-01-01T00:00:00Z"), finished: wallTime("2026-01-01T00:00:01Z"))
         try RunReport(run: info, summary: Summary.compute(devices, wall: .seconds(1)), devices: devices).write(to: dir + "/" + name)
     }
 
@@ -134,11 +134,11 @@ import TestSupport
         let cases: [(String, String)] = [
             ("missing.json", "error: missing.json: no such file\n"),
             ("blobs", "error: blobs: is a directory, not a report\n"),
-            ("broken.json", "error: broken.json: not JSON (invalid value at line 2, column 3)\n"),
+            ("broken.json", "error: broken.json: not JSON (expected a member name in quotes, found `o` at line 2, column 3)\n"),
             ("empty.json", "error: empty.json: the file is empty, not a report\n"),
             ("other.json", "error: other.json: not a provision report (it has no `schema`)\n"),
             ("future.json", "error: future.json: schema `provision.report/9` is not one this version of provision reads (provision.report/1, provision.report/2)\n"),
-            ("odd.json", "error: odd.json: not a valid provision.report/2 report: `devices[0].outcome` has a value this version does not know\n"),
+            ("odd.json", "error: odd.json: not a valid provision.report/2 report: line 9, column 19: `devices[0].outcome`: \"exploded\" is not a value this version of provision knows\n"),
         ]
         for (file, message) in cases {
             let r = await run(["report", file], in: dir)

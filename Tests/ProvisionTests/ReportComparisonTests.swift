@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 import Workflow
 
 /// `provision report NEWER --compare OLDER` as text, CSV and JSON.

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 import Workflow
 @testable import ProvisionCLI
 
@@ -102,7 +102,7 @@ import Workflow
         try Data(r.out.utf8).write(to: URL(fileURLWithPath: line.directory + "/selected.json"))
         let selected = try RunReport.read(from: line.directory + "/selected.json")
         #expect(selected.devices.map(\.id) == ["SN-0002", "SN-0006"])
-        #expect(selected.summary.total == 2 && selected.summary.outcomes["failed"] == 1)
+        #expect(selected.summary.total == 2 && selected.summary.outcomes[.failed] == 1)
         #expect(selected.devices[0].captured["battery"] == .integer(19))
         #expect(selected.run.captureTypes?["firmware"] == .version)
         // Without --where, the report as written.

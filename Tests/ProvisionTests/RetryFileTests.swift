@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 @testable import ProvisionCLI
 
 /// The retry file beside the report, and `--limit @file` reading it back.

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import Testing
+import EngineTestSupport
 import TestSupport
 
 /// `provision review` as a child process: the devices a journal leaves in doubt, settled by asking the
@@ -22,15 +23,15 @@ import TestSupport
             _ = try await journal.open(.start)
             let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
                                        inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                       options: [:], started: "2026-12-01T10:00:00.000Z", toolVersion: "test", resumed: false)
-            try await journal.record(.header(header, at: "2026-12-01T10:00:00.000Z"))
-            try await journal.record(.started(device: "SN-0002", attempt: 1, at: "2026-12-01T10:00:01.000Z"))
-            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: "2026-12-01T10:00:02.000Z"))
+                                       options: [:], started: wallTime("2026-12-01T10:00:00.000Z"), toolVersion: "test", resumed: false)
+            try await journal.record(.header(header, at: wallTime("2026-12-01T10:00:00.000Z")))
+            try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-12-01T10:00:01.000Z")))
+            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-12-01T10:00:02.000Z")))
             try await journal.record(.outcome(DeviceRecord(id: "SN-0002", address: nil, name: nil, outcome: .failed, attempts: 1,
                                                            error: FailureRecord(kind: .needsReview, step: "commit", message: "the confirm read timed out")),
-                                              at: "2026-12-01T10:00:03.000Z"))
-            try await journal.record(.started(device: "SN-0003", attempt: 1, at: "2026-12-01T10:00:01.000Z"))
-            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: "2026-12-01T10:00:04.000Z"))
+                                              at: wallTime("2026-12-01T10:00:03.000Z")))
+            try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-12-01T10:00:01.000Z")))
+            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-12-01T10:00:04.000Z")))
             await journal.close()
         }
         let listed = try await Self.run(["review", "run.journal"], in: line.directory)

@@ -1,7 +1,7 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -122,10 +122,10 @@ import Glibc
         }
         #expect(await child.wait() == 130)
         let report = try RunReport.read(from: line.directory + "/r.json")
-        #expect(report.run.stopped?.reason == "interrupted")
-        #expect(report.summary.outcomes["interrupted"] == 0, "in-flight devices finish after one Ctrl-C")
-        #expect((report.summary.outcomes["skipped"] ?? 0) > 0)
-        #expect(report.summary.outcomes["succeeded"] == 30 - (report.summary.outcomes["skipped"] ?? 0))
+        #expect(report.run.stopped?.reason == .interrupted)
+        #expect(report.summary.outcomes[.interrupted] == 0, "in-flight devices finish after one Ctrl-C")
+        #expect((report.summary.outcomes[.skipped]) > 0)
+        #expect(report.summary.outcomes[.succeeded] == 30 - (report.summary.outcomes[.skipped]))
     }
 
     @Test func ctrlCTwiceCutsInFlightDevicesAndMarksThemInterrupted() async throws {
@@ -147,7 +147,7 @@ import Glibc
         }
         #expect(await child.wait() == 130)
         let report = try RunReport.read(from: line.directory + "/r.json")
-        #expect((report.summary.outcomes["interrupted"] ?? 0) >= 1)
+        #expect((report.summary.outcomes[.interrupted]) >= 1)
         #expect(report.devices.filter { $0.outcome == .interrupted }.allSatisfy { $0.error?.kind == .interrupted })
         // The journal is complete: every device that started has its outcome.
         let state = try JournalState.read(path: line.directory + "/r.journal")

@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision scan` as a child process. `make test` runs this suite against the release binary too: the
 /// scan used to trap there (SIGILL) while debug builds worked, because the optimizer dropped the store
@@ -33,8 +33,10 @@ import TestSupport
         var rows: [String] = []
         for await l in child.lines { rows.append(l) }
         #expect(await child.wait() == 0)
-        #expect(rows.first?.hasPrefix("ADDRESS") == true)
+        // The simulated fleet is the inventory's, so each device heard is marked with its unit.
+        #expect(rows.first?.hasPrefix("UNIT      ADDRESS") == true)
         #expect(rows.filter { $0.contains("SNS-000") }.count == 3)
-        #expect(rows.last?.hasPrefix("3 device(s) in") == true)
+        #expect(rows.dropLast().last?.hasPrefix("3 device(s) in") == true)
+        #expect(rows.last == "inventory: 3 of 3 unit(s) heard")
     }
 }

@@ -1,6 +1,6 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// Link security and the typed workflow language together, as a user runs them: the smart-lock example
 /// (typed reads, `set:`, `when:`, measurements, a declared secret key) on a lock whose settings and
@@ -99,11 +99,7 @@ import TestSupport
         """
 
     private func run(_ arguments: [String], in dir: String) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ChildProcess(arguments, directory: dir)
-        var stdout = ""
-        for await l in child.lines { stdout += l + "\n" }
-        let stderr = await child.stderr()
-        return (await child.wait(), stdout, stderr)
+        try await ChildProcess.run(arguments, in: dir)
     }
 
     private func json(_ path: String) throws -> [String: Any] {

@@ -1,35 +1,16 @@
+import EngineTestSupport
 import Foundation
 import Testing
-import TestSupport
 
 /// `provision run` with security on the simulator, as a user runs it: the passkey-protected example line
 /// (workflows/sensor-v2-secure.yaml, inventory/secure-line.yaml) paired and bonded, then audited over
 /// its bonds; `--bonds` in the output-path check; no key in anything a run writes or prints.
 @Suite(.serialized, .timeLimit(.minutes(3))) struct SecurityProcessTests {
     /// A copy of the example line in a temporary directory.
-    static func line() throws -> String {
-        let dir = NSTemporaryDirectory() + "provision-security-\(UUID().uuidString)"
-        let fm = FileManager.default
-        try fm.createDirectory(atPath: dir + "/models", withIntermediateDirectories: true)
-        try fm.createDirectory(atPath: dir + "/blobs", withIntermediateDirectories: true)
-        let root = TestLine.packageRoot
-        try fm.copyItem(atPath: root + "/inventory/models/sensor-v2-secure.yaml", toPath: dir + "/models/sensor-v2-secure.yaml")
-        for b in ["a", "b", "c", "d"] {
-            try fm.copyItem(atPath: root + "/inventory/blobs/cert-\(b).bin", toPath: dir + "/blobs/cert-\(b).bin")
-        }
-        try fm.copyItem(atPath: root + "/inventory/secure-line.yaml", toPath: dir + "/inventory.yaml")
-        for w in ["sensor-v2-secure", "fleet-audit-secure"] {
-            try fm.copyItem(atPath: root + "/workflows/\(w).yaml", toPath: dir + "/\(w).yaml")
-        }
-        return dir
-    }
+    private func line() throws -> String { try SecureLine.copy() }
 
     private func run(_ arguments: [String], in dir: String) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ChildProcess(arguments, directory: dir)
-        var stdout = ""
-        for await l in child.lines { stdout += l + "\n" }
-        let stderr = await child.stderr()
-        return (await child.wait(), stdout, stderr)
+        try await ChildProcess.run(arguments, in: dir)
     }
 
     private func devices(_ path: String) throws -> [[String: Any]] {
@@ -38,7 +19,7 @@ import TestSupport
     }
 
     @Test func theSecureLineIsPairedBondedAndAuditedOverItsBondsAndNoKeyShowsAnywhere() async throws {
-        let dir = try Self.line()
+        let dir = try line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let common = ["--inventory", "inventory.yaml", "--adapter", "sim", "--sim-latency", "0", "--bonds", "bonds.json",
                       "--sim-state", "devices.state"]
@@ -108,7 +89,7 @@ import TestSupport
     }
 
     @Test func aBondsFileOthersCanReadIsRefusedBeforeAnythingIsTouched() async throws {
-        let dir = try Self.line()
+        let dir = try line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         #expect(FileManager.default.createFile(atPath: dir + "/bonds.json",
                                                contents: Data(#"{"format":"provision-bonds","version":1,"stations":[]}"#.utf8),
@@ -121,7 +102,7 @@ import TestSupport
     }
 
     @Test func theBondsFileIsNeverAnInputNorAnotherOutput() async throws {
-        let dir = try Self.line()
+        let dir = try line()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let clash = try await run(["run", "sensor-v2-secure.yaml", "--inventory", "inventory.yaml", "--adapter", "sim",
                                    "--bonds", "inventory.yaml"], in: dir)

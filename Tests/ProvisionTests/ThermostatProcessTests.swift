@@ -34,7 +34,7 @@ import Testing
         let r = try await ChildProcess.shell(Self.run, directory: copy.path)
         #expect(r.status == 0, "\(r.stderr)")
         let report = try RunReport.read(from: copy.path + "/r.json")
-        #expect(report.summary.outcomes["succeeded"] == 6)
+        #expect(report.summary.outcomes[.succeeded] == 6)
         let dump = try JSONDecoder().decode(SimulatorDump.self, from: Data(contentsOf: URL(fileURLWithPath: copy.path + "/d.json")))
         for unit in Self.units {
             let side = try #require(dump.device(unit.id))
@@ -53,7 +53,7 @@ import Testing
         let r = try await ChildProcess.shell(Self.run, directory: copy.path)
         #expect(r.status == 1, "\(r.stderr)")
         let report = try RunReport.read(from: copy.path + "/r.json")
-        #expect(report.summary.outcomes["failed"] == 6)
+        #expect(report.summary.outcomes[.failed] == 6)
         let dump = try JSONDecoder().decode(SimulatorDump.self, from: Data(contentsOf: URL(fileURLWithPath: copy.path + "/d.json")))
         for unit in Self.units {
             let record = try #require(report.devices.first { $0.id == unit.id })

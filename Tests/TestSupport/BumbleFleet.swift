@@ -196,7 +196,7 @@ public final class BumbleFleet: Sendable {
     public let stations: Stations?
     public let stateDirectory: URL
     private let process: Process
-    private let exited: DispatchSemaphore
+    private let exited: ExitWaiter
     private let stdin: Pipe
 
     public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
@@ -244,8 +244,8 @@ public final class BumbleFleet: Sendable {
                 continuation.yield(data)
             }
         }
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
+        let exited = ExitWaiter()
+        process.terminationHandler = { p in exited.exited(p.terminationStatus) }
         try process.run()
         do {
             let ready: Ready? = try await withDeadline(timeout, operation: "Bumble fleet start") {
@@ -266,7 +266,7 @@ public final class BumbleFleet: Sendable {
         }
     }
 
-    private init(ready: Ready, stateDirectory: URL, process: Process, exited: DispatchSemaphore, stdin: Pipe) {
+    private init(ready: Ready, stateDirectory: URL, process: Process, exited: ExitWaiter, stdin: Pipe) {
         self.exited = exited
         self.stdin = stdin
         self.port = ready.port
@@ -317,16 +317,17 @@ public final class BumbleFleet: Sendable {
         return (status, String(decoding: try Data(contentsOf: log), as: UTF8.self))
     }
 
-    /// Stops the fleet: SIGTERM, then SIGKILL if it lingers.
-    public func stop() {
+    /// Stops the fleet and waits until it has exited: SIGTERM, then SIGKILL if it lingers (5 s).
+    public func stop() async {
         guard process.isRunning else { return }
         process.terminate()
-        if exited.wait(timeout: .now() + 5) == .timedOut {
+        if await exited.wait(timeout: .seconds(5)) == nil {
             kill(process.processIdentifier, SIGKILL)
         }
     }
 
-    deinit { stop() }
+    // A fleet not stopped by then ends on SIGTERM, or when its standard input closes with this object.
+    deinit { if process.isRunning { process.terminate() } }
 
     /// Runs `body` with a fresh fleet started with `options` and always stops it.
     public static func with<T>(_ options: Options, _ body: (BumbleFleet) async throws -> T) async throws -> T {
@@ -336,8 +337,6 @@ public final class BumbleFleet: Sendable {
     /// Runs `body` with a fresh fleet and always stops it.
     public static func with<T>(_ arguments: [String] = ["--devices", "4"],
                         _ body: (BumbleFleet) async throws -> T) async throws -> T {
-        let fleet = try await start(arguments: arguments)
-        defer { fleet.stop() }
-        return try await body(fleet)
+        try await scoped(try await start(arguments: arguments), stop: { await $0.stop() }, body)
     }
 }

@@ -1,3 +1,4 @@
+import AsyncSupport
 import BLE
 import Foundation
 import PostgresClient
@@ -31,7 +32,7 @@ public final class PostgresCluster: Sendable {
     let runAs: String?
     private let watchdog: Process
     private let watchdogInput: Pipe
-    private let watchdogExited: DispatchSemaphore
+    private let watchdogExited: ExitWaiter
     private let stopped = Mutex(false)
 
     public static let superuser = "provision"
@@ -181,13 +182,13 @@ public final class PostgresCluster: Sendable {
             throw ClusterError(lastFailure)
         } catch {
             input.fileHandleForWriting.closeFile()
-            _ = exited.wait(timeout: .now() + 30)
+            _ = await exited.wait(timeout: .seconds(30))
             throw error
         }
     }
 
     private init(port: Int, directory: String, dataDirectory: String, password: String, bin: String, runAs: String?,
-                 watchdog: Process, input: Pipe, exited: DispatchSemaphore) {
+                 watchdog: Process, input: Pipe, exited: ExitWaiter) {
         self.port = port
         self.directory = directory
         self.dataDirectory = dataDirectory
@@ -199,24 +200,29 @@ public final class PostgresCluster: Sendable {
         self.watchdogExited = exited
     }
 
-    /// Stops the server and removes its directory (through the watchdog). Idempotent.
-    public func stop() {
+    /// Stops the server and removes its directory (through the watchdog), and waits (within a minute)
+    /// until that is done. Idempotent.
+    public func stop() async {
+        guard beginStopping() else { return }
+        _ = await watchdogExited.wait(timeout: .seconds(60))
+    }
+
+    /// Closes the watchdog's pipe once; true the first time.
+    private func beginStopping() -> Bool {
         let first = stopped.withLock { s -> Bool in
             defer { s = true }
             return !s
         }
-        guard first else { return }
-        watchdogInput.fileHandleForWriting.closeFile()
-        _ = watchdogExited.wait(timeout: .now() + 60)
+        if first { watchdogInput.fileHandleForWriting.closeFile() }
+        return first
     }
 
-    deinit { stop() }
+    // The watchdog stops the server and removes the directory; nothing here waits for it.
+    deinit { _ = beginStopping() }
 
     /// Runs `body` with a new cluster of its own and always stops it.
     public static func with<T>(fsync: Bool = false, _ body: (PostgresCluster) async throws -> T) async throws -> T {
-        let cluster = try await start(fsync: fsync)
-        defer { cluster.stop() }
-        return try await body(cluster)
+        try await scoped(try await start(fsync: fsync), stop: { await $0.stop() }, body)
     }
 
     /// Restarts the server: `fast` ends sessions with "terminating connection due to administrator
@@ -307,7 +313,7 @@ public final class PostgresCluster: Sendable {
     }
 
     /// The process that stops the server and removes the directory once its standard input closes.
-    private static func startWatchdog(bin: String, runAs: String?, dataDirectory: String, directory: String) throws -> (Process, Pipe, DispatchSemaphore) {
+    private static func startWatchdog(bin: String, runAs: String?, dataDirectory: String, directory: String) throws -> (Process, Pipe, ExitWaiter) {
         let script = #"cat >/dev/null; [ -f "$1/postmaster.pid" ] && "$0" -D "$1" -m immediate -w -t 30 stop >/dev/null 2>&1; rm -rf "$2""#
         let process = Process()
         let shellArguments = ["-c", script, bin + "/pg_ctl", dataDirectory, directory]
@@ -323,8 +329,8 @@ public final class PostgresCluster: Sendable {
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
+        let exited = ExitWaiter()
+        process.terminationHandler = { p in exited.exited(p.terminationStatus) }
         try process.run()
         return (process, input, exited)
     }
@@ -362,47 +368,5 @@ public final class PostgresCluster: Sendable {
         }
         guard named == 0 else { throw ClusterError("getsockname: errno \(errno)") }
         return Int(UInt16(bigEndian: address.sin_port))
-    }
-}
-
-/// Waits for a child process's exit status, with a limit.
-private final class ExitWaiter: Sendable {
-    private struct State {
-        var status: Int32?
-        var waiter: CheckedContinuation<Int32?, Never>?
-        var timer: Timeouts.Token?
-    }
-    private let state = Mutex(State())
-
-    func exited(_ status: Int32) {
-        let (w, timer) = state.withLock { s -> (CheckedContinuation<Int32?, Never>?, Timeouts.Token?) in
-            s.status = status
-            defer { s.waiter = nil }
-            return (s.waiter, s.timer)
-        }
-        if let timer { Timeouts.shared.cancel(timer) }
-        w?.resume(returning: status)
-    }
-
-    func wait(timeout: Duration) async -> Int32? {
-        await withCheckedContinuation { (c: CheckedContinuation<Int32?, Never>) in
-            let done = state.withLock { s -> Int32? in
-                if let status = s.status { return status }
-                s.waiter = c
-                return nil
-            }
-            if let done {
-                c.resume(returning: done)
-                return
-            }
-            let timer = Timeouts.shared.schedule(after: timeout) { [self] in
-                let w = state.withLock { s -> CheckedContinuation<Int32?, Never>? in
-                    defer { s.waiter = nil }
-                    return s.waiter
-                }
-                w?.resume(returning: nil)
-            }
-            state.withLock { $0.timer = timer }
-        }
     }
 }

@@ -75,9 +75,20 @@ import Testing
     @Test func randomBytesAfterAHeaderNeverTrap() {
         var g = SplitMix64(seed: 0x1234)
         func next() -> UInt64 { g.next() }
+        var read = 0, refused = 0
         for _ in 0..<2_000 {
             let body = (0..<Int(next() % 80)).map { _ in UInt8(truncatingIfNeeded: next()) }
-            _ = try? BTSnoop.records(in: BTSnoop.header + body)
+            do {
+                // What is read accounts for every byte: 24 header bytes and the packet per record.
+                let records = try BTSnoop.records(in: BTSnoop.header + body)
+                #expect(records.reduce(0) { $0 + 24 + $1.packet.count } == body.count)
+                read += 1
+            } catch {
+                #expect(error.offset >= 16 && error.offset <= BTSnoop.header.count + body.count, "\(error)")
+                refused += 1
+            }
         }
+        // Both ways were taken: an empty body reads as no record, random bytes are mostly refused.
+        #expect(read > 0 && refused > 0)
     }
 }

@@ -32,8 +32,9 @@ import Testing
 
     /// Reads the file with Wireshark's tshark: it must recognise the btsnoop H4 file, each packet's
     /// type and direction, the ATT Write Request inside the ACL packet, and the timestamps.
-    @Test(.enabled(if: Tshark.path != nil, "tshark is not installed (apt-get install tshark): the btsnoop bytes are checked by BTSnoopTests only"))
-    func wiresharkReadsTheFile() throws {
+    @Test(.enabled(if: Tshark.path != nil, "tshark is not installed (apt-get install tshark): the btsnoop bytes are checked by BTSnoopTests only"),
+          .timeLimit(.minutes(1)))
+    func wiresharkReadsTheFile() async throws {
         let dir = try TraceDirectory()
         let path = dir.file("hci.btsnoop")
         let writer = try BTSnoopWriter(path: path)
@@ -42,7 +43,7 @@ import Testing
         try writer.write(BTSnoopTests.attWrite, direction: .sent, timestamp: BTSnoopTests.time + 2_000)
         try writer.close()
 
-        let lines = try Tshark.fields(path, ["frame.number", "hci_h4.type", "hci_h4.direction", "btatt.opcode", "btatt.handle", "frame.time_epoch"])
+        let lines = try await Tshark.fields(path, ["frame.number", "hci_h4.type", "hci_h4.direction", "btatt.opcode", "btatt.handle", "frame.time_epoch"])
         #expect(lines.count == 3, "\(lines)")
         guard lines.count == 3 else { return }
         #expect(lines.map { $0[1] } == ["0x01", "0x04", "0x02"])
@@ -57,8 +58,9 @@ import Testing
 enum Tshark {
     static let path: String? = ["/usr/bin/tshark", "/usr/local/bin/tshark"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    /// The chosen fields of every packet in `file`, one array per packet.
-    static func fields(_ file: String, _ names: [String]) throws -> [[String]] {
+    /// The chosen fields of every packet in `file`, one array per packet. Waits for tshark without
+    /// blocking a thread; a cancelled wait (the test's time limit) stops it.
+    static func fields(_ file: String, _ names: [String]) async throws -> [[String]] {
         guard let path else { return [] }
         let output = file + ".tshark.txt"
         guard FileManager.default.createFile(atPath: output, contents: nil) else {
@@ -71,17 +73,19 @@ enum Tshark {
         process.arguments = ["-r", file, "-T", "fields", "-E", "separator=|"] + names.flatMap { ["-e", $0] }
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        let done = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in done.signal() }
+        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
+        process.terminationHandler = { exited.yield($0.terminationStatus); exited.finish() }
         try process.run()
-        // tshark reads three packets in well under a second; a minute means it is stuck.
-        if done.wait(timeout: .now() + 60) == .timedOut {
-            process.terminate()
-            Issue.record("tshark did not finish within 60 s")
-            return []
+        let pid = process.processIdentifier
+        let status = await withTaskCancellationHandler {
+            var status: Int32?
+            for await s in exits { status = s }
+            return status
+        } onCancel: {
+            kill(pid, SIGTERM)
         }
         try out.close()
-        #expect(process.terminationStatus == 0, "tshark exited with \(process.terminationStatus)")
+        #expect(status == 0, "tshark exited with \(status.map(String.init) ?? "no status")")
         let text = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
         return text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
     }

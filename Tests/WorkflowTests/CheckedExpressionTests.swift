@@ -36,6 +36,34 @@ import Testing
         try checked(text).evaluate { values[$0] }
     }
 
+    /// An enumeration has no order: `outcome < succeeded` compared the words as text and selected the
+    /// failed devices. Every ordering operator, on either side, is refused at the field's column.
+    @Test func orderingAnEnumerationIsAnError() throws {
+        for text in ["outcome < succeeded", "outcome >= failed", "succeeded > outcome", "outcome <= \"failed\""] {
+            let e = try errors(text)
+            #expect(e.count == 1, "\(text)")
+            #expect(e.first?.message.contains("`outcome` is one of succeeded, failed, skipped, interrupted: it has no order") == true, "\(text)")
+            #expect(e.first?.column == (text.hasPrefix("outcome") ? 1 : 13), "\(text)")
+        }
+        #expect(try errors("outcome == failed or outcome in [skipped, interrupted] or outcome != succeeded").isEmpty)
+    }
+
+    /// A number that a double cannot hold is an error, too large or too small: `battery < 1e-400` read
+    /// as `battery < 0` missed a battery of 0.
+    @Test func numbersBeyondADoubleEitherWayAreErrors() throws {
+        for (text, word) in [("battery < 1e-400", "too small"), ("temperature > -2.5e-320", "too small"), ("battery < 1e400", "too large")] {
+            do {
+                _ = try checked(text)
+                Issue.record("\(text) was accepted")
+            } catch let e as ExpressionError {
+                #expect(e.message.contains(word), "\(text): \(e.message)")
+                #expect(e.column == text.firstIndex(where: { $0.isNumber || $0 == "-" }).map { text.distance(from: text.startIndex, to: $0) + 1 }, "\(text)")
+            }
+        }
+        #expect(try evaluate("temperature > 0.0e-999", ["temperature": .real(1)]) == true, "zero written as zero is zero")
+        #expect(try evaluate("temperature > 2.3e-308", ["temperature": .real(1)]) == true)
+    }
+
     @Test func numbersCompareNumerically() throws {
         #expect(try evaluate("battery < 20", ["battery": .integer(19, signed: false)]) == true)
         #expect(try evaluate("battery < 20", ["battery": .integer(25, signed: false)]) == false)

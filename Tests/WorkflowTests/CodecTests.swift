@@ -1,7 +1,9 @@
 import BLE
 import Foundation
+import Support
 import Testing
 @testable import Workflow
+import YAML
 
 @Suite struct CodecTests {
     let none: (String) -> String? = { _ in nil }

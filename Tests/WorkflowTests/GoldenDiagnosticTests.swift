@@ -89,7 +89,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("step is a number",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - 42\n",
             inventory: nil, inventoryName: nil, limit: nil,
-            expect: ("wf.yaml", 4, 5, "unknown step `42`", "steps: scan, connect, pair, discover, read, verify, write, write_blob, subscribe, unsubscribe, await, sleep, disconnect, set")),
+            expect: ("wf.yaml", 4, 5, "unknown step `42`", "steps: scan, connect, pair, discover, read, verify, write, write_blob, subscribe, unsubscribe, await, sleep, disconnect, set, dfu, file_upload, settings, mcumgr")),
         GoldenCase("misspelt option key",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - read: { service: 180A, charateristic: 2A26 }\n",
             inventory: nil, inventoryName: nil, limit: nil,
@@ -177,7 +177,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         GoldenCase("bad regex",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - verify: { value: \"x\", matches: \"([\" }\n",
             inventory: nil, inventoryName: nil, limit: nil,
-            expect: ("wf.yaml", 4, 36, "`([` is not a valid regular expression: expected custom character class members", nil)),
+            expect: ("wf.yaml", 4, 36, "`([` is not a valid regular expression: missing terminating ] for character class at character 3", nil)),
         GoldenCase("await unknown subscription",
             workflow: "name: t\nsteps:\n  - connect: {}\n  - subscribe: { id: acks, service: FFF0, characteristic: FFF3 }\n  - await: { subscription: acsk, equals: { hex: \"0100\" } }\n",
             inventory: nil, inventoryName: nil, limit: nil,
@@ -335,6 +335,22 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         #expect(!result.isValid)
         #expect(result.errors.first?.mark == SourceMark(line: 1, column: 1))
         #expect(result.errors.first?.message.hasPrefix("file is 10485788 bytes; the limit is 10485760 bytes") == true)
+    }
+
+    /// An inventory may be larger than a workflow (a line of 100,000 devices is 13 MB of YAML), up to
+    /// 64 MiB; beyond, it is refused before reading, with what to do instead.
+    @Test func anInventoryHasItsOwnLimit() throws {
+        let dir = try TemporaryDirectory()
+        try dir.write("w.yaml", "name: t\nsteps: [connect]\n")
+        let path = dir.path + "/big.yaml"
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: UInt64(Validator.maxInventoryBytes + 1))  // sparse: nothing is read
+        try handle.close()
+        let result = Validator.validate(workflowPath: dir.path + "/w.yaml", inventoryPath: path)
+        #expect(result.errors.first?.message == "file is \(Validator.maxInventoryBytes + 1) bytes; the limit is \(Validator.maxInventoryBytes) bytes")
+        #expect(result.errors.first?.hint?.contains("split the line into several inventories") == true)
+        #expect(Validator.maxInventoryBytes > 13_200_053 * 4, "a 100,000-device YAML inventory fits, four times over")
     }
 
     @Test func deepNestingIsRefusedWithPosition() {

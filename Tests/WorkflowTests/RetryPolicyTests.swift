@@ -55,7 +55,7 @@ import Testing
         #expect(d.isEmpty)
         let workflow = try #require(w)
         #expect(workflow.defaults.retry == RetryPolicy(attempts: 4, backoff: .exponential(initial: .milliseconds(250), factor: 3, max: .seconds(5), jitter: 0.1), on: [.timeout, .attError]))
-        #expect(workflow.defaults.reconnect == ReconnectPolicy(attempts: 0, delay: .seconds(2)))
+        #expect(workflow.defaults.reconnect == .disabled)
         #expect(workflow.steps[0].retry?.attempts == 2)
         #expect(workflow.steps[0].effectiveTimeout == .seconds(5))
         #expect(workflow.steps[1].retry?.backoff == .list([.seconds(1), .seconds(2)]))

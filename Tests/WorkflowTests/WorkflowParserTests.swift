@@ -30,6 +30,10 @@ import YAML
               timeout: 2s
               resend: [1s, 2s, 5s]
           - unsubscribe: { id: acks }
+          - dfu: { image: "${firmware}" }
+          - file_upload: { file: "${blob}", to: /lfs/blob.bin }
+          - settings: { save: true }
+          - mcumgr: { command: echo }
           - sleep: 250ms
           - disconnect
           - set: { id: label, concat: ["${name}", "-", "${fw}"] }
@@ -39,14 +43,15 @@ import YAML
         let w = try parse(Self.everyKind)
         #expect(w.name == "every-kind")
         #expect(w.description == "one of each")
-        #expect(w.steps.map(\.kind.keyword) == Step.Kind.keywords.filter { $0 != "verify" && $0 != "read" && $0 != "write" && $0 != "write_blob" && $0 != "subscribe" && $0 != "unsubscribe" && $0 != "await" && $0 != "sleep" && $0 != "disconnect" && $0 != "set" } + ["read", "verify", "write", "write_blob", "subscribe", "await", "unsubscribe", "sleep", "disconnect", "set"])
+        let mcumgr = ["dfu", "file_upload", "settings", "mcumgr"]
+        #expect(w.steps.map(\.kind.keyword) == Step.Kind.keywords.filter { $0 != "verify" && $0 != "read" && $0 != "write" && $0 != "write_blob" && $0 != "subscribe" && $0 != "unsubscribe" && $0 != "await" && $0 != "sleep" && $0 != "disconnect" && $0 != "set" && !mcumgr.contains($0) } + ["read", "verify", "write", "write_blob", "subscribe", "await", "unsubscribe"] + mcumgr + ["sleep", "disconnect", "set"])
         guard case .scan(let scan) = w.steps[0].kind else { Issue.record("not a scan"); return }
         #expect(scan.address?.source == "C0:5E:00:00:00:01")
         #expect(scan.name?.referencedNames == ["name"])
         #expect(scan.services == [BluetoothUUID(0xFFF0), BluetoothUUID(0x180A)])
         #expect(scan.manufacturer == Step.ManufacturerFilter(company: 0x004C, prefix: [0x02, 0x15]))
         #expect(scan.minRSSI == -80)
-        #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: ReconnectPolicy(attempts: 2, delay: .milliseconds(500)))))
+        #expect(w.steps[1].kind == .connect(Step.Connect(mtu: 247, reconnect: .limited(maxAttempts: 2, delays: [.milliseconds(500)]))))
         guard case .pair(let pair) = w.steps[2].kind else { Issue.record("not a pair"); return }
         #expect(pair.security.level == .authenticated && pair.security.passkey?.referencedNames == ["passkey"])
         #expect(w.steps[2].name == "pair authenticated")
@@ -72,10 +77,12 @@ import YAML
         #expect(a.trigger?.value == .hex(Template(literal: "02")))
         #expect(w.steps[9].effectiveTimeout == .seconds(2))
         #expect(w.steps[10].kind == .unsubscribe(Step.Unsubscribe(id: "acks")))
-        #expect(w.steps[11].kind == .sleep(Step.Sleep(duration: .milliseconds(250))))
-        #expect(w.steps[11].name == "sleep 250ms")
-        #expect(w.steps[12].kind == .disconnect(Step.Disconnect()))
-        #expect(w.inventoryVariables == ["config", "blob", "passkey"])
+        guard case .dfu(let dfu) = w.steps[11].kind else { Issue.record("not a dfu step"); return }
+        #expect(dfu.image.source == "${firmware}" && dfu.confirm == .afterBoot && dfu.upgradeOnly && dfu.rebootTimeout == .seconds(60))
+        #expect(w.steps[15].kind == .sleep(Step.Sleep(duration: .milliseconds(250))))
+        #expect(w.steps[15].name == "sleep 250ms")
+        #expect(w.steps[16].kind == .disconnect(Step.Disconnect()))
+        #expect(w.inventoryVariables == ["config", "blob", "passkey", "firmware"])
     }
 
     @Test func stepNamesAndCommonOptionsMayStandBesideTheKind() throws {

@@ -26,6 +26,25 @@ import YAML
         return try #require(w)
     }
 
+    /// A `set` that uses its own value is one error, at the reference; no type is guessed for the
+    /// value it has not made yet (which gave a second, spurious type error), and later uses of it are
+    /// not reported again.
+    @Test func aSetThatUsesItsOwnValueIsOneError() throws {
+        let workflow = """
+            name: t
+            steps:
+              - connect: {}
+              - read: { id: fw, service: 180A, characteristic: 2A26, as: hex }
+              - set: { id: x, slice: "${x}", start: 1 }
+              - set: { id: y, concat: ["${fw}", "${y}"] }
+              - write: { service: FFF0, characteristic: FFF1, value: { hex: "01${x}" } }
+            """
+        #expect(try Self.diagnostics(workflow, "devices:\n  - { id: SN-1, name: S1 }\n") == [
+            "wf.yaml:5:27: error: `${x}` is the value this `set` makes: it has no value yet | derive it from other values, or give this `set` another id",
+            "wf.yaml:6:38: error: `${y}` is the value this `set` makes: it has no value yet | derive it from other values, or give this `set` another id",
+        ])
+    }
+
     @Test func everyMisuseOfATypedValueIsReportedWhereItIsWritten() throws {
         let workflow = """
             name: t

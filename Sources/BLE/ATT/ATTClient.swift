@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 
 /// A notification or indication received from the peer's GATT server.
@@ -14,7 +15,11 @@ public struct ATTValueEvent: Sendable, Hashable {
 
 /// The client role of ATT over one bearer (Vol 3 Part F 3.3).
 ///
-/// - One outstanding request at a time: callers queue in FIFO order for the request slot.
+/// The rules are decided by `ATTClientMachine`, a value tested on its own; the actor executes what it
+/// decides: it sends over the bearer, arms the transaction timer on the shared `Timeouts` driver, hands
+/// notifications to `valueHandler`, and wakes the callers waiting in its `WaiterQueue`.
+///
+/// - One outstanding request at a time: callers queue in FIFO order for their turn.
 /// - A transaction timer per request (default 30 s, 3.3.3): when it expires the pending request fails with
 ///   `BLEError.timeout`, the bearer is closed with `.attTimeout`, and every later operation fails.
 /// - Notifications and indications are handed to `valueHandler` in arrival order, also while a request is
@@ -24,7 +29,7 @@ public struct ATTValueEvent: Sendable, Hashable {
 ///   request, an oversized or malformed response fails the pending request with `protocolError` (the
 ///   transaction is over; whatever arrives for it later is a stray response).
 /// - A task cancelled while queued leaves the queue at once. A task cancelled after its request went out
-///   returns at once, but the slot stays taken until the response (or the timer) ends the transaction,
+///   returns at once, but the turn stays taken until the response (or the timer) ends the transaction,
 ///   because ATT allows no second request before the first is answered.
 /// - When `incoming` ends, or `fail(_:)` is called, every pending and later operation fails at once.
 public actor ATTClient {
@@ -36,39 +41,39 @@ public actor ATTClient {
     public nonisolated var mtu: Int { mtuStore.load(ordering: .relaxed) }
     private let mtuStore = Atomic<Int>(ATTClient.defaultMTU)
     /// Requests sent (ATT round trips), including those that failed.
-    public private(set) var requestsSent = 0
+    public var requestsSent: Int { machine.statistics.requestsSent }
     /// Responses dropped because no request was waiting for them.
-    public private(set) var strayResponses = 0
+    public var strayResponses: Int { machine.statistics.strayResponses }
     /// Incoming PDUs dropped as malformed or oversized (notifications, unknown junk).
-    public private(set) var droppedPDUs = 0
+    public var droppedPDUs: Int { machine.statistics.droppedPDUs }
     /// Why the bearer is unusable, once it is.
-    public private(set) var closedError: BLEError?
+    public var closedError: BLEError? { machine.closed }
 
     public static let defaultMTU = 23
+
+    private typealias RequestID = ATTClientMachine.RequestID
+    private typealias Action = ATTClientMachine.Action
+
+    /// What a caller waiting in `waits` is woken with: its turn to send, or how its request ended.
+    private enum Wake: Sendable {
+        case turn([UInt8])
+        case ended(ATTClientMachine.Outcome)
+    }
+
+    private var machine: ATTClientMachine
+    /// The callers waiting for their turn or their answer.
+    private let waits = WaiterQueue<Void, Wake>()
+    /// The ticket of each caller that waits, by request.
+    private var tickets: [RequestID: WaitTicket] = [:]
+    private var nextID: RequestID = 0
+    /// The armed transaction timer (at most one: one request is out at a time).
+    private var timer: (id: RequestID, token: Timeouts.Token)?
 
     private let valueHandler: @Sendable (ATTValueEvent) -> Void
     private let counter: RoundTripCounter?
     private let disconnectReason: (@Sendable () async -> DisconnectReason)?
     private let log: @Sendable (String) -> Void
-    private var mtuExchanged = false
-
-    private struct Transaction {
-        var id: UInt64
-        var request: ATTOpcode
-        var continuation: CheckedContinuation<ATTPDU, any Error>?
-        var result: Result<ATTPDU, any Error>?
-        var abandoned = false
-        /// The transaction timer (Vol 3 Part F 3.3.3), armed when the request went out.
-        var timer: Timeouts.Token?
-    }
-
-    /// Holder of the request slot (a transaction in flight, or a task about to send).
-    private var slotTaken = false
-    private var current: Transaction?
-    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-    private var waiterHead = 0
-    private var nextID: UInt64 = 0
-    /// Told how many requests wait for the slot each time one starts waiting (tests observe the queue
+    /// Told how many requests wait for their turn each time one starts waiting (tests observe the queue
     /// instead of waiting a while to see that nothing was sent).
     private var queueObserver: (@Sendable (Int) -> Void)?
     private var reader: Task<Void, Never>?
@@ -87,6 +92,7 @@ public actor ATTClient {
                 valueHandler: @escaping @Sendable (ATTValueEvent) -> Void) {
         self.bearer = bearer
         self.transactionTimeout = transactionTimeout
+        self.machine = ATTClientMachine(transactionTimeout: transactionTimeout)
         self.log = log
         self.valueHandler = valueHandler
         self.counter = counter
@@ -109,7 +115,7 @@ public actor ATTClient {
                 await receive(pdu)
             }
         }
-        guard closedError == nil else { return }
+        guard machine.closed == nil else { return }
         let reason = await disconnectReason?() ?? .bearerClosed
         fail(.disconnected(reason))
     }
@@ -118,69 +124,18 @@ public actor ATTClient {
 
     /// Sends a request and waits for its response. An Error Response throws `BLEError.att`.
     public func request(_ pdu: ATTPDU) async throws -> ATTPDU {
-        guard pdu.opcode.responseOpcode != nil else {
-            throw BLEError.protocolError("\(pdu.opcode.name) is not a request")
-        }
-        let bytes = pdu.bytes
-        guard bytes.count <= mtu else {
-            throw BLEError.protocolError("\(pdu.opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
-        }
-        try await acquireSlot()
-        if let e = closedError { throw e }
-        if Task.isCancelled {
-            releaseSlot()
-            throw BLEError.cancelled
-        }
-        nextID &+= 1
-        let id = nextID
-        current = Transaction(id: id, request: pdu.opcode)
-        requestsSent += 1
-        counter?.increment()
-        do {
-            try await bearer.send(bytes)
-        } catch {
-            if current?.id == id { current = nil; releaseSlot() }
-            throw (error as? BLEError) ?? .disconnected(.bearerClosed)
-        }
-        // The transaction may have ended while sending (response, failure), or the bearer failed.
-        if let e = closedError, current?.id == id, current?.result == nil {
-            current?.result = .failure(e)
-        }
-        if current?.id == id, current?.result == nil {
-            // The transaction timer: a `Timeouts` entry per request (not a sleeping task per bearer, whose
-            // cancelled sleep would keep a Dispatch timer queued for 30 s after the link closed).
-            current?.timer = Timeouts.shared.schedule(after: transactionTimeout) { [weak self] in
-                guard let self else { return }
-                Task { await self.transactionExpired(id) }
-            }
-        }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<ATTPDU, any Error>) in
-                guard var t = current, t.id == id else {
-                    c.resume(throwing: closedError ?? BLEError.protocolError("ATT transaction lost"))
-                    return
-                }
-                if let r = t.result {
-                    finishTransaction()
-                    c.resume(with: r)
-                } else if t.abandoned || Task.isCancelled {
-                    t.abandoned = true
-                    current = t
-                    c.resume(throwing: BLEError.cancelled)
-                } else {
-                    t.continuation = c
-                    current = t
-                }
-            }
-        } onCancel: {
-            Task { await self.abandon(id) }
+        let id = nextRequestID()
+        switch try await transact(id, .request(id, pdu)) {
+        case .response(let response): return response
+        case .failed(let e): throw e
+        case .mtu: throw BLEError.protocolError("\(pdu.opcode.name) answered as an MTU exchange")
         }
     }
 
     /// Sends a command (no response): Write Command, Signed Write Command. Waits for link credits
-    /// (backpressure) and never takes the request slot.
+    /// (backpressure) and never takes a turn.
     public func command(_ pdu: ATTPDU) async throws {
-        if let e = closedError { throw e }
+        if let e = machine.closed { throw e }
         let bytes = pdu.bytes
         guard bytes.count <= mtu else {
             throw BLEError.protocolError("\(pdu.opcode.name) of \(bytes.count) bytes exceeds ATT_MTU \(mtu)")
@@ -196,39 +151,21 @@ public actor ATTClient {
     }
 
     /// Exchanges the MTU once per bearer (3.4.2); later calls return the current MTU without a request.
-    /// The result is min(preferred, the server's Rx MTU), never below 23.
+    /// The result is min(preferred, this side's and the server's Rx MTU), never below 23.
     @discardableResult
     public func exchangeMTU(preferred: Int) async throws -> Int {
-        let ours = max(Self.defaultMTU, min(preferred, bearer.localMaxMTU, Int(UInt16.max)))
-        guard !mtuExchanged, ours > Self.defaultMTU else { return mtu }
-        mtuExchanged = true
-        let response = try await request(.exchangeMTURequest(ATTExchangeMTU(mtu: UInt16(ours))))
-        guard case .exchangeMTUResponse(let r) = response else {
-            throw BLEError.protocolError("unexpected \(response.opcode.name) to Exchange MTU")
+        let id = nextRequestID()
+        switch try await transact(id, .exchangeMTU(id, preferred: min(preferred, bearer.localMaxMTU))) {
+        case .mtu(let n): return n
+        case .failed(let e): throw e
+        case .response(let r): throw BLEError.protocolError("unexpected \(r.opcode.name) to Exchange MTU")
         }
-        mtuStore.store(max(Self.defaultMTU, min(ours, Int(r.mtu))), ordering: .relaxed)
-        return mtu
     }
 
     /// Ends the bearer for this client: the pending request and every waiter fail with `error`, and so
     /// does every later operation. Does not close the bearer.
     public func fail(_ error: BLEError) {
-        guard closedError == nil else { return }
-        closedError = error
-        if var t = current {
-            disarm(&t)
-            if let c = t.continuation {
-                current = nil
-                c.resume(throwing: error)
-            } else {
-                t.result = .failure(error)
-                current = t
-            }
-        }
-        let queued = waiters[waiterHead...].map(\.continuation)
-        waiters = []
-        waiterHead = 0
-        for c in queued { c.resume(throwing: error) }
+        perform(machine.handle(.fail(error)))
     }
 
     /// Closes the bearer with `reason` and fails everything with `.disconnected(reason)`.
@@ -238,143 +175,126 @@ public actor ATTClient {
         await bearer.close(reason: reason)
     }
 
-    // MARK: - Slot queue
-
-    private func acquireSlot() async throws {
-        if let e = closedError { throw e }
-        if !slotTaken {
-            slotTaken = true
-            return
-        }
-        nextID &+= 1
-        let id = nextID
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                if let e = closedError {
-                    c.resume(throwing: e)
-                } else if Task.isCancelled {
-                    c.resume(throwing: BLEError.cancelled)
-                } else {
-                    waiters.append((id, c))
-                    queueObserver?(waiters.count - waiterHead)
-                }
-            }
-        } onCancel: {
-            Task { await self.cancelWaiter(id) }
-        }
-    }
-
-    /// Calls `observer` with the number of requests waiting for the slot whenever one starts waiting.
+    /// Calls `observer` with the number of requests waiting for their turn whenever one starts waiting.
     package func observeQueue(_ observer: @escaping @Sendable (Int) -> Void) {
         queueObserver = observer
     }
 
-    private func cancelWaiter(_ id: UInt64) {
-        guard let i = waiters[waiterHead...].firstIndex(where: { $0.id == id }) else { return }
-        let c = waiters.remove(at: i).continuation
-        c.resume(throwing: BLEError.cancelled)
+    // MARK: - The executor
+
+    private func nextRequestID() -> RequestID {
+        nextID &+= 1
+        return nextID
     }
 
-    /// Hands the slot to the next waiter in FIFO order, or frees it.
-    private func releaseSlot() {
-        if waiterHead < waiters.count {
-            let next = waiters[waiterHead].continuation
-            waiterHead += 1
-            if waiterHead > 64, waiterHead * 2 > waiters.count {
-                waiters.removeFirst(waiterHead)
-                waiterHead = 0
+    /// One transaction from its caller's side: its turn, the send, its answer.
+    private func transact(_ id: RequestID, _ event: ATTClientMachine.Event) async throws -> ATTClientMachine.Outcome {
+        let bytes: [UInt8]
+        switch try await wake(id, after: machine.handle(event), forTurn: true) {
+        case .turn(let b): bytes = b
+        case .ended(let outcome): return outcome
+        }
+        if Task.isCancelled {
+            perform(machine.handle(.cancel(id)))
+            throw BLEError.cancelled
+        }
+        counter?.increment()
+        do {
+            try await bearer.send(bytes)
+        } catch {
+            perform(machine.handle(.notSent(id)))
+            throw (error as? BLEError) ?? .disconnected(.bearerClosed)
+        }
+        switch try await wake(id, after: machine.handle(.sent(id)), forTurn: false) {
+        case .ended(let outcome): return outcome
+        case .turn: throw BLEError.protocolError("ATT transaction lost")
+        }
+    }
+
+    /// Performs `actions`; returns what they address to `id`, or waits for it in `waits`. A cancelled
+    /// wait tells the machine (the caller gives up) and throws `cancelled`.
+    private func wake(_ id: RequestID, after actions: [Action], forTurn: Bool) async throws -> Wake {
+        if let now = perform(actions, caller: id).caller { return now }
+        let ticket = waits.enqueue()
+        tickets[id] = ticket
+        if forTurn { queueObserver?(machine.waiting) }
+        switch await waits.wait(ticket) {
+        case .granted(let w):
+            return w
+        case .cancelled, .timedOut:
+            tickets[id] = nil
+            perform(machine.handle(.cancel(id)))
+            throw BLEError.cancelled
+        }
+    }
+
+    /// What `perform` leaves to its async caller, and what it addresses to a caller not waiting yet.
+    private struct Leftover {
+        var caller: Wake?
+        /// PDUs that answer the peer (confirmations, Request Not Supported), in order.
+        var replies: [[UInt8]] = []
+        var close: DisconnectReason?
+    }
+
+    /// Carries out the machine's actions: wakes waiting callers, arms and disarms the transaction timer,
+    /// delivers values.
+    @discardableResult
+    private func perform(_ actions: [Action], caller: RequestID? = nil) -> Leftover {
+        var left = Leftover()
+        for action in actions {
+            switch action {
+            case .transmit(let id, let bytes):
+                wake(id, .turn(bytes), caller: caller, &left)
+            case .finish(let id, let outcome):
+                wake(id, .ended(outcome), caller: caller, &left)
+            case .arm(let id, let limit):
+                if let old = timer { Timeouts.shared.cancel(old.token) }
+                let token = Timeouts.shared.schedule(after: limit) { [weak self] in
+                    guard let self else { return }
+                    Task { await self.expired(id) }
+                }
+                timer = (id, token)
+            case .disarm(let id):
+                if let t = timer, t.id == id {
+                    Timeouts.shared.cancel(t.token)
+                    timer = nil
+                }
+            case .deliver(let event):
+                valueHandler(event)
+            case .reply(let bytes):
+                left.replies.append(bytes)
+            case .closeBearer(let reason):
+                left.close = reason
+            case .mtu(let n):
+                mtuStore.store(n, ordering: .relaxed)
+            case .log(let line):
+                log(line)
             }
-            next.resume()
-        } else {
-            waiters.removeAll(keepingCapacity: true)
-            waiterHead = 0
-            slotTaken = false
+        }
+        return left
+    }
+
+    private func wake(_ id: RequestID, _ value: Wake, caller: RequestID?, _ left: inout Leftover) {
+        if let ticket = tickets.removeValue(forKey: id) {
+            waits.withLock { _, waiters in _ = waiters.resume(ticket, value) }
+        } else if id == caller {
+            left.caller = value
         }
     }
 
-    private func finishTransaction() {
-        if var t = current { disarm(&t) }
-        current = nil
-        releaseSlot()
-    }
-
-    /// Stops a transaction's timer (its outcome is known).
-    private func disarm(_ t: inout Transaction) {
-        if let timer = t.timer {
-            Timeouts.shared.cancel(timer)
-            t.timer = nil
+    private func expired(_ id: RequestID) async {
+        guard let t = timer, t.id == id else { return }
+        timer = nil
+        if let reason = perform(machine.handle(.timerExpired(id))).close {
+            reader?.cancel()
+            await bearer.close(reason: reason)
         }
     }
-
-    private func abandon(_ id: UInt64) {
-        guard var t = current, t.id == id else { return }
-        t.abandoned = true
-        if let c = t.continuation {
-            t.continuation = nil
-            current = t
-            c.resume(throwing: BLEError.cancelled)
-        } else {
-            current = t
-        }
-    }
-
-    private func transactionExpired(_ id: UInt64) async {
-        guard let t = current, t.id == id, t.result == nil else { return }
-        let timeout = BLEError.timeout(operation: "ATT \(t.request.name)", limit: transactionTimeout)
-        log("ATT transaction timeout: \(t.request.name) unanswered after \(transactionTimeout); dropping the link")
-        complete(.failure(timeout))
-        fail(.disconnected(.attTimeout))
-        reader?.cancel()
-        await bearer.close(reason: .attTimeout)
-    }
-
-    /// Completes the current transaction with `result` (delivering it now, or keeping it for the
-    /// requester that is still sending).
-    private func complete(_ result: Result<ATTPDU, any Error>) {
-        guard var t = current else { return }
-        if let c = t.continuation {
-            finishTransaction()
-            c.resume(with: result)
-        } else if t.abandoned {
-            finishTransaction()
-        } else {
-            disarm(&t)
-            t.result = result
-            current = t
-        }
-    }
-
-    // MARK: - Incoming
 
     private func receive(_ bytes: [UInt8]) async {
-        guard closedError == nil else { return }
-        let pending = current.flatMap { $0.result == nil ? $0.request : nil }
-        switch ATTInbound.classify(bytes, pending: pending, mtu: mtu) {
-        case .response(let pdu):
-            complete(.success(pdu))
-        case .failPending(let error):
-            complete(.failure(error))
-        case .stray(let why):
-            strayResponses += 1
-            log("dropped \(why)")
-        case .value(let event):
-            valueHandler(event)
-        case .drop(let why):
-            drop(why)
-        case .answerNotSupported(let opcode):
-            // A request to a server we do not run (3.4.1.1).
-            drop("unsupported \(opcode.name) from the peer; answering Request Not Supported")
-            let reply = ATTPDU.errorResponse(ATTErrorResponse(requestOpcode: opcode, handle: 0, code: .requestNotSupported))
-            try? await bearer.send(reply.bytes)
+        for reply in perform(machine.handle(.received(bytes))).replies {
+            try? await bearer.send(reply)
         }
-        if ATTInbound.needsConfirmation(bytes) {
-            try? await bearer.send([ATTOpcode.handleValueConfirmation.rawValue])
-        }
-    }
-
-    private func drop(_ why: String) {
-        droppedPDUs += 1
-        log("dropped: \(why)")
     }
 }
 

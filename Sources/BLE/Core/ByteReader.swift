@@ -89,6 +89,13 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    /// Reads a 16-bit big-endian value (network order: MCUmgr's SMP header).
+    public mutating func readUInt16BE(_ field: String) throws(DecodeError) -> UInt16 {
+        try need(2, field)
+        defer { offset += 2 }
+        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+    }
+
     public mutating func readInt8(_ field: String) throws(DecodeError) -> Int8 {
         Int8(bitPattern: try readUInt8(field))
     }
@@ -128,6 +135,12 @@ public struct ByteWriter: Sendable {
         bytes.append(UInt8(truncatingIfNeeded: value >> 8))
     }
 
+    /// Writes a 16-bit value most significant octet first (network order).
+    public mutating func writeUInt16BE(_ value: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: value))
+    }
+
     public mutating func writeUInt24LE(_ value: UInt32) {
         for i in 0..<3 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt32(i)))) }
     }
@@ -146,52 +159,4 @@ public struct ByteWriter: Sendable {
     }
 
     public mutating func write<C: Collection>(_ data: C) where C.Element == UInt8 { bytes.append(contentsOf: data) }
-}
-
-extension Array where Element == UInt8 {
-    /// Lower-case hex without separators ("0a0b").
-    public var hexString: String {
-        let digits = Swift.Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(count * 2)
-        for b in self {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Parses hex digits (spaces, colons and a leading 0x tolerated); nil when malformed or odd-length.
-    public init?(hex: String) {
-        // Byte by byte over the UTF-8 (a `Substring` and its `hasPrefix` cost a hundred times more).
-        var text = hex
-        let parsed: [UInt8]? = text.withUTF8 { utf8 in
-            var start = 0
-            if utf8.count >= 2, utf8[0] == UInt8(ascii: "0"), utf8[1] == UInt8(ascii: "x") || utf8[1] == UInt8(ascii: "X") { start = 2 }
-            var out: [UInt8] = []
-            out.reserveCapacity((utf8.count - start) / 2)
-            var high: UInt8?
-            for c in utf8[start...] {
-                let v: UInt8
-                switch c {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): v = c - UInt8(ascii: "a") + 10
-                case UInt8(ascii: "A")...UInt8(ascii: "F"): v = c - UInt8(ascii: "A") + 10
-                case UInt8(ascii: " "), UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                    if high != nil { return nil }
-                    continue
-                default: return nil
-                }
-                if let h = high {
-                    out.append(h << 4 | v)
-                    high = nil
-                } else {
-                    high = v
-                }
-            }
-            return high == nil ? out : nil
-        }
-        guard let parsed else { return nil }
-        self = parsed
-    }
 }

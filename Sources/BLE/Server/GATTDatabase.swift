@@ -1,3 +1,5 @@
+import Digests
+
 /// Characteristic properties (Vol 3 Part G 3.3.1.1).
 public struct GATTProperties: OptionSet, Sendable, Hashable {
     public var rawValue: UInt8

@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 
 /// A link whose two ends live in one process: the central side is an ordinary `Link` with an
@@ -25,7 +26,7 @@ public final class InMemoryLink: Link {
     public init(peer: BluetoothAddress, adapterID: String, credits: Int = 8, localMaxMTU: Int = 517,
                 events: ConnectionEvents? = nil) {
         let closed = OneShot<DisconnectReason>()
-        let gate = AsyncSemaphore(permits: credits)
+        let gate = AsyncSemaphore(permits: credits, cancellationError: BLEError.cancelled)
         let toDevice = PDUChannel()
         let toCentral = PDUChannel()
         self.peer = peer
@@ -99,7 +100,7 @@ public final class InMemoryLink: Link {
             // central that reconnects at once finds the peripheral free.
             for h in handlers { h(reason) }
             closed.fulfill(reason)
-            gate.close(.disconnected(reason))
+            gate.close(BLEError.disconnected(reason))
             pacedToDevice?.close()
             pacedToCentral?.close()
             toDevice.finish()

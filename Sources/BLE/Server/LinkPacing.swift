@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 
 /// The connection events of a link: one every `interval` from `anchor` (Vol 6 Part B 4.5.1). On a real
@@ -35,12 +36,15 @@ final class PacedDelivery: Sendable {
     private struct State {
         var queue: [(due: ContinuousClock.Instant, pdu: [UInt8])] = []
         var head = 0
-        var waiter: CheckedContinuation<Void, Never>?
         var closed = false
+
+        /// Something to do for the delivery task: PDUs queued, or the end.
+        var isReady: Bool { closed || head < queue.count }
     }
 
     private let events: ConnectionEvents
-    private let state = Mutex(State())
+    /// The delivery task waits here while nothing is queued; a send or the close wakes it.
+    private let state = WaiterQueue<State, Void>(State())
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     init(events: ConnectionEvents, into output: PDUChannel) {
@@ -57,27 +61,22 @@ final class PacedDelivery: Sendable {
     @discardableResult
     func send(_ pdu: [UInt8]) -> Bool {
         let due = events.next(after: .now)
-        let waiter: CheckedContinuation<Void, Never>?? = state.withLock { s in
-            guard !s.closed else { return .none }
+        return state.withLock { s, waiters in
+            guard !s.closed else { return false }
             s.queue.append((due, pdu))
-            defer { s.waiter = nil }
-            return .some(s.waiter)
+            waiters.resumeAll(())
+            return true
         }
-        guard let waiter else { return false }
-        waiter?.resume()
-        return true
     }
 
     /// Stops delivering; PDUs still queued are dropped (the link is gone).
     func close() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        state.withLock { s, waiters in
             s.closed = true
             s.queue = []
             s.head = 0
-            defer { s.waiter = nil }
-            return s.waiter
+            waiters.resumeAll(())
         }
-        waiter?.resume()
         task.withLock { $0?.cancel() }
     }
 
@@ -85,7 +84,7 @@ final class PacedDelivery: Sendable {
     private func nextBatch() async -> [[UInt8]]? {
         while true {
             enum Next { case closed, wait, due(ContinuousClock.Instant) }
-            let next: Next = state.withLock { s in
+            let next: Next = state.withLock { s, _ in
                 if s.closed { return .closed }
                 return s.head < s.queue.count ? .due(s.queue[s.head].due) : .wait
             }
@@ -93,27 +92,11 @@ final class PacedDelivery: Sendable {
             case .closed:
                 return nil
             case .wait:
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                        let now = state.withLock { s -> Bool in
-                            if s.closed || s.head < s.queue.count || Task.isCancelled { return true }
-                            s.waiter = c
-                            return false
-                        }
-                        if now { c.resume() }
-                    }
-                } onCancel: {
-                    let w = state.withLock { s in
-                        defer { s.waiter = nil }
-                        return s.waiter
-                    }
-                    w?.resume()
-                }
-                if Task.isCancelled { return nil }
+                guard case .granted = await state.wait({ s, _ in s.isReady ? () : nil }) else { return nil }
             case .due(let due):
                 do { try await Task.sleep(until: due, clock: .continuous) } catch { return nil }
                 let now = ContinuousClock.now
-                let batch: [[UInt8]]? = state.withLock { s in
+                let batch: [[UInt8]]? = state.withLock { s, _ in
                     guard !s.closed else { return nil }
                     var out: [[UInt8]] = []
                     while s.head < s.queue.count, s.queue[s.head].due <= now {

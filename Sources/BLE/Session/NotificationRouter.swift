@@ -1,15 +1,12 @@
 import Synchronization
 
-/// Identifies a subscription across links: never a handle, which may change after a reconnect.
-typealias SubscriptionKey = CharacteristicPath
-
 /// Routes notifications from the ATT reader (synchronously, in arrival order) to every consumer of the
 /// subscription bound to the handle. Bindings belong to one link generation; a new link starts empty.
 final class NotificationRouter: Sendable {
     typealias Consumer = AsyncThrowingStream<[UInt8], any Error>.Continuation
 
     private struct State {
-        var generation = 0
+        var generation: UInt64 = 0
         var keyByHandle: [UInt16: SubscriptionKey] = [:]
         var consumers: [SubscriptionKey: [UInt64: Consumer]] = [:]
     }
@@ -17,14 +14,14 @@ final class NotificationRouter: Sendable {
     private let state = Mutex(State())
 
     /// Starts a new link generation: handle bindings are forgotten.
-    func reset(generation: Int) {
+    func reset(generation: UInt64) {
         state.withLock {
             $0.generation = generation
             $0.keyByHandle = [:]
         }
     }
 
-    func bind(handle: UInt16, to key: SubscriptionKey, generation: Int) {
+    func bind(handle: UInt16, to key: SubscriptionKey, generation: UInt64) {
         state.withLock { s in
             guard s.generation == generation else { return }
             s.keyByHandle[handle] = key
@@ -59,7 +56,7 @@ final class NotificationRouter: Sendable {
     }
 
     /// Delivers a value to the consumers of the subscription bound to its handle.
-    func deliver(_ event: ATTValueEvent, generation: Int) {
+    func deliver(_ event: ATTValueEvent, generation: UInt64) {
         let targets: [Consumer] = state.withLock { s in
             guard s.generation == generation, let key = s.keyByHandle[event.handle],
                   let consumers = s.consumers[key] else { return [] }

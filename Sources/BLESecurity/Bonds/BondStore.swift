@@ -1,6 +1,8 @@
+import AsyncSupport
 import BLE
 import Foundation
 import Synchronization
+import SystemIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -40,9 +42,11 @@ public struct BondStoreError: Error, Sendable, Hashable, CustomStringConvertible
 ///
 /// One JSON file (docs/security.md describes it), mode 0600, keyed by the station's identity address
 /// (the adapter's address the bonds were made with) and then by each peer's identity address. Every
-/// change is written atomically — a temporary file, fsync, rename, fsync of the directory — under an
-/// exclusive lock on `PATH.lock`, after re-reading the file, so two runs on one station sharing the
-/// file lose nothing. A damaged file is an error naming the field, never silently replaced. Keys are
+/// change is written atomically (`AtomicFile`: a temporary file, fsync, rename, fsync of the
+/// directory) under an exclusive lock on `FILE.lock`, after re-reading the file, so two runs on one
+/// station sharing the file lose nothing. A `PATH` that is a symbolic link is followed: the file it
+/// points to is replaced (the link stays) and the lock sits beside that file, so stations reaching one
+/// shared store through different links lock the same lock. A damaged file is an error naming the field, never silently replaced. Keys are
 /// never printed: neither the store nor a `Bond` shows one.
 ///
 /// Lookups are in memory and cheap. `save` and `remove` write the file on a dedicated queue, by group
@@ -50,9 +54,13 @@ public struct BondStoreError: Error, Sendable, Hashable, CustomStringConvertible
 /// devices bonding at once share one write and its fsyncs.
 public final class BondStore: Sendable, CustomStringConvertible {
     public let path: String
+    /// The file itself (symbolic links followed), where it is replaced and locked.
+    private let target: String
     private let contents: Mutex<Contents>
     private let writer: Mutex<Writer>
     private let io = DispatchQueue(label: "provision.bonds")
+    /// Callers of `save` and `remove`, each granted the result of the write that carried its change.
+    private let waiters = WaiterQueue<Void, Result<Void, BondStoreError>>()
 
     /// Changes waiting for the next write, and the identity of the file this store wrote last.
     private struct Writer: Sendable {
@@ -62,8 +70,11 @@ public final class BondStore: Sendable, CustomStringConvertible {
 
     private struct Pending: Sendable {
         let edit: @Sendable (inout Book) -> Void
-        let done: CheckedContinuation<Result<Void, BondStoreError>, Never>
+        let ticket: WaitTicket
     }
+
+    /// Where the lock of the store is: beside the file itself.
+    public var lockPath: String { target + ".lock" }
 
     /// Which version of the file is on disk: every write renames a new file over it, so another
     /// writer's version has another inode, size or time.
@@ -100,6 +111,11 @@ public final class BondStore: Sendable, CustomStringConvertible {
     /// Opens the store at `path`: reads the file if it exists (a missing file is an empty store).
     public init(path: String) throws(BondStoreError) {
         self.path = path
+        do throws(FileError) {
+            target = try OutputPath.target(of: path)
+        } catch {
+            throw BondStoreError(.io(errno: error.errno), path: path, detail: "\(error)")
+        }
         let file = try Self.read(path: path)
         contents = Mutex(Contents(stations: file?.book.stations ?? [:], adapters: file?.book.adapters ?? [:]))
         writer = Mutex(Writer(written: file?.stamp))
@@ -173,12 +189,15 @@ public final class BondStore: Sendable, CustomStringConvertible {
     // MARK: - Writing
 
     private func change(_ edit: @escaping @Sendable (inout Book) -> Void) async throws(BondStoreError) {
-        let result = await withCheckedContinuation { (done: CheckedContinuation<Result<Void, BondStoreError>, Never>) in
-            let first = writer.withLock { w in
-                w.pending.append(Pending(edit: edit, done: done))
-                return w.pending.count == 1
-            }
-            if first { io.async { self.writePending() } }
+        let ticket = waiters.enqueue()
+        let first = writer.withLock { w in
+            w.pending.append(Pending(edit: edit, ticket: ticket))
+            return w.pending.count == 1
+        }
+        if first { io.async { self.writePending() } }
+        // The change is written whatever happens to the caller: it waits to learn how that went.
+        guard case .granted(let result) = await waiters.wait(ticket, cancellation: .isIgnored) else {
+            throw BondStoreError(.io(errno: ECANCELED), path: path, detail: "the write was abandoned")
         }
         try result.get()
     }
@@ -192,7 +211,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
         }
         guard !batch.isEmpty else { return }
         let result = Result { () throws(BondStoreError) in
-            let lockPath = path + ".lock"
+            let lockPath = self.lockPath
             let lock = try Self.openFile(lockPath, O_RDWR | O_CREAT, path: path)
             defer { _ = Glibc.close(lock) }
             while flock(lock, LOCK_EX) != 0 {
@@ -206,7 +225,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 book = try Self.read(path: path)?.book ?? Book()
             }
             for change in batch { change.edit(&book) }
-            try Self.writeAtomically(Self.encode(book, path: path), to: path)
+            try Self.writeAtomically(Self.encode(book, path: path), to: target, path: path)
             let stamp = try Self.stamp(path: path)
             writer.withLock { $0.written = stamp }
             contents.withLock { c in
@@ -215,45 +234,15 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 c.resolved.removeAll()
             }
         }
-        for change in batch { change.done.resume(returning: result) }
+        waiters.withLock { _, w in for change in batch { w.resume(change.ticket, result) } }
     }
 
-    private static func writeAtomically(_ data: [UInt8], to path: String) throws(BondStoreError) {
-        let temporary = path + ".tmp.\(getpid())"
-        let fd = try openFile(temporary, O_WRONLY | O_CREAT | O_TRUNC, path: path)
-        do throws(BondStoreError) {
-            // The mode is set explicitly: a umask cannot widen it, but an old file of that name might have.
-            guard fchmod(fd, 0o600) == 0 else { throw ioError("chmod \(temporary)", path) }
-            var offset = 0
-            while offset < data.count {
-                let n = data[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw ioError("writing \(temporary)", path)
-                }
-                offset += n
-            }
-            while fsync(fd) != 0 {
-                if errno == EINTR { continue }
-                throw ioError("fsync \(temporary)", path)
-            }
-            _ = Glibc.close(fd)
+    /// The file replaced by the output-path rule, readable by its owner only.
+    private static func writeAtomically(_ data: [UInt8], to target: String, path: String) throws(BondStoreError) {
+        do throws(FileError) {
+            try AtomicFile.write(data, to: target, mode: 0o600)
         } catch {
-            _ = Glibc.close(fd)
-            unlink(temporary)
-            throw error
-        }
-        guard rename(temporary, path) == 0 else {
-            let failure = ioError("renaming \(temporary)", path)
-            unlink(temporary)
-            throw failure
-        }
-        // The rename is durable once the directory is synced (best effort: some file systems refuse).
-        let directory = (path as NSString).deletingLastPathComponent
-        let dfd = Glibc.open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dfd >= 0 {
-            _ = fsync(dfd)
-            _ = Glibc.close(dfd)
+            throw BondStoreError(.io(errno: error.errno), path: path, detail: "\(error)")
         }
     }
 
@@ -304,11 +293,10 @@ public final class BondStore: Sendable, CustomStringConvertible {
     }
 
     private static func openFile(_ file: String, _ flags: Int32, path: String) throws(BondStoreError) -> Int32 {
-        while true {
-            let fd = Glibc.open(file, flags | O_CLOEXEC, 0o600)
-            if fd >= 0 { return fd }
-            if errno == EINTR { continue }
-            throw ioError("opening \(file)", path)
+        do throws(FileError) {
+            return try FileIO.open(file, flags, mode: 0o600)
+        } catch {
+            throw BondStoreError(.io(errno: error.errno), path: path, detail: "opening \(file): \(String(cString: strerror(error.errno)))")
         }
     }
 
@@ -350,7 +338,8 @@ public final class BondStore: Sendable, CustomStringConvertible {
         var peer: String
         var peerType: String
         var ltk: String
-        var ediv: UInt16
+        /// Read as a wide integer and range-checked: a UInt16 out of range was "not valid JSON".
+        var ediv: Int
         var rand: String
         var keySize: Int
         var authenticated: Bool
@@ -378,7 +367,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
         let image = FileImage(format: format, version: version, stations: book.stations.values.sorted { $0.address < $1.address }.map { station in
             StationImage(station: station.address.description, stationType: typeName(station.address.kind),
                          bonds: station.bonds.values.sorted { $0.peer < $1.peer }.map { b in
-                BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: b.ediv,
+                BondImage(peer: b.peer.description, peerType: typeName(b.peer.kind), ltk: hex(b.ltk.value), ediv: Int(b.ediv),
                           rand: hex64(b.rand), keySize: b.keySize, authenticated: b.authenticated,
                           secureConnections: b.secureConnections, irk: b.peerIRK.map { hex($0.value) },
                           csrk: b.peerCSRK.map { hex($0.value) }, created: b.created,
@@ -399,6 +388,10 @@ public final class BondStore: Sendable, CustomStringConvertible {
         func damaged(_ detail: String) -> BondStoreError { BondStoreError(.damaged, path: path, detail: detail) }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
+        // The top level must be an object: `null` or `[]` said so in Swift's decoder's words.
+        if let top = try? JSONSerialization.jsonObject(with: Data(data), options: [.fragmentsAllowed]), !(top is [String: Any]) {
+            throw damaged("the file holds \(Self.kind(of: top)), not a bonds store (an object with \"format\", \"version\" and \"stations\")")
+        }
         let image: FileImage
         do {
             image = try decoder.decode(FileImage.self, from: Data(data))
@@ -426,6 +419,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                 guard let ltk = key(b.ltk) else { throw damaged("\(at).ltk: not 32 hex digits") }
                 guard let rand = UInt64(b.rand, radix: 16), b.rand.utf8.count == 16 else { throw damaged("\(at).rand: not 16 hex digits") }
                 guard (7...16).contains(b.keySize) else { throw damaged("\(at).key_size: \(b.keySize) is not 7 to 16") }
+                guard let ediv = UInt16(exactly: b.ediv) else { throw damaged("\(at).ediv: \(b.ediv) is not 0 to 65535") }
                 let irk = try b.irk.map { (text: String) throws(BondStoreError) -> Key128 in
                     guard let k = key(text) else { throw damaged("\(at).irk: not 32 hex digits") }
                     return k
@@ -434,7 +428,7 @@ public final class BondStore: Sendable, CustomStringConvertible {
                     guard let k = key(text) else { throw damaged("\(at).csrk: not 32 hex digits") }
                     return k
                 }
-                station.bonds[peer.value] = Bond(peer: peer, ltk: ltk, ediv: b.ediv, rand: rand, keySize: b.keySize,
+                station.bonds[peer.value] = Bond(peer: peer, ltk: ltk, ediv: ediv, rand: rand, keySize: b.keySize,
                                                  authenticated: b.authenticated, secureConnections: b.secureConnections,
                                                  peerIRK: irk, peerCSRK: csrk, created: b.created,
                                                  usesPrivateAddress: b.privateAddress ?? false)
@@ -460,8 +454,13 @@ public final class BondStore: Sendable, CustomStringConvertible {
         case .keyNotFound(let key, let context):
             let at = where_(context.codingPath)
             return "\(at.isEmpty ? "" : at + ": ")missing \"\(key.stringValue)\""
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "\(where_(context.codingPath)): \(context.debugDescription)"
+        case .typeMismatch(let type, let context):
+            // In words: what belongs there (not the decoder's `Expected to decode Dictionary<String, Any>`).
+            let at = where_(context.codingPath)
+            return "\(at.isEmpty ? "the top level" : at) is not \(Self.expected(type))"
+        case .valueNotFound(let type, let context):
+            let at = where_(context.codingPath)
+            return "\(at.isEmpty ? "the top level" : at) is null, not \(Self.expected(type))"
         case .dataCorrupted(let context):
             let at = where_(context.codingPath)
             guard at.isEmpty else { return "\(at): \(context.debugDescription)" }
@@ -469,6 +468,28 @@ public final class BondStore: Sendable, CustomStringConvertible {
             return "not valid JSON" + (why.map { " (\($0))" } ?? "")
         @unknown default:
             return "\(error)"
+        }
+    }
+
+    /// What a decoded type is, in words.
+    private static func expected(_ type: Any.Type) -> String {
+        switch "\(type)" {
+        case "String": return "text"
+        case "Bool": return "true or false"
+        case "Int", "Int64", "UInt16", "Double": return "a number"
+        case let t where t.hasPrefix("Array"): return "a list"
+        default: return "an object"
+        }
+    }
+
+    /// What a JSON value is, in words.
+    private static func kind(of value: Any) -> String {
+        switch value {
+        case is NSNull: return "null"
+        case is [Any]: return "a list"
+        case is String: return "text"
+        case is NSNumber: return "a number"
+        default: return "a value"
         }
     }
 

@@ -1,3 +1,4 @@
+import AsyncSupport
 import Synchronization
 @testable import BLE
 

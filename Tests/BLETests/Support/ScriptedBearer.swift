@@ -1,28 +1,22 @@
+import AsyncSupport
 import Synchronization
 @testable import BLE
 
 /// Waits, with a deadline, until a condition over recorded items holds. Items are appended by the code
 /// under test; waiters are woken on every append (no polling).
 final class Recorder<Item: Sendable>: Sendable {
-    private struct State {
-        var items: [Item] = []
-        var waiters: [UInt64: (condition: @Sendable ([Item]) -> Bool, continuation: CheckedContinuation<Void, Never>)] = [:]
-        var nextID: UInt64 = 0
-    }
-    private let state = Mutex(State())
+    /// The items; waiters are woken on every append and check their condition again.
+    private let state = WaiterQueue<[Item], Void>([])
 
     init() {}
 
-    var items: [Item] { state.withLock { $0.items } }
+    var items: [Item] { state.withLock { items, _ in items } }
 
     func append(_ item: Item) {
-        let ready: [CheckedContinuation<Void, Never>] = state.withLock { s in
-            s.items.append(item)
-            let done = s.waiters.filter { $0.value.condition(s.items) }
-            for id in done.keys { s.waiters.removeValue(forKey: id) }
-            return done.values.map(\.continuation)
+        state.withLock { items, waiters in
+            items.append(item)
+            waiters.resumeAll(())
         }
-        for c in ready { c.resume() }
     }
 
     /// Waits until `condition(items)` holds; throws `BLEError.timeout` after `limit`.
@@ -42,22 +36,9 @@ final class Recorder<Item: Sendable>: Sendable {
     }
 
     private func waitForever(_ condition: @escaping @Sendable ([Item]) -> Bool) async {
-        let id: UInt64 = state.withLock { s in
-            s.nextID += 1
-            return s.nextID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { s -> Bool in
-                    if condition(s.items) || Task.isCancelled { return true }
-                    s.waiters[id] = (condition, c)
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            let c = state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
-            c?.resume()
+        // Granted at once when the condition holds, else at the next append; cancelled with the task.
+        while case .granted = await state.wait({ items, _ in condition(items) ? () : nil }) {
+            if condition(items) { return }
         }
     }
 }
@@ -77,7 +58,7 @@ final class ScriptedBearer: ATTBearer {
     init(localMaxMTU: Int = 517, credits: Int? = nil) {
         (incoming, input) = AsyncStream.makeStream(of: [UInt8].self)
         self.localMaxMTU = localMaxMTU
-        gate = credits.map { AsyncSemaphore(permits: $0) }
+        gate = credits.map { AsyncSemaphore(permits: $0, cancellationError: BLEError.cancelled) }
     }
 
     func send(_ pdu: [UInt8]) async throws {
@@ -96,7 +77,7 @@ final class ScriptedBearer: ATTBearer {
             return true
         }
         guard first else { return }
-        gate?.close(.disconnected(reason))
+        gate?.close(BLEError.disconnected(reason))
         input.finish()
     }
 
