@@ -93,7 +93,7 @@ struct RunScheduler {
         stopper.finished(id)
         guard let record = finishedRecord else { return }
         context.events.emit(.deviceFinished(RunEvent.DeviceFinished(device: record.id, outcome: record.outcome, durationMs: record.durationMs,
-                                                                    error: record.error, adapter: record.adapter)))
+                                                                    error: record.error, adapter: record.adapter, record: record)))
         if let stop = tally.record(outcome: record.outcome, kind: record.error?.kind), waiting {
             stopper.beginStop(StopInfo(reason: .failureThreshold, message: stop))
         }

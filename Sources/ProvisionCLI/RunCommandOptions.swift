@@ -51,6 +51,8 @@ struct RunCommandOptions: Sendable {
     var meta: [String: String] = [:]
     /// `--sim-model`: the device model, over the inventory's.
     var simModel: String?
+    /// `--on-device CMD` and `--on-device-timeout`: a command per finished device.
+    var onDevice: OnDeviceHook.Settings?
     var force = false
     var dryRun = false
     var quiet = false
@@ -159,6 +161,11 @@ struct RunCommandOptions: Sendable {
         o.limit = a.text(SharedOptions.limit)
         o.simHears = a.text(simHears)
         o.simModel = a.text(simModel)
+        if let command = a.text(onDevice) {
+            o.onDevice = OnDeviceHook.Settings(command: command, timeout: try a.value(onDeviceTimeout) ?? .seconds(10))
+        } else if a.has(onDeviceTimeout.spec) {
+            throw UsageError("`--on-device-timeout` goes with `--on-device CMD`")
+        }
         if o.simModel != nil, !o.adapters.contains(.simulator) { throw UsageError("`--sim-model` goes with `--adapter sim`") }
         o.force = a.flag(force)
         o.dryRun = a.flag(dryRun)
@@ -254,6 +261,10 @@ struct RunCommandOptions: Sendable {
         }
         return (String(key), String(parts[1]))
     }
+    static let onDevice = TypedOption<String>(OptionSpec("on-device", kind: .value("CMD"),
+                                                         help: "run CMD (sh -c) for each finished device, its record as JSON on stdin; a failure is recorded, never stops the run"))
+    static let onDeviceTimeout = DurationOption.make("on-device-timeout", help: "stop an --on-device command after this long (default 10s)",
+                                                     examples: "10s, 1m")
     static let simModel = TypedOption<String>(OptionSpec("sim-model", kind: .value("PATH"), role: .input,
                                                          help: "simulator: the device model (a CSV inventory cannot name one; wins over the inventory's)"))
     static let maxFailures = TypedOption(OptionSpec("max-failures", kind: .value("N|P%"),
@@ -301,7 +312,7 @@ struct RunCommandOptions: Sendable {
     static let specs: [OptionSpec] = [
         SharedOptions.inventory.required.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
         force, retryFailed, recheck.spec, SharedOptions.limit.spec, maxFailures.spec, maxConsecutiveFailures.spec, meta.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
-        junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, simModel.spec, noFsync,
+        junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, simModel.spec, onDevice.spec, onDeviceTimeout.spec, noFsync,
         SharedOptions.line,
     ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec,
                               OptionSpec("json", kind: .flag, help: "print how the run ended (report, journal, summary, resume command) as one JSON object")]
@@ -353,7 +364,7 @@ extension Station.Setup {
                   adapters: o.adapters.enumerated().map { i, a in (a, paths.traces.isEmpty ? nil : paths.absolute(paths.traces[i])) },
                   inventory: inventory, seed: o.seed, simLatency: o.simLatency, simState: o.simState.map(paths.absolute),
                   simDump: o.simDump.map(paths.absolute), slots: o.slots, verbose: o.verbose, hears: hears, stopGrace: o.stopGrace,
-                  workflowPath: paths.absolute(o.workflow))
+                  workflowPath: paths.absolute(o.workflow), onDevice: o.onDevice)
     }
 }
 

@@ -47,6 +47,8 @@ final class Station {
         var stopGrace: Duration
         /// The workflow, absolute: the simulator's hint names its model when the inventory names none.
         var workflowPath: String? = nil
+        /// `--on-device`: the command run for each finished device.
+        var onDevice: OnDeviceHook.Settings? = nil
     }
 
     /// The run's record.
@@ -142,6 +144,7 @@ final class Station {
         case nil:
             break
         }
+        if let hook = setup.onDevice { events.add(OnDeviceHook(hook, output: output)) }
         if setup.progress {
             let monitor = self.monitor, controller = self.controller
             events.add(ProgressDisplay(output: output, interactive: setup.interactive, color: output.colorEnabled,
