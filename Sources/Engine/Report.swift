@@ -92,6 +92,18 @@ public struct RunInfo: Codable, Sendable, Equatable {
     /// The run's metadata (operator, lot, work order...): the inventory's `meta:` with `--meta KEY=VALUE`
     /// over it. Absent when there is none.
     public var meta: [String: String]?
+    /// The captured values that are checksums (`set: { crc: … }`), by name, with their width in bits:
+    /// numbers in `devices[].captured`, shown in hex by the text, CSV and HTML reports. Absent when none.
+    public var checksums: [String: Int]?
+
+    /// A captured value as a person reads it: a checksum in hex (`0xC822`), anything else as its text.
+    public func shown(captured key: String, _ value: JSONScalar) -> String {
+        if let width = checksums?[key], case .integer(let n) = value, n >= 0 {
+            let digits = String(UInt64(n), radix: 16, uppercase: true)
+            return "0x" + String(repeating: "0", count: max(0, width / 4 - digits.count)) + digits
+        }
+        return value.text
+    }
 
     /// The metadata in one line, in key order (`lot=L-42, operator=ana`); nil when there is none.
     public var metaText: String? {
@@ -102,8 +114,9 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
                 toolVersion: String, options: [String: String], started: WallTime, finished: WallTime? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
-                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil) {
+                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil, checksums: [String: Int]? = nil) {
         self.meta = meta?.isEmpty == true ? nil : meta
+        self.checksums = checksums?.isEmpty == true ? nil : checksums
         self.id = id
         self.workflow = workflow
         self.inventory = inventory

@@ -242,7 +242,7 @@ public enum Runner {
         // The report's records go to disk as devices end (memory stays bounded by one record).
         let station = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: [], simulated: false,
                               station: options.station, toolVersion: options.toolVersion, options: options.reportOptions, started: startedAt,
-                              meta: inventory.meta.merging(options.meta) { _, given in given })
+                              meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths)
         let report: ReportStream
         do {
             report = try ReportStream(reportPath: options.reportPath, junitPath: options.junitPath, run: station)
@@ -285,7 +285,7 @@ public enum Runner {
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
-                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given })
+                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths)
         // A line station reports the devices it worked; the line's merged report has the others.
         let items = store.claims == nil ? Self.items(plan, report, stop) : plan.entries.compactMap { report.ran($0.device.id) ? .ran($0.device.id) : nil }
         let written = await report.finish(items, info: info, wall: clock.now - wallStart)

@@ -451,7 +451,7 @@ struct HTMLReport {
             x += "<td>\(Self.h(d.error?.step ?? ""))</td><td>\(Self.h(d.error?.message ?? d.skipReason ?? ""))</td>"
             x += "<td>\(Self.h(d.adapter ?? ""))</td><td class=\"num\">\(d.rssi.map(String.init) ?? "")</td>"
             x += "<td class=\"num\">\(d.durationMs.map(Self.ms) ?? "")</td><td class=\"num\">\(d.attempts)</td>"
-            for k in keys { x += "<td>\(Self.h(d.captured[k]?.text ?? ""))</td>" }
+            for k in keys { x += "<td>\(Self.h(d.captured[k].map { report.run.shown(captured: k, $0) } ?? ""))</td>" }
             x += "</tr>\n"
         }
         x += "</tbody>\n</table>\n</section>\n"

@@ -25,7 +25,7 @@ enum ReportCSV {
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
                          d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started?.iso ?? "", d.station ?? ""]
             if secured { cells += [d.security?.level.name ?? "", d.security?.method?.rawValue ?? "", d.security?.bond.rawValue ?? ""] }
-            cells += keys.map { d.captured[$0]?.text ?? "" }
+            cells += keys.map { key in d.captured[key].map { run.shown(captured: key, $0) } ?? "" }
             text += row(cells) + "\r\n"
             if i % 512 == 511 {
                 emit(text)

@@ -106,6 +106,12 @@ struct ReportComparison: Sendable {
 
     private static func shown(_ v: JSONScalar) -> String { v == .null ? "-" : v.text }
 
+    /// A changed value as a person reads it: a captured checksum in hex.
+    private func shown(_ field: String, _ v: JSONScalar) -> String {
+        guard v != .null, field.hasPrefix("captured.") else { return Self.shown(v) }
+        return newer.shown(captured: String(field.dropFirst("captured.".count)), v)
+    }
+
     /// One line per device that differs, then the counts by outcome and a count of the differences
     /// (printed escaped by the caller).
     var text: [String] {
@@ -117,7 +123,7 @@ struct ReportComparison: Sendable {
             if let only = e.onlyIn {
                 lines.append("\(e.id): only in \(only == "newer" ? newer.id : older.id) (\(e.outcome ?? "-"))")
             } else {
-                lines.append("\(e.id): " + e.changes.map { "\(Self.shortName($0.field)) \(Self.shown($0.before)) → \(Self.shown($0.after))" }.joined(separator: "; "))
+                lines.append("\(e.id): " + e.changes.map { "\(Self.shortName($0.field)) \(shown($0.field, $0.before)) → \(shown($0.field, $0.after))" }.joined(separator: "; "))
             }
         }
         var byField: [String: Int] = [:]

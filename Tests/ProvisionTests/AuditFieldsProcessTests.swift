@@ -1,4 +1,5 @@
 import Engine
+import EngineTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -66,5 +67,35 @@ extension AuditFieldsProcessTests {
         for await _ in same.lines {}
         #expect(await same.stderr() == "")
         #expect(await same.wait() == 0)
+    }
+}
+
+extension AuditFieldsProcessTests {
+    @Test func checksumsTheWorkflowComputesShowAsHex() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let workflow = TestLine.workflow().replacingOccurrences(
+            of: "steps:\n", with: "steps:\n  - set: { id: config_crc, crc: CRC-16/CCITT-FALSE, of: \"${config}\" }\n")
+        let paths = try line.write(count: 2, workflow: workflow)
+        let ran = try await run(["run", paths.workflow, "--inventory", paths.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0",
+                                 "--report", "r.json"], in: line.directory)
+        #expect(ran.status == 0)
+        let report = try RunReport.read(from: line.directory + "/r.json")
+        #expect(report.run.checksums == ["config_crc": 16])
+        let csv = try await run(["report", "r.json", "--csv", "--html", "r.html"], in: line.directory)
+        let header = try #require(csv.stdout.first).split(separator: ",").map(String.init)
+        let column = try #require(header.firstIndex(of: "config_crc"))
+        let html = try String(contentsOfFile: line.directory + "/r.html", encoding: .utf8)
+        for (d, row) in zip(report.devices, csv.stdout.dropFirst()) {
+            // A number in the JSON (machine-readable), hex where a person reads it.
+            guard case .integer(let n)? = d.captured["config_crc"] else {
+                Issue.record("\(d.id): no config_crc in \(d.captured)")
+                continue
+            }
+            let hex = "0x" + String(repeating: "0", count: max(0, 4 - String(n, radix: 16).count)) + String(n, radix: 16, uppercase: true)
+            let cells = row.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            #expect(cells[column] == hex, "\(d.id): \(cells[column])")
+            #expect(html.contains("<td>\(hex)</td>"), "\(d.id) in the HTML report")
+        }
     }
 }
