@@ -205,20 +205,14 @@ import SystemIO
     /// A journal as a run cut after SN-0002's and SN-0003's commit intents leaves it (SN-0003 recorded
     /// `interrupted`, as a second Ctrl-C records it), closed again before a run resumes it.
     static func journalCutAfterTwoCommitIntents(_ loaded: TestLine.Loaded, _ options: TestRunOptions) async throws {
-        let journal = try FileJournal(path: options.journalPath, fsync: false)
-        _ = try await journal.open(.start)
-        let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
-                                   inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                   options: [:], started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: false)
-        try await journal.record(.header(header, at: wallTime("2026-11-30T05:00:00.000Z")))
-        try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
-        try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
-        try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
-        try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
+        let t = wallTime("2026-11-30T05:00:00.000Z")
         let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
                                error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-        try await journal.record(.outcome(cut, at: wallTime("2026-11-30T05:00:00.000Z")))
-        await journal.close()
+        try await TestLine.writeJournal(options.journalPath, for: loaded, at: t, [
+            .started(device: "SN-0002", attempt: 1, at: t), .intent(device: "SN-0002", step: "commit", stepIndex: 10, at: t),
+            .started(device: "SN-0003", attempt: 1, at: t), .intent(device: "SN-0003", step: "commit", stepIndex: 10, at: t),
+            .outcome(cut, at: t),
+        ])
     }
 
     /// Without a `confirm` read, a device whose commit may have gone out is never touched again.

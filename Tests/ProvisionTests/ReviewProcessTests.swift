@@ -18,22 +18,13 @@ import TestSupport
         let loaded = try line.load(paths)
         // A journal as an earlier run left it: SN-0002 recorded needs_review on its commit (the device
         // could not be asked then), SN-0003 cut after its commit intent.
-        do {
-            let journal = try FileJournal(path: line.directory + "/run.journal", fsync: false)
-            _ = try await journal.open(.start)
-            let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
-                                       inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                       options: [:], started: wallTime("2026-12-01T10:00:00.000Z"), toolVersion: "test", resumed: false)
-            try await journal.record(.header(header, at: wallTime("2026-12-01T10:00:00.000Z")))
-            try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-12-01T10:00:01.000Z")))
-            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-12-01T10:00:02.000Z")))
-            try await journal.record(.outcome(DeviceRecord(id: "SN-0002", address: nil, name: nil, outcome: .failed, attempts: 1,
-                                                           error: FailureRecord(kind: .needsReview, step: "commit", message: "the confirm read timed out")),
-                                              at: wallTime("2026-12-01T10:00:03.000Z")))
-            try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-12-01T10:00:01.000Z")))
-            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-12-01T10:00:04.000Z")))
-            await journal.close()
-        }
+        func t(_ s: Int) -> WallTime { wallTime("2026-12-01T10:00:0\(s).000Z") }
+        try await TestLine.writeJournal(line.directory + "/run.journal", for: loaded, at: t(0), [
+            .started(device: "SN-0002", attempt: 1, at: t(1)), .intent(device: "SN-0002", step: "commit", stepIndex: 10, at: t(2)),
+            .outcome(DeviceRecord(id: "SN-0002", address: nil, name: nil, outcome: .failed, attempts: 1,
+                                  error: FailureRecord(kind: .needsReview, step: "commit", message: "the confirm read timed out")), at: t(3)),
+            .started(device: "SN-0003", attempt: 1, at: t(1)), .intent(device: "SN-0003", step: "commit", stepIndex: 10, at: t(4)),
+        ])
         let listed = try await Self.run(["review", "run.journal"], in: line.directory)
         #expect(listed.status == 1)
         #expect(listed.stdout.first == "2 devices in doubt in run.journal:", "\(listed.stdout)")
