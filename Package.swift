@@ -18,7 +18,7 @@ let package = Package(
         .systemLibrary(name: "CLibCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
-        // SplitMix64, stable string hashes, hex, civil-calendar day numbers.
+        // SplitMix64, stable string hashes, hex, civil-calendar day numbers, the catalogue CRCs.
         .target(name: "Support"),
         // Async primitives, the one home of each: a FIFO waiter queue with cancellation and time limits,
         // the shared timeout driver, time limits on a body, a semaphore, a one-shot, a packet channel.
@@ -91,10 +91,10 @@ let package = Package(
         .testTarget(name: "LineDatabaseTests", dependencies: ["LineDatabase", "PostgresClient", "Support", "TestSupport"]),
         .testTarget(name: "HCITests", dependencies: ["AsyncSupport", "Digests", "HCI", "BLE", "BLESecurity", "TestSupport"]),
         .testTarget(name: "TraceTests", dependencies: ["Trace", "BLE", "Support", "SystemIO"]),
-        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "EngineTestSupport", "TestSupport"]),
+        .testTarget(name: "EngineTests", dependencies: ["SystemIO", "Engine", "BLESimulator", "Workflow", "BLE", "YAML", "Support", "EngineTestSupport", "TestSupport"]),
         .testTarget(name: "LineStoreTests", dependencies: ["LineStore", "LineDatabase", "PostgresClient", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport"]),
         .testTarget(name: "BenchmarksTests", dependencies: ["Benchmarks", "BLE", "BLESimulator", "Engine", "LineDatabase", "LineStore", "PostgresClient", "TestSupport"]),
-        .testTarget(name: "ProvisionTests", dependencies: ["Digests", "SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLESimulator", "TestSupport", "EngineTestSupport", "Trace", "LineDatabase", "PostgresClient", "MCUboot"]),
+        .testTarget(name: "ProvisionTests", dependencies: ["Digests", "SystemIO", "ProvisionCLI", "Engine", "Workflow", "BLE", "BLESimulator", "Support", "TestSupport", "EngineTestSupport", "Trace", "LineDatabase", "PostgresClient", "MCUboot"]),
     ],
     swiftLanguageModes: [.v6]
 )

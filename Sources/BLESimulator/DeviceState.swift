@@ -71,8 +71,16 @@ struct DeviceState: Sendable {
                 commands.append(CommandRecord(opcode: opcode, status: CommandBehaviour.busy, link: link))
                 return [opcode, CommandBehaviour.busy]
             }
-            let status = execute(opcode, Array(bytes.dropFirst()), behaviour)
-            commands.append(CommandRecord(opcode: opcode, status: status, link: link))
+            var payload = Array(bytes.dropFirst())
+            var reason: String?
+            if let check = behaviour?.commands[opcode]?.crc {
+                switch check.check(payload) {
+                case .success(let body): payload = body
+                case .failure(let mismatch): reason = mismatch.reason
+                }
+            }
+            let status = reason == nil ? execute(opcode, payload, behaviour) : CommandBehaviour.invalid
+            commands.append(CommandRecord(opcode: opcode, status: status, link: link, reason: reason))
             return [opcode, status]
         case .paired(let record):
             pairings.append(record)
@@ -121,6 +129,8 @@ struct CommandRecord: Sendable, Equatable {
     var status: UInt8?
     /// The link's protection when it arrived.
     var link: SecurityLevel = .none
+    /// Why the device refused it before executing it (a CRC that does not match), if it did.
+    var reason: String? = nil
 }
 
 /// One pairing that completed on a device: with whom, how, and — when it bonded — the SHA-256 of the

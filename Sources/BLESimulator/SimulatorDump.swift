@@ -223,14 +223,17 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
         public var status: String?
         /// How the link was protected when it arrived: `none`, `encrypted` or `authenticated`.
         public var link: String
+        /// Why the device refused it before executing it (its CRC did not match); absent otherwise.
+        public var reason: String?
 
-        public init(opcode: String?, status: String?, link: String = "none") {
+        public init(opcode: String?, status: String?, link: String = "none", reason: String? = nil) {
             self.opcode = opcode
             self.status = status
             self.link = link
+            self.reason = reason
         }
 
-        enum CodingKeys: String, CodingKey { case opcode, status, link }
+        enum CodingKeys: String, CodingKey { case opcode, status, link, reason }
 
         /// Reads a command of this or an earlier version's dump (which had no `link`: `none`).
         public init(from decoder: any Decoder) throws {
@@ -238,6 +241,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             opcode = try c.decodeIfPresent(String.self, forKey: .opcode)
             status = try c.decodeIfPresent(String.self, forKey: .status)
             link = try c.decodeIfPresent(String.self, forKey: .link) ?? "none"
+            reason = try c.decodeIfPresent(String.self, forKey: .reason)
         }
     }
 
@@ -264,7 +268,7 @@ public struct SimulatorDump: Codable, Sendable, Equatable {
             connectAttempts: s.connectAttempts, config: s.config?.hexString, blob: blob, state: [s.state].hexString,
             commits: s.commits,
             commands: s.commands.map { Command(opcode: $0.opcode.map { [$0].hexString }, status: $0.status.map { [$0].hexString },
-                                               link: $0.link.name) },
+                                               link: $0.link.name, reason: $0.reason) },
             faults: s.faults, blobBytesDropped: s.blobDropped,
             security: d.model.security == nil && s.pairings.isEmpty && s.pairingFailures.isEmpty ? nil : Security(
                 pairings: s.pairings.map { Security.Pairing(central: $0.central, method: $0.method.rawValue, level: $0.level.name,

@@ -23,7 +23,7 @@ final class DeviceAgent {
         self.device = device
         self.run = context
         machine = DeviceMachine(plan: context.plan, device: device, redactor: context.inventory.redactor(for: device),
-                                attemptNumber: attemptNumber, resumed: resumed)
+                                attemptNumber: attemptNumber, resumed: resumed, reconcile: context.reconcile[device.id])
         start = clock.now
     }
 
@@ -43,6 +43,9 @@ final class DeviceAgent {
             switch action {
             case .run(let index, let attempt, let confirmFirst):
                 let end = await runStep(index, attempt: attempt, confirmFirst: confirmFirst)
+                feed(.stepEnded(end, at: elapsed))
+            case .confirm(let index, let attempt):
+                let end = await runStep(index, attempt: attempt, confirmFirst: true, confirmOnly: true)
                 feed(.stepEnded(end, at: elapsed))
             case .wait(let delay):
                 do {
@@ -99,9 +102,9 @@ final class DeviceAgent {
     }
 
     /// One attempt of a step, through the executor of its family.
-    private func runStep(_ index: Int, attempt: Int, confirmFirst: Bool) async -> DeviceMachine.StepEnd {
+    private func runStep(_ index: Int, attempt: Int, confirmFirst: Bool, confirmOnly: Bool = false) async -> DeviceMachine.StepEnd {
         let step = run.workflow.steps[index]
-        let context = StepContext(step: step, index: index, attempt: attempt, confirmFirst: confirmFirst, agent: self)
+        let context = StepContext(step: step, index: index, attempt: attempt, confirmFirst: confirmFirst, confirmOnly: confirmOnly, agent: self)
         do {
             try Task.checkCancellation()
             let output = try await run.executors[index].run(step, in: context)

@@ -90,6 +90,9 @@ struct DeviceMachine: Sendable {
         /// Run one attempt of step `step`. `confirmFirst`: an earlier attempt's irreversible write may
         /// have reached the device (check with `confirm` before sending again).
         case run(step: Int, attempt: Int, confirmFirst: Bool)
+        /// Only read step `step`'s `confirm` (a resumed device in doubt, `StepSupervisor` reconciling);
+        /// report `irreversible(.confirmed)`, then `stepEnded`.
+        case confirm(step: Int, attempt: Int)
         /// Tell the world (the progress display, `--events`).
         case emit(RunEvent.Kind)
         /// Wait `delay`, then report `timerFired` (or `stop` when cut).
@@ -121,13 +124,18 @@ struct DeviceMachine: Sendable {
     private var wall = WallTime(millisecondsSince1970: 0)
     /// When the supervisor finished (the end of the steps' timeline), once it has.
     private var endedAt: Duration?
+    /// The running step only reads `confirm` (reconciling); what the read showed, once it has.
+    private var confirming = false
+    private var confirmation: Bool?
     private var device: InventoryDevice { values.device }
 
-    init(plan: Plan, device: InventoryDevice, redactor: Redactor, attemptNumber: Int, resumed: Bool) {
+    /// `reconcile`: the irreversible step an earlier run announced for this device without learning its
+    /// outcome, which declares `confirm` (the device is asked before anything is sent).
+    init(plan: Plan, device: InventoryDevice, redactor: Redactor, attemptNumber: Int, resumed: Bool, reconcile: Int? = nil) {
         self.plan = plan
         self.attemptNumber = attemptNumber
         self.resumed = resumed
-        supervisor = StepSupervisor(steps: plan.stepInfos, seed: plan.seed ^ StableHash.fnv1a(device.id))
+        supervisor = StepSupervisor(steps: plan.stepInfos, seed: plan.seed ^ StableHash.fnv1a(device.id), reconcile: reconcile)
         values = DeviceValues(device: device, variables: plan.variables, redactor: redactor, secretNames: plan.secretNames)
     }
 
@@ -139,6 +147,16 @@ struct DeviceMachine: Sendable {
         case .stepEnded(let end, let at):
             let sent = delivery.mayHaveReached
             delivery = .none
+            if confirming {
+                confirming = false
+                if case .succeeded = end {
+                    guard let tookEffect = confirmation else {
+                        let f = DeviceFailure(.protocolError, "the `confirm` read did not answer")
+                        return drive(supervisor.handle(.failed(f, sent: false, at: at)), at: at)
+                    }
+                    return drive(supervisor.handle(.confirmed(tookEffect: tookEffect, at: at)), at: at)
+                }
+            }
             switch end {
             case .succeeded(let captures):
                 for c in captures { values.capture(c.name, c.value) }
@@ -150,6 +168,7 @@ struct DeviceMachine: Sendable {
                 return drive(supervisor.handle(.failed(values.redacted(f), sent: sent, at: at)), at: at)
             }
         case .irreversible(let e):
+            if confirming, case .confirmed(let tookEffect) = e { confirmation = tookEffect }
             delivery.handle(e)
             return []
         case .learned(let bytes):
@@ -215,6 +234,11 @@ struct DeviceMachine: Sendable {
                 }
                 delivery = .none
                 out.append(.run(step: i, attempt: attempt, confirmFirst: confirmFirst))
+            case .confirm(let i, let attempt):
+                delivery = .none
+                confirming = true
+                confirmation = nil
+                out.append(.confirm(step: i, attempt: attempt))
             case .stepFinished(let i, let outcome, let attempt, let duration, let f):
                 guard plan.emits else { continue }
                 let name = plan.steps[i].name

@@ -5,7 +5,7 @@ import Workflow
 ///
 /// - `<testsuites>` named after the workflow, with the run's totals (tests are steps).
 /// - One `<testsuite>` per device (`name` = device id, `hostname` = the station, `timestamp` = when it
-///   started), with `<properties>`: `run_id`, `station`, `workflow`, `outcome`, `adapter`, `rssi`,
+///   started), with `<properties>`: `run_id`, `station`, `workflow`, `outcome`, `meta.KEY` (the run's metadata), `adapter`, `rssi`,
 ///   `error.kind`, and every captured value as `captured.NAME` (secrets show `***`, as in the report).
 /// - One `<testcase>` per step (`classname` = device id, `name` = `NN step name`, `time` = the step's
 ///   duration): a failed step has `<failure type="KIND" message="…">` (its causes as text); a step not
@@ -100,6 +100,7 @@ struct JUnitReport {
             cases.append("    <testcase classname=\"\(Self.esc(d.id))\" name=\"\(Self.esc(name))\" time=\"\(Self.seconds(step.durationMs))\">\n\(body)    </testcase>\n")
         }
         var properties = [("run_id", run.id), ("station", run.station), ("workflow", run.workflow.path), ("outcome", d.outcome.rawValue)]
+        for (key, value) in (run.meta ?? [:]).sorted(by: { $0.key < $1.key }) { properties.append(("meta." + key, value)) }
         if let a = d.adapter { properties.append(("adapter", a)) }
         if let r = d.rssi { properties.append(("rssi", String(r))) }
         if let e = d.error { properties.append(("error.kind", e.kind.rawValue)) }

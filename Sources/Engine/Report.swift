@@ -89,11 +89,34 @@ public struct RunInfo: Codable, Sendable, Equatable {
     /// name: the same for every device, so `devices[].captured` holds bare JSON values and this map
     /// says how to read them back (`TypedValue(json:as:)`). Nil only in reports of older versions.
     public var captureTypes: [String: ValueType]?
+    /// The run's metadata (operator, lot, work order...): the inventory's `meta:` with `--meta KEY=VALUE`
+    /// over it. Absent when there is none.
+    public var meta: [String: String]?
+    /// The captured values that are checksums (`set: { crc: … }`), by name, with their width in bits:
+    /// numbers in `devices[].captured`, shown in hex by the text, CSV and HTML reports. Absent when none.
+    public var checksums: [String: Int]?
+
+    /// A captured value as a person reads it: a checksum in hex (`0xC822`), anything else as its text.
+    public func shown(captured key: String, _ value: JSONScalar) -> String {
+        if let width = checksums?[key], case .integer(let n) = value, n >= 0 {
+            let digits = String(UInt64(n), radix: 16, uppercase: true)
+            return "0x" + String(repeating: "0", count: max(0, width / 4 - digits.count)) + digits
+        }
+        return value.text
+    }
+
+    /// The metadata in one line, in key order (`lot=L-42, operator=ana`); nil when there is none.
+    public var metaText: String? {
+        guard let meta, !meta.isEmpty else { return nil }
+        return meta.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ", ")
+    }
 
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
                 toolVersion: String, options: [String: String], started: WallTime, finished: WallTime? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
-                captureTypes: [String: ValueType]? = nil) {
+                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil, checksums: [String: Int]? = nil) {
+        self.meta = meta?.isEmpty == true ? nil : meta
+        self.checksums = checksums?.isEmpty == true ? nil : checksums
         self.id = id
         self.workflow = workflow
         self.inventory = inventory
@@ -383,11 +406,16 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
     public var link: LinkRecord?
     /// Why a skipped device was skipped.
     public var skipReason: String?
+    /// The station (`--station`, default the host name) that worked the device: on a line, the one whose
+    /// record this is.
+    public var station: String?
+    /// An operator's resolution of the device's doubt (`provision review --mark`), when this outcome is one.
+    public var review: ReviewRecord?
 
     /// In sorted order of their JSON names (`SortedRecordKeys`).
     enum CodingKeys: String, CodingKey {
         case adapter, address, attRoundTrips, attempts, captured, carriedOver, durationMs, error, id, link, measurements, name, outcome,
-             resumed, rssi, security, skipReason, started, steps
+             resumed, review, rssi, security, skipReason, started, station, steps
     }
 
     public init(id: String, address: String?, name: String?, outcome: DeviceOutcome, attempts: Int = 0, adapter: String? = nil,
@@ -414,6 +442,33 @@ public struct DeviceRecord: Codable, Sendable, Equatable, SortedRecordKeys {
         self.skipReason = skipReason
         self.security = security
         self.link = link
+    }
+}
+
+/// An operator's resolution of a device in doubt (`provision review --mark`): the outcome it set comes
+/// with who set it, when, why, and the doubt it replaced — recorded, never silent.
+public struct ReviewRecord: Codable, Sendable, Equatable, SortedRecordKeys {
+    /// When the operator resolved it.
+    public var at: WallTime
+    public var by: String
+    public var note: String
+    /// What the operator found: `succeeded` (the write took effect and the device is good) or `failed`
+    /// (it did not, or the device was reset: `--resume --retry-failed` may run it again).
+    public var resolution: DeviceOutcome
+    /// The doubt it resolved: the earlier record's failure (or the intent, as a `needs_review` failure).
+    public var previous: FailureRecord?
+
+    /// In sorted order of their JSON names (`SortedRecordKeys`).
+    enum CodingKeys: String, CodingKey {
+        case at, by, note, previous, resolution
+    }
+
+    public init(at: WallTime, by: String, note: String, resolution: DeviceOutcome, previous: FailureRecord?) {
+        self.at = at
+        self.by = by
+        self.note = note
+        self.resolution = resolution
+        self.previous = previous
     }
 }
 

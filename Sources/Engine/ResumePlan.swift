@@ -5,12 +5,15 @@ import Workflow
 /// workflow says is irreversible.
 ///
 /// The rules, per device (first that applies):
-/// 1. An irreversible write was announced (`intent`) and no final outcome followed: `needsReview` —
-///    the write may have reached the device; it is never sent again automatically.
-/// 2. A recorded `needs_review` outcome stays so (carried over), whatever the options.
+/// 1. An irreversible write was announced (`intent`) and no final outcome followed: the write may have
+///    reached the device; it is never sent again blindly. If the step declares `confirm`: `confirm` —
+///    run, asking the device (the confirm read) before anything is sent; else `needsReview`.
+/// 2. A recorded `needs_review` outcome stays so (carried over), whatever the options — unless the
+///    device is to be asked again (`recheck`, `provision review --reread`) and the step in doubt declares
+///    `confirm`: then `confirm`, as in rule 1.
 /// 3. A recorded `succeeded`, or `failed` without `retryFailed`: carried over, not touched.
 /// 4. `failed` with `retryFailed`: run again, unless the record shows an irreversible step was
-///    attempted (then carried over as `needs_review`).
+///    attempted (then carried over as `needs_review`) and no operator marked it failed on review.
 /// 5. Otherwise (never started, started without an outcome, `interrupted`): run; `attempt` counts
 ///    earlier starts, `resumed` when there were any.
 public struct ResumePlan: Sendable, Equatable {
@@ -18,6 +21,9 @@ public struct ResumePlan: Sendable, Equatable {
     public enum Decision: Sendable, Equatable {
         /// Run the workflow.
         case run(attempt: Int, resumed: Bool)
+        /// Run the workflow, reading step `step`'s `confirm` before anything is sent: an earlier run
+        /// announced that irreversible step and never learned its outcome (`StepSupervisor`, reconciling).
+        case confirm(attempt: Int, step: Int)
         /// Report the journal's outcome; do not touch the device. (Boxed, as the other record: an entry
         /// of a device to run stays small.)
         indirect case carryOver(DeviceRecord)
@@ -44,9 +50,19 @@ public struct ResumePlan: Sendable, Equatable {
     /// The devices to run, in order, with their attempt number and whether they are resumed.
     public var toRun: [(device: InventoryDevice, attempt: Int, resumed: Bool)] {
         entries.compactMap { e in
-            if case .run(let attempt, let resumed) = e.decision { return (e.device, attempt, resumed) }
-            return nil
+            switch e.decision {
+            case .run(let attempt, let resumed): return (e.device, attempt, resumed)
+            case .confirm(let attempt, _): return (e.device, attempt, true)
+            case .carryOver, .needsReview: return nil
+            }
         }
+    }
+
+    /// The devices whose confirm read comes first: id → the step in doubt.
+    public var reconcile: [String: Int] {
+        var out: [String: Int] = [:]
+        for e in entries { if case .confirm(_, let step) = e.decision { out[e.device.id] = step } }
+        return out
     }
 
     /// Why a run cannot resume this journal.
@@ -64,10 +80,15 @@ public struct ResumePlan: Sendable, Equatable {
         public var selection: [InventoryDevice]
         /// The workflow's irreversible steps: index → name.
         public var irreversibleSteps: [Int: String]
+        /// The irreversible steps that declare a `confirm` read (indices).
+        public var confirmable: Set<Int>
         public var retryFailed: Bool
+        /// Devices recorded `needs_review` to ask again (their step in doubt's `confirm` read).
+        public var recheck: Set<String> = []
 
         public init(workflow: FileRef, inventory: FileRef, inventoryDevices: [InventoryDevice], selection: [InventoryDevice],
-                    irreversibleSteps: [Int: String], retryFailed: Bool) {
+                    irreversibleSteps: [Int: String], confirmable: Set<Int> = [], retryFailed: Bool) {
+            self.confirmable = confirmable
             self.workflow = workflow
             self.inventory = inventory
             self.inventoryDevices = inventoryDevices
@@ -115,6 +136,9 @@ public struct ResumePlan: Sendable, Equatable {
     private static func decide(_ d: InventoryDevice, _ journal: JournalState, _ inputs: Inputs) -> Decision {
         let starts = journal.starts[d.id] ?? 0
         if let step = journal.pendingIntents[d.id] {
+            if let index = inputs.confirmable.sorted().first(where: { inputs.irreversibleSteps[$0] == step }) {
+                return .confirm(attempt: starts + 1, step: index)
+            }
             var r = DeviceRecord(id: d.id, address: d.address?.description, name: d.name, outcome: .failed, attempts: max(1, starts),
                                  error: FailureRecord(kind: .needsReview, step: step,
                                                       message: "an earlier run stopped after sending the irreversible step `\(step)` to this device and before its outcome was known; check the device, then run it again on its own"),
@@ -123,11 +147,15 @@ public struct ResumePlan: Sendable, Equatable {
             return .needsReview(r)
         }
         if var r = journal.outcomes[d.id] {
+            if inputs.recheck.contains(d.id), r.error?.kind == .needsReview, let step = r.error?.step,
+               let index = inputs.confirmable.sorted().first(where: { inputs.irreversibleSteps[$0] == step }) {
+                return .confirm(attempt: starts + 1, step: index)
+            }
             if r.error?.kind == .needsReview || r.outcome == .succeeded || (r.outcome == .failed && !inputs.retryFailed) {
                 r.carriedOver = true
                 return .carryOver(r)
             }
-            if r.outcome == .failed,
+            if r.outcome == .failed, r.review == nil,
                let sent = inputs.irreversibleSteps.keys.sorted().first(where: { $0 < r.steps.count && r.steps[$0].attempts > 0 }) {
                 // It failed after an irreversible step went out: running it again could repeat that step.
                 let name = inputs.irreversibleSteps[sent] ?? "step \(sent + 1)"

@@ -91,7 +91,12 @@ public struct RunEvent: Sendable, Equatable {
         public var durationMs: Double?
         public var error: FailureRecord?
         public var adapter: String?
-        public init(device: String, outcome: DeviceOutcome, durationMs: Double?, error: FailureRecord?, adapter: String?) {
+        /// The device's whole record, for sinks in the same process (a station's per-device hook); never
+        /// written to the events stream.
+        public var record: DeviceRecord?
+        public init(device: String, outcome: DeviceOutcome, durationMs: Double?, error: FailureRecord?, adapter: String?,
+                    record: DeviceRecord? = nil) {
+            self.record = record
             self.device = device
             self.outcome = outcome
             self.durationMs = durationMs

@@ -17,7 +17,7 @@ extension RunScheduler {
         let context = self.context
         let stopper = self.stopper
         var result = Result()
-        var tally = Tally()
+        var tally = Tally(threshold: maxFailures, maxConsecutive: maxConsecutiveFailures)
         let byID = Dictionary(selection.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let hearing = claims.claimPolicy.heardOnly ? Hearing(selection) : nil
         var loop = ClaimLoop(policy: claims.claimPolicy, concurrency: concurrency, selection: selection.map(\.id), whole: whole)

@@ -14,6 +14,7 @@ struct RunScheduler {
     let stopper: StopCoordinator
     let concurrency: Int
     let maxFailures: FailureThreshold?
+    let maxConsecutiveFailures: Int?
 
     struct Result {
         /// Why a line station stopped claiming by itself (idle), for the run's summary.
@@ -24,7 +25,7 @@ struct RunScheduler {
         let result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
-        var tally = Tally()
+        var tally = Tally(threshold: maxFailures, maxConsecutive: maxConsecutiveFailures)
         // Each device runs in one task (the stop coordinator cuts it by cancelling it) that hands its
         // record to `wakes` as it ends: no second task per device to await it.
         let wakes = Wakes()
@@ -75,6 +76,7 @@ struct RunScheduler {
             record = DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .skipped,
                                   attempts: attempt, skipReason: "not started: the run stopped before anything was sent to it")
         }
+        record.station = context.station
         // Durable before the device counts as done; concurrent devices share one fsync. Then to the
         // report's records (encoded here, on the device's task).
         let json = await context.journal.outcome(record)
@@ -82,11 +84,8 @@ struct RunScheduler {
         return record
     }
 
-    /// Failures and finished devices of this run, for the failure threshold.
-    struct Tally {
-        var failures = 0
-        var finished = 0
-    }
+    /// The failures of this run, for the failure thresholds.
+    typealias Tally = FailureWatch
 
     /// A device ended: its record kept, its event emitted, the threshold checked (when devices still
     /// `waiting` could be spared by stopping). A device whose start could not be journaled has no record.
@@ -94,11 +93,9 @@ struct RunScheduler {
         stopper.finished(id)
         guard let record = finishedRecord else { return }
         context.events.emit(.deviceFinished(RunEvent.DeviceFinished(device: record.id, outcome: record.outcome, durationMs: record.durationMs,
-                                                                    error: record.error, adapter: record.adapter)))
-        if record.outcome == .failed { tally.failures += 1 }
-        if record.outcome == .failed || record.outcome == .succeeded { tally.finished += 1 }
-        if let threshold = maxFailures, waiting, threshold.crossed(failures: tally.failures, finished: tally.finished) {
-            stopper.beginStop(StopInfo(reason: .failureThreshold, message: "line stopped: \(tally.failures) of \(tally.finished) finished devices failed (threshold \(threshold)); a fixture or adapter problem is suspected"))
+                                                                    error: record.error, adapter: record.adapter, record: record)))
+        if let stop = tally.record(outcome: record.outcome, kind: record.error?.kind), waiting {
+            stopper.beginStop(StopInfo(reason: .failureThreshold, message: stop))
         }
     }
 }

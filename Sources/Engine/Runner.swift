@@ -45,7 +45,12 @@ public struct RunOptions: Sendable {
     public var junitPath: String?
     /// On resume, also run again devices that failed before.
     public var retryFailed: Bool = false
+    /// With `resume`: devices recorded `needs_review` to ask again with their step's `confirm` read
+    /// (`provision review --reread`).
+    public var recheck: Set<String> = []
     public var maxFailures: FailureThreshold?
+    /// Stop the line after this many failures in a row (any kind).
+    public var maxConsecutiveFailures: Int?
     public var seed: UInt64 = 1
     /// How long in-flight devices may run on after a first stop request before they are cut.
     public var stopGrace: Duration = .seconds(30)
@@ -54,6 +59,8 @@ public struct RunOptions: Sendable {
     public var station: String = ProcessInfo.processInfo.hostName
     /// The command-line options, as the report shows them.
     public var reportOptions: [String: String] = [:]
+    /// The run's metadata from the command line (`--meta KEY=VALUE`), over the inventory's `meta:`.
+    public var meta: [String: String] = [:]
 
     public init(reportPath: String) {
         self.reportPath = reportPath
@@ -114,12 +121,19 @@ final class RunContext: Sendable {
     let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
+    /// Devices resumed with an irreversible step in doubt that declares `confirm` (id → step index):
+    /// their confirm read comes before anything is sent (`StepSupervisor`, reconciling).
+    let reconcile: [String: Int]
+    /// The station's name, on every record.
+    let station: String
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
          options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices(),
-         journaledActions: [String: [Int: Set<String>]] = [:]) {
+         journaledActions: [String: [Int: Set<String>]] = [:], reconcile: [String: Int] = [:]) {
         self.reached = reached
         self.journaledActions = journaledActions
+        self.reconcile = reconcile
+        self.station = options.station
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
         self.inventory = inventory.withSecrets(of: workflow)
@@ -227,7 +241,8 @@ public enum Runner {
 
         // The report's records go to disk as devices end (memory stays bounded by one record).
         let station = RunInfo(id: runID, workflow: workflowRef, inventory: inventoryRef, adapters: [], simulated: false,
-                              station: options.station, toolVersion: options.toolVersion, options: options.reportOptions, started: startedAt)
+                              station: options.station, toolVersion: options.toolVersion, options: options.reportOptions, started: startedAt,
+                              meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths)
         let report: ReportStream
         do {
             report = try ReportStream(reportPath: options.reportPath, junitPath: options.junitPath, run: station)
@@ -240,12 +255,12 @@ public enum Runner {
         monitor?.attach(pool)
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
                                  options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached,
-                                 journaledActions: plan.journaledActions)
+                                 journaledActions: plan.journaledActions, reconcile: plan.reconcile)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         stopper.follow(controller)
         let scheduler = RunScheduler(context: context, stopper: stopper, concurrency: max(1, options.concurrency),
-                                     maxFailures: options.maxFailures)
+                                     maxFailures: options.maxFailures, maxConsecutiveFailures: options.maxConsecutiveFailures)
         let scheduled: RunScheduler.Result
         if let claims = store.claims {
             scheduled = await scheduler.runClaiming(plan.toRun.map(\.device), claims: claims, whole: plan.selected == nil)
@@ -270,7 +285,7 @@ public enum Runner {
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
-                           captureTypes: workflow.captureTypes)
+                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths)
         // A line station reports the devices it worked; the line's merged report has the others.
         let items = store.claims == nil ? Self.items(plan, report, stop) : plan.entries.compactMap { report.ran($0.device.id) ? .ran($0.device.id) : nil }
         let written = await report.finish(items, info: info, wall: clock.now - wallStart)
@@ -292,9 +307,15 @@ public enum Runner {
                      opened: OpenedRunStore, options: RunOptions) throws(StartError) -> ResumePlan {
         let journal = opened.mode == .resume ? JournalState(lines: opened.contents.lines) : nil
         var irreversible: [Int: String] = [:]
-        for (i, step) in workflow.steps.enumerated() where step.irreversible { irreversible[i] = step.name }
-        let inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
-                                       selection: devices, irreversibleSteps: irreversible, retryFailed: options.retryFailed)
+        var confirmable: Set<Int> = []
+        for (i, step) in workflow.steps.enumerated() where step.irreversible {
+            irreversible[i] = step.name
+            if case .await(let a) = step.kind, a.confirm != nil, a.trigger != nil { confirmable.insert(i) }
+        }
+        var inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
+                                       selection: devices, irreversibleSteps: irreversible, confirmable: confirmable,
+                                       retryFailed: options.retryFailed)
+        inputs.recheck = options.recheck
         do {
             return try ResumePlan.make(inputs, journal: journal)
         } catch {
@@ -309,7 +330,7 @@ public enum Runner {
             switch e.decision {
             case .carryOver(let r), .needsReview(let r):
                 return .record(r)
-            case .run:
+            case .run, .confirm:
                 if report.ran(e.device.id) { return .ran(e.device.id) }
                 return .record(DeviceRecord(id: e.device.id, address: e.device.address?.description, name: e.device.name, outcome: .skipped,
                                             skipReason: stop.map { "not started: \($0.message)" } ?? "not started"))

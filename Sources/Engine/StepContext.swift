@@ -14,16 +14,20 @@ public final class StepContext {
     /// An earlier attempt's irreversible action may have reached the device: check (`confirm`) before
     /// sending it again.
     public let confirmFirst: Bool
+    /// Only read the step's `confirm` (a resumed device whose irreversible action an earlier run may have
+    /// sent, `StepSupervisor` reconciling): nothing is sent; `confirmed(tookEffect:)` says what it showed.
+    public let confirmOnly: Bool
     /// When the attempt started, and when it must be over (`step.effectiveTimeout` after the start).
     public let started: ContinuousClock.Instant
     public let deadline: ContinuousClock.Instant
     unowned let agent: DeviceAgent
 
-    init(step: Step, index: Int, attempt: Int, confirmFirst: Bool, agent: DeviceAgent) {
+    init(step: Step, index: Int, attempt: Int, confirmFirst: Bool, confirmOnly: Bool = false, agent: DeviceAgent) {
         self.step = step
         self.index = index
         self.attempt = attempt
         self.confirmFirst = confirmFirst
+        self.confirmOnly = confirmOnly
         self.agent = agent
         started = .now
         deadline = started + step.effectiveTimeout

@@ -34,6 +34,19 @@ import Workflow
 ///
 /// A step whose `when:` is false or unknown is reported by the agent as `skippedByCondition`: it is
 /// recorded `skipped_by_condition` (no attempt) and the next step runs.
+///
+/// Reconciling (a resume of a device whose irreversible step `r`, declaring `confirm`, was announced by
+/// an earlier run that never learned its outcome): the device is asked before anything is sent again.
+/// - Steps before `r` that send to the device (`write`, `write_blob`, `await`) are not run (recorded
+///   `skipped`): on a device the earlier run already committed, repeating the set-up could undo it.
+///   The others (scan, connect, pair, discover, read, verify, subscribe, set, sleep) run as usual.
+/// - At `r` the agent only reads `confirm` (`confirm`, answered by `confirmed`): took effect → `r`
+///   succeeded (nothing sent) and the steps after it run; did not → the doubt is cleared and the device
+///   runs the skipped steps and `r` as a first run would (its intent is journaled again before it goes
+///   out).
+/// - While the doubt stands, a device that fails (the confirm read cannot be made, the device is not
+///   found...) fails `needs_review`: the earlier write may be on the device. Cut while stopping, it stays
+///   `interrupted` (the earlier intent still has no final outcome, so the next resume asks again).
 struct StepSupervisor: Sendable {
     /// What the supervisor needs to know of a step.
     struct StepInfo: Sendable, Equatable {
@@ -47,9 +60,12 @@ struct StepSupervisor: Sendable {
         var confirms: Bool
         /// What the step's final failure does to the device (`optional`, `continue_on_error`).
         var onFailure: Step.OnFailure
+        /// The step sends something to the device's application (`write`, `write_blob`, `await`): not
+        /// run before a reconciling device's confirm read.
+        var sends: Bool
 
         init(name: String, retry: RetryPolicy, retryFrom: Int? = nil, isConnect: Bool = false, irreversible: Bool = false,
-             idempotent: Bool = false, confirms: Bool = false, onFailure: Step.OnFailure = .stop) {
+             idempotent: Bool = false, confirms: Bool = false, onFailure: Step.OnFailure = .stop, sends: Bool = false) {
             self.name = name
             self.retry = retry
             self.retryFrom = retryFrom
@@ -58,15 +74,26 @@ struct StepSupervisor: Sendable {
             self.idempotent = idempotent
             self.confirms = confirms
             self.onFailure = onFailure
+            self.sends = sends
         }
 
         init(_ step: Step, index: Int) {
             var isConnect = false
             if case .connect = step.kind { isConnect = true }
             var confirms = false
-            if case .await(let a) = step.kind { confirms = a.confirm != nil }
+            var sends = false
+            switch step.kind {
+            case .await(let a):
+                confirms = a.confirm != nil
+                sends = true
+            case .write, .writeBlob:
+                sends = true
+            default:
+                break
+            }
             self.init(name: step.name, retry: step.effectiveRetry, retryFrom: step.retryFromIndex, isConnect: isConnect,
-                      irreversible: step.irreversible, idempotent: step.idempotent, confirms: confirms, onFailure: step.onFailure)
+                      irreversible: step.irreversible, idempotent: step.idempotent, confirms: confirms, onFailure: step.onFailure,
+                      sends: sends)
         }
 
     }
@@ -86,6 +113,8 @@ struct StepSupervisor: Sendable {
         case backoffEnded(sessionLost: Bool, at: Duration)
         /// The backoff was cut (the run is stopping).
         case backoffCancelled(at: Duration)
+        /// The `confirm` read of a reconciling device's step: whether its trigger took effect.
+        case confirmed(tookEffect: Bool, at: Duration)
     }
 
     /// What to do.
@@ -93,6 +122,8 @@ struct StepSupervisor: Sendable {
         /// Run step `step` (its `attempt`-th time). `confirmFirst`: its irreversible write may already
         /// have reached the device: check (`confirm`) before sending again.
         case execute(step: Int, attempt: Int, confirmFirst: Bool)
+        /// Read step `step`'s `confirm` only (a reconciling device); report `confirmed` (or `failed`).
+        case confirm(step: Int, attempt: Int)
         /// Tell the world the step ended (the `step_finished` event).
         case stepFinished(step: Int, outcome: StepOutcome, attempt: Int, duration: Duration, failure: DeviceFailure?)
         /// Tell the world a retry is coming; before it, prefer another adapter if the step is a
@@ -123,16 +154,26 @@ struct StepSupervisor: Sendable {
     private var attemptStart: Duration = .zero
     /// The step a pending retry belongs to.
     private var retrying: Int?
+    /// The irreversible step an earlier run may have sent, while its `confirm` read has not answered.
+    private(set) var reconciling: Int?
+    /// What the confirm read of a reconciling device found (nil: not reconciling, or not read yet).
+    private(set) var reconciled: Bool?
     private(set) var failure: DeviceFailure?
     /// The step whose failure is the device's (nil when it succeeded).
     private(set) var failedStep: Int?
     private(set) var done = false
     private var random: SplitMix64
 
-    init(steps: [StepInfo], seed: UInt64) {
+    /// `reconcile`: the irreversible step an earlier run announced without learning its outcome (it
+    /// must declare `confirm`): the device is asked before anything is sent again.
+    init(steps: [StepInfo], seed: UInt64, reconcile: Int? = nil) {
         self.steps = steps
         progress = Array(repeating: Progress(), count: steps.count)
         random = SplitMix64(seed: seed)
+        if let r = reconcile, steps.indices.contains(r), steps[r].confirms {
+            reconciling = r
+            progress[r].inDoubt = true
+        }
     }
 
     mutating func handle(_ event: Event) -> [Action] {
@@ -168,6 +209,9 @@ struct StepSupervisor: Sendable {
             guard let i = retrying else { return [] }
             retrying = nil
             return restart(after: i, sessionLost: sessionLost, at: at)
+        case .confirmed(let tookEffect, let at):
+            guard let r = reconciling, current == r else { return [] }
+            return confirmed(r, tookEffect: tookEffect, at: at)
         case .backoffCancelled:
             guard let i = retrying else { return [] }
             retrying = nil
@@ -187,11 +231,36 @@ struct StepSupervisor: Sendable {
             failure = DeviceFailure(f.kind, f.message, causes: f.causes + continued.dropFirst().map(alsoFailed))
             return [.finish(failure)]
         }
+        if let r = reconciling, i < r, steps[i].sends {
+            progress[i].outcome = .skipped
+            return [.stepFinished(step: i, outcome: .skipped, attempt: progress[i].attempts, duration: progress[i].spent, failure: nil)]
+                + start(i + 1, at: at)
+        }
         current = i
         attemptStart = at
         if progress[i].firstStart == nil { progress[i].firstStart = at }
         progress[i].attempts += 1
+        if let r = reconciling, i == r { return [.confirm(step: i, attempt: progress[i].attempts)] }
         return [.execute(step: i, attempt: progress[i].attempts, confirmFirst: progress[i].inDoubt)]
+    }
+
+    /// The reconciling device's confirm read answered: the step took effect (it succeeded, nothing was
+    /// sent) or it did not (the doubt is gone: run what was skipped, then the step, as a first run).
+    private mutating func confirmed(_ r: Int, tookEffect: Bool, at: Duration) -> [Action] {
+        progress[r].spent += at - attemptStart
+        progress[r].inDoubt = false
+        reconciling = nil
+        reconciled = tookEffect
+        if tookEffect {
+            progress[r].outcome = .succeeded
+            progress[r].failure = nil
+            return [.stepFinished(step: r, outcome: .succeeded, attempt: progress[r].attempts, duration: progress[r].spent, failure: nil)]
+                + start(r + 1, at: at)
+        }
+        // The confirm read is not a send: the step's attempts count what goes out from here.
+        progress[r].attempts -= 1
+        let first = (0..<r).first { steps[$0].sends && progress[$0].outcome == .skipped } ?? r
+        return start(first, at: at)
     }
 
     private mutating func failed(_ f: DeviceFailure, sent: Bool, at: Duration) -> [Action] {
@@ -253,7 +322,14 @@ struct StepSupervisor: Sendable {
     }
 
     /// The device stops at step `i` with `f` (earlier `continue_on_error` failures become its causes).
-    private mutating func fail(_ i: Int, _ f: DeviceFailure) -> [Action] {
+    /// While a reconciling device's doubt stands, it needs review (unless it is being cut).
+    private mutating func fail(_ i: Int, _ cause: DeviceFailure) -> [Action] {
+        var f = cause
+        if let r = reconciling, f.kind != .interrupted, f.kind != .needsReview {
+            f = DeviceFailure(.needsReview,
+                              "an earlier run sent the irreversible step `\(steps[r].name)` without learning its outcome, and its `confirm` read could not be made (\(f.message)): check the device",
+                              causes: f.causes)
+        }
         progress[i].outcome = .failed
         progress[i].failure = f
         failure = DeviceFailure(f.kind, f.message, causes: f.causes + continuedFailures(before: i).map(alsoFailed))

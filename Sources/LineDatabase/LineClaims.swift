@@ -103,6 +103,17 @@ public struct LineClaims: Sendable {
         return claims.sorted { ($0.position, $0.claim.device) < ($1.position, $1.claim.device) }.map(\.claim)
     }
 
+    /// Records that this station hears `devices` (once per station and device: a device heard again is
+    /// left as it is). Its own rows only, no lock on a device: claims never wait for it.
+    public func recordHeard(_ devices: [String]) async throws {
+        guard !devices.isEmpty else { return }
+        try await connection.query("""
+            INSERT INTO provision.heard (run_id, device_id, station_id)
+            SELECT $1, h.device_id, $2 FROM unnest($3::text[]) AS h(device_id)
+            ON CONFLICT (run_id, device_id, station_id) DO NOTHING
+            """, [.text(run), .text(station), .textArray(Self.unique(devices))], timeout: timeout, label: "record the devices station \(station) hears")
+    }
+
     /// How many devices of the run (or of `devices`) are pending and claimed now, counting expired
     /// leases as what the next sweep makes of them.
     public func progress(of devices: [String]? = nil) async throws -> (pending: Int, claimed: Int) {

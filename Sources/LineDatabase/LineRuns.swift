@@ -169,6 +169,26 @@ public struct LineRuns: Sendable {
             public var outcomes: Int
             public var outcomesLastMinute: Int
         }
+        /// Pending devices nobody hears: the first few, and how many.
+        public struct Unheard: Sendable, Equatable {
+            public var devices: [String]
+            public var count: Int
+            public init(devices: [String], count: Int) {
+                self.devices = devices
+                self.count = count
+            }
+        }
+        /// A device under review: why, and the irreversible step announced for it.
+        public struct Review: Sendable, Equatable {
+            public var device: String
+            public var reason: String?
+            public var step: String?
+            public init(device: String, reason: String?, step: String?) {
+                self.device = device
+                self.reason = reason
+                self.step = step
+            }
+        }
         /// Devices per state, expired leases counted as what the next sweep makes them.
         public var counts: [DeviceState: Int]
         public var stations: [Station]
@@ -176,10 +196,90 @@ public struct LineRuns: Sendable {
         public var outcomesLastMinute: Int
         /// The database's clock when the status was read.
         public var now: Date
+        /// The first `listLimit` pending devices, in inventory order (`counts[.pending]` says how many).
+        public var pending: [String] = []
+        /// The pending devices no station has heard, in inventory order (the first `listLimit`), and how
+        /// many; nil when the line cannot know (no station tells what it hears — `--claim all` — or the
+        /// database's schema is older than 4).
+        public var unheard: Unheard?
+        /// The devices under review (the first `listLimit`, by id).
+        public var inReview: [Review] = []
+        /// Devices that finished (succeeded or failed) in the recent window, and that window: the last
+        /// five minutes, or less when the stations now working started later.
+        public var finishedRecently = 0
+        public var window: Duration = .zero
         public var total: Int { counts.values.reduce(0, +) }
+
+        /// Devices finished per minute over the recent window (nil before any finished in it).
+        public var ratePerMinute: Double? {
+            // Half a minute at least: a rate over a few seconds says little.
+            guard finishedRecently > 0, window >= .seconds(30) else { return nil }
+            return Double(finishedRecently) / (Double(window.components.seconds) / 60 + Double(window.components.attoseconds) / 6e19)
+        }
+
+        /// The time left for the pending and claimed devices at the recent rate, while a station works
+        /// the line (nil when none does, nothing is left, or nothing finished recently).
+        public var estimatedTimeLeft: Duration? {
+            let left = (counts[.pending] ?? 0) + (counts[.claimed] ?? 0)
+            guard left > 0, let rate = ratePerMinute, stations.contains(where: { $0.stopped == nil }) else { return nil }
+            return .seconds((Double(left) / rate * 60).rounded(.up))
+        }
     }
 
-    public func status(run: String) async throws -> Status {
+    /// How many devices of each list `status` names.
+    public static let listLimit = 20
+
+    /// The status of a run. `heard`: the database has the `provision.heard` table (schema 5 or newer).
+    public func status(run: String, heard: Bool = true) async throws -> Status {
+        var statements = [
+            PostgresStatement("""
+                SELECT s.device_id FROM provision.device_status AS s
+                JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
+                WHERE s.run_id = $1 AND s.state = 'pending' ORDER BY d.position, s.device_id LIMIT $2
+                """, [.text(run), .int(Self.listLimit)]),
+            PostgresStatement("""
+                SELECT device_id, review_reason, intent_step FROM provision.device_status
+                WHERE run_id = $1 AND state = 'needs_review' ORDER BY device_id LIMIT $2
+                """, [.text(run), .int(Self.listLimit)]),
+            PostgresStatement("""
+                SELECT (SELECT count(DISTINCT o.device_id) FROM provision.outcomes AS o
+                        WHERE o.run_id = r.run_id AND o.outcome IN ('succeeded', 'failed') AND o.recorded_at > now() - interval '5 minutes') AS recent,
+                       least(300000, greatest(0, floor(extract(epoch FROM now() - coalesce(
+                           (SELECT min(st.started_at) FROM provision.stations AS st WHERE st.run_id = r.run_id AND st.stopped_at IS NULL),
+                           r.started_at)) * 1000)))::bigint AS window_ms
+                FROM provision.runs AS r WHERE r.run_id = $1
+                """, [.text(run)]),
+        ]
+        if heard {
+            statements += [
+                PostgresStatement("""
+                    SELECT s.device_id, count(*) OVER () AS n FROM provision.device_status AS s
+                    JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
+                    WHERE s.run_id = $1 AND s.state = 'pending'
+                      AND NOT EXISTS (SELECT 1 FROM provision.heard AS h WHERE h.run_id = s.run_id AND h.device_id = s.device_id)
+                    ORDER BY d.position, s.device_id LIMIT $2
+                    """, [.text(run), .int(Self.listLimit)]),
+                PostgresStatement("SELECT EXISTS (SELECT 1 FROM provision.heard WHERE run_id = $1) AS told", [.text(run)]),
+            ]
+        }
+        let lists = try await connection.pipeline(statements, timeout: timeout, label: "read the devices of run \(run) to name")
+        var status = try await counts(run: run)
+        status.pending = try lists[0].map { try $0.decode("device_id") }
+        status.inReview = try lists[1].map {
+            Status.Review(device: try $0.decode("device_id"), reason: try $0.decodeIfPresent("review_reason"), step: try $0.decodeIfPresent("intent_step"))
+        }
+        if let rate = lists[2].first {
+            status.finishedRecently = try rate.decode("recent")
+            status.window = .milliseconds(try rate.decode("window_ms", as: Int.self))
+        }
+        if heard, try lists[4].first?.decode("told", as: Bool.self) == true {
+            status.unheard = Status.Unheard(devices: try lists[3].map { try $0.decode("device_id") }, count: try lists[3].first?.decode("n", as: Int.self) ?? 0)
+        }
+        return status
+    }
+
+    /// Devices by state, the stations and their leases, and the last minute's outcomes.
+    private func counts(run: String) async throws -> Status {
         let results = try await connection.pipeline([
             PostgresStatement("SELECT state, count(*) AS n FROM provision.device_status WHERE run_id = $1 GROUP BY state", [.text(run)]),
             PostgresStatement("""

@@ -1,3 +1,4 @@
+import Foundation
 import PostgresClient
 
 /// The line database's schema (`provision` in PostgreSQL), versioned, and the migrations that bring a
@@ -86,30 +87,78 @@ public enum LineSchema {
 
     // MARK: Roles
 
-    /// Grants least privilege to two group roles, creating them when missing (run by the line's owner
-    /// after `migrate`, and again after a migration adds a table; docs/line.md shows the same SQL):
-    /// - `provision_station`: read everything; add runs, devices and stations and update them (claims,
-    ///   leases, heartbeats); add intents and outcomes, never change or delete them.
-    /// - `provision_auditor`: read everything, change nothing.
-    /// Login roles join one of them (`CREATE ROLE station1 LOGIN PASSWORD '…' IN ROLE provision_station`).
-    public static func grantRoles(_ connection: PostgresConnection, timeout: Duration = .seconds(60)) async throws {
-        try await connection.pipeline(roleStatements, timeout: timeout, label: "grant the line roles")
+    /// The group roles `grant` gives privileges to when no roles are named (an administrator creates
+    /// them: `CREATE ROLE provision_station NOLOGIN`, docs/line.md).
+    public static let stationGroup = "provision_station"
+    public static let auditorGroup = "provision_auditor"
+
+    /// Who may do what on the line (run by the schema's owner after `migrate`, and again after a
+    /// migration adds a table; docs/line.md shows the same privileges):
+    /// - `stations`: read everything; add runs, devices and stations and update them (claims, leases,
+    ///   heartbeats); add intents, outcomes and what they hear, never change or delete them.
+    /// - `auditors`: read everything, change nothing.
+    /// Roles are granted to directly, so the owner needs no right to create or administer roles (a
+    /// database owner has none by default); every role must exist, else `LineError.missingRoles` names
+    /// them. Only the schema's owner (or a superuser) can grant: another role gets `LineError.notOwner`
+    /// (PostgreSQL would only warn and grant nothing).
+    public static func grant(_ connection: PostgresConnection, stations: [String] = [stationGroup], auditors: [String] = [auditorGroup],
+                             timeout: Duration = .seconds(60)) async throws {
+        let roles = Array(Set(stations + auditors)).sorted()
+        let results = try await connection.pipeline([
+            PostgresStatement("SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])", [.textArray(roles)]),
+            PostgresStatement("""
+                SELECT pg_get_userbyid(n.nspowner) AS owner, current_user AS me,
+                       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser
+                FROM pg_namespace AS n WHERE n.nspname = 'provision'
+                """),
+        ], timeout: timeout, label: "check the line roles")
+        let present = Set(try results[0].map { try $0.decode("rolname", as: String.self) })
+        guard let owner = results[1].first else { throw LineError.noSchema }
+        let schemaOwner: String = try owner.decode("owner")
+        let me: String = try owner.decode("me")
+        let superuser = try owner.decodeIfPresent("superuser", as: Bool.self) ?? false
+        guard schemaOwner == me || superuser else {
+            throw LineError.notOwner(owner: schemaOwner, role: me)
+        }
+        let missing = roles.filter { !present.contains($0) }
+        guard missing.isEmpty else { throw LineError.missingRoles(missing) }
+        let settings = PostgresStatement("SELECT set_config('provision.grant_stations', $1, true), set_config('provision.grant_auditors', $2, true)",
+                                         [.text(try Self.jsonArray(stations)), .text(try Self.jsonArray(auditors))])
+        _ = try await connection.transaction(label: "grant the line's privileges", timeout: timeout) { tx in
+            try await tx.pipeline([
+                settings,
+                grantStatement,
+            ], label: "grant the line's privileges")
+        }
     }
 
-    static let roleStatements: [PostgresStatement] = [
-        PostgresStatement("""
-            DO $$ BEGIN
-                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_station') THEN CREATE ROLE provision_station NOLOGIN; END IF;
-                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_auditor') THEN CREATE ROLE provision_auditor NOLOGIN; END IF;
-            END $$
-            """),
-        PostgresStatement("GRANT USAGE ON SCHEMA provision TO provision_station, provision_auditor"),
-        PostgresStatement("GRANT SELECT ON ALL TABLES IN SCHEMA provision TO provision_station, provision_auditor"),
-        PostgresStatement("GRANT INSERT, UPDATE ON provision.runs, provision.stations, provision.devices TO provision_station"),
-        PostgresStatement("GRANT INSERT ON provision.intents, provision.outcomes TO provision_station"),
-    ]
+    /// Grants the privileges to the roles named (as JSON arrays) in two settings of the transaction:
+    /// role names are identifiers, quoted by `format('%I')`, never spliced into the statement's text.
+    static let grantStatement = PostgresStatement("""
+        DO $$
+        DECLARE r text;
+        BEGIN
+            FOR r IN SELECT jsonb_array_elements_text(current_setting('provision.grant_stations')::jsonb) LOOP
+                EXECUTE format('GRANT USAGE ON SCHEMA provision TO %I', r);
+                EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA provision TO %I', r);
+                EXECUTE format('GRANT INSERT, UPDATE ON provision.runs, provision.stations, provision.devices TO %I', r);
+                EXECUTE format('GRANT INSERT ON provision.intents, provision.outcomes, provision.heard TO %I', r);
+            END LOOP;
+            FOR r IN SELECT jsonb_array_elements_text(current_setting('provision.grant_auditors')::jsonb) LOOP
+                EXECUTE format('GRANT USAGE ON SCHEMA provision TO %I', r);
+                EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA provision TO %I', r);
+            END LOOP;
+        END $$
+        """)
+
+    private static func jsonArray(_ names: [String]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: names), as: UTF8.self)
+    }
 
     // MARK: History
+
+    /// Migrations that add a table: after one, the owner grants again (`provision line grant`).
+    public static let addsTables: Set<Int> = [1, 4]
 
     static let migrations: [Migration] = [
         Migration(version: 1, name: "runs, stations, devices, intents, outcomes", statements: [
@@ -263,6 +312,21 @@ public enum LineSchema {
             // keep their bonds), known once the adapters are open: `line status` names it.
             PostgresStatement("ALTER TABLE provision.stations ADD COLUMN identities text[] NOT NULL DEFAULT '{}'"),
             PostgresStatement("COMMENT ON COLUMN provision.stations.identities IS 'Per adapter (in the order of adapters): the address the station connects from there, empty when none is kept (the simulator)'"),
+        ]),
+        Migration(version: 5, name: "devices heard by each station", statements: [
+            // Which station heard which device first, so `provision line status` can name the pending
+            // devices nobody hears. No foreign key: a key check would lock the device row that claims
+            // take with SKIP LOCKED. One row per station and device, written once.
+            PostgresStatement("""
+                CREATE TABLE provision.heard (
+                    run_id     text NOT NULL,
+                    device_id  text NOT NULL,
+                    station_id text NOT NULL,
+                    heard_at   timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, device_id, station_id)
+                )
+                """),
+            PostgresStatement("COMMENT ON TABLE provision.heard IS 'Devices each station heard (first time), for line status: the pending devices nobody hears'"),
         ]),
     ]
 }

@@ -34,6 +34,10 @@ public actor LineStation {
     private let waiters = WaiterQueue<Void, Result<LineWriteResult, any Error>>()
     /// The devices this station holds, by id.
     public private(set) var held: [String: LineClaim] = [:]
+    /// Devices this station has told the line it hears (`provision.heard`), and whether it still tells
+    /// (a database of an older schema, or a role without the privilege, is not told again).
+    private var reportedHeard = Set<String>()
+    private var reportsHeard = true
     /// Group-commit batches written, and the intents and outcomes they carried.
     public private(set) var batchesWritten = 0
     public private(set) var entriesWritten = 0
@@ -104,11 +108,30 @@ public actor LineStation {
         if let devices {
             let wanted = devices.filter { held[$0] == nil && !excluding.contains($0) }
             claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
+            await reportHeard(devices)
         } else {
             claimed = try await claims().claimAny(limit: limit, lease: lease, excluding: excluding.sorted())
         }
         for c in claimed { held[c.device] = c }
         return claimed
+    }
+
+    /// Tells the line which devices this station hears for the first time (for `line status`: the
+    /// pending devices nobody hears). Best effort and after the claim: a failure here never fails a
+    /// claim; devices not recorded are told again with the next claim, unless the line cannot take them
+    /// at all (an older schema, a role without the privilege).
+    private func reportHeard(_ devices: [String]) async {
+        guard reportsHeard else { return }
+        let new = devices.filter { !reportedHeard.contains($0) }
+        guard !new.isEmpty else { return }
+        do {
+            try await claims().recordHeard(new)
+            reportedHeard.formUnion(new)
+        } catch let error as PostgresError where error.sqlState == SQLState.insufficientPrivilege || error.sqlState == SQLState.undefinedTable {
+            reportsHeard = false
+        } catch {
+            // The line is away: told again next time.
+        }
     }
 
     /// How many devices of the run (or of `devices`) are pending and claimed now.

@@ -189,6 +189,12 @@ public enum LineError: Error, Sendable, Equatable, CustomStringConvertible {
     case schemaTooNew(database: Int, tool: Int)
     /// The schema needs migrating and this role may not do it.
     case cannotMigrate(database: Int?, tool: Int, cause: PostgresError)
+    /// The database holds no line schema (`provision line init` creates it).
+    case noSchema
+    /// Privileges can be granted only by the schema's owner.
+    case notOwner(owner: String, role: String)
+    /// Roles to grant to that do not exist (an administrator creates them).
+    case missingRoles([String])
     /// The run exists with another workflow or inventory.
     case runMismatch(run: String, what: String, line: String, local: String)
     /// The station does not hold the device.
@@ -202,7 +208,17 @@ public enum LineError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the line database's schema is at version \(database), newer than this tool's \(tool); upgrade provision on this station"
         case .cannotMigrate(let database, let tool, let cause):
             let from = database.map { "at version \($0)" } ?? "not created yet"
-            return "the line database's schema is \(from) and this tool needs version \(tool), but this role may not change it (\(cause.message)); run the first station once as the line's owner role (docs/line.md)"
+            return "the line database's schema is \(from) and this tool needs version \(tool), but this role may not change it (\(cause.message)); "
+                + (database == nil ? "create it with `provision line init`" : "bring it up to date with `provision line migrate`")
+                + " as the database's owner (docs/line.md)"
+        case .noSchema:
+            return "the database holds no line yet; create it with `provision line init` as the database's owner (docs/line.md)"
+        case .notOwner(let owner, let role):
+            return "only the line's owner can grant its privileges: the schema `provision` belongs to \(owner), and this is \(role)"
+        case .missingRoles(let roles):
+            let groups = [LineSchema.stationGroup, LineSchema.auditorGroup]
+            let create = roles.map { "CREATE ROLE \($0) \(groups.contains($0) ? "NOLOGIN" : "LOGIN PASSWORD '…'")" }
+            return "no role \(roles.map { "`\($0)`" }.joined(separator: ", ")) in this cluster; an administrator creates \(roles.count == 1 ? "it" : "them") first (\(create.joined(separator: "; ")); docs/line.md)"
         case .runMismatch(let run, let what, let line, let local):
             return "run \(run) on the line was started with \(what) sha256 \(line.prefix(12))…, but this station has sha256 \(local.prefix(12))…; every station of a run needs the same workflow and inventory"
         case .leaseLost(let loss):

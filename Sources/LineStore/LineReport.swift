@@ -65,12 +65,27 @@ public enum LineReport {
                            toolVersion: row.run.toolVersion, options: row.run.options, started: WallTime(row.started),
                            finished: finished.map(WallTime.init), journal: "line \(connectionString) run \(row.run.id)",
                            stopped: row.stopReason.map { StopInfo(reason: StopReason(rawValue: $0), message: row.stopMessage ?? $0, at: WallTime(finished ?? row.started)) },
-                           captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) })
+                           captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) },
+                           meta: Self.meta(row.run.options))
         return RunReport(run: info, summary: Summary.compute(devices, wall: .milliseconds(Int64(wall * 1000))), devices: devices)
+    }
+
+    /// The run's metadata, as the station that created the run recorded it among its options (`meta.KEY`).
+    static func meta(_ options: [String: String]) -> [String: String] {
+        var meta: [String: String] = [:]
+        for (key, value) in options where key.hasPrefix("meta.") { meta[String(key.dropFirst(5))] = value }
+        return meta
     }
 
     /// One device of the merged report (see the type's rules).
     static func record(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
+        var r = try unstamped(e, stations: stations)
+        // The station that worked it (a record of an older station does not say).
+        if r.station == nil, let id = e.station { r.station = stations[id] ?? id }
+        return r
+    }
+
+    private static func unstamped(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
         var recorded: DeviceRecord?
         if let json = e.record {
             do {

@@ -56,13 +56,14 @@ enum AdapterFactory {
     /// host's log (what it learned of the controller, fallbacks, connections) goes to stderr, as with
     /// `PROVISION_HCI_LOG`. `packetTap` sees every H4 packet of an HCI adapter (`--trace`).
     /// `hears`: the simulator's devices in this station's range (`--sim-hears`; nil: all of the inventory).
+    /// `workflowPath`: the workflow run, for the hint when the inventory names no device model.
     static func open(_ choice: AdapterChoice, inventory: Inventory, seed: UInt64, latencyScale: Double,
                      statePath: String?, slots: Int? = nil, bonds: BondStore? = nil, verbose: Bool = false,
-                     packetTap: HCIPacketTap? = nil, hears: [InventoryDevice]? = nil) async throws -> any Central {
+                     packetTap: HCIPacketTap? = nil, hears: [InventoryDevice]? = nil, workflowPath: String? = nil) async throws -> any Central {
         switch choice {
         case .simulator:
             return try simulator(inventory: inventory, seed: seed, latencyScale: latencyScale, statePath: statePath, bonds: bonds,
-                                 hears: hears)
+                                 hears: hears, workflowPath: workflowPath)
         case .hci(let spec, let configuration):
             var options = HCIAdapter.Options(connectionSlots: slots ?? defaultHCISlots)
             options.packetTap = packetTap
@@ -102,13 +103,46 @@ enum AdapterFactory {
             + " are connected at a time. If a controller holds more, say so with --slots N or slots=N in its spec"
     }
 
+    /// What to do when the inventory names no device model: `--sim-model` (the only way for a CSV
+    /// inventory) or the inventory's `simulator:` key, naming the model that goes with the workflow —
+    /// the one of its name in the `models/` beside the inventory (or the workflow), else those there.
+    static func missingModel(inventory: String, workflowPath: String?) -> String {
+        let fm = FileManager.default
+        let inventoryDir = (inventory as NSString).deletingLastPathComponent
+        // Where to look, and how to name a model there: from the current directory (`--sim-model`) and
+        // from the inventory (its `simulator:` key).
+        var dirs = [(path: inventoryDir.isEmpty ? "models" : inventoryDir + "/models", fromInventory: "models")]
+        if let w = workflowPath {
+            let beside = ((w as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent + "/inventory/models"
+            dirs.append((beside, beside))
+        }
+        let stem = workflowPath.map { (($0 as NSString).lastPathComponent as NSString).deletingPathExtension }
+        var suggestion: (cli: String, key: String)?
+        var found: [(cli: String, key: String)] = []
+        for dir in dirs {
+            let models = ((try? fm.contentsOfDirectory(atPath: dir.path)) ?? []).filter { $0.hasSuffix(".yaml") }.sorted()
+            if let stem, let own = models.first(where: { ($0 as NSString).deletingPathExtension == stem }) {
+                suggestion = (dir.path + "/" + own, dir.fromInventory + "/" + own)
+                break
+            }
+            if found.isEmpty { found = models.map { (dir.path + "/" + $0, dir.fromInventory + "/" + $0) } }
+        }
+        let model = suggestion ?? (found.count == 1 ? found[0] : ("MODEL.yaml", "MODEL.yaml"))
+        let csv = inventory.lowercased().hasSuffix(".csv")
+        var message = "`--adapter sim` needs a device model for \(inventory): give `--sim-model \(model.cli)`"
+            + (csv ? " (a CSV inventory cannot name one)" : ", or add `simulator: { model: \(model.key) }` to the inventory")
+        if suggestion == nil, found.count > 1 { message += "; models found: " + found.map(\.cli).joined(separator: ", ") }
+        return message
+    }
+
     /// The simulated fleet: every device of the inventory (not only the selected ones, as on a real line),
     /// or those in this station's range (`hears`),
     /// each with the model its `simulator:` entry names or the inventory's default model.
     static func simulator(inventory: Inventory, seed: UInt64, latencyScale: Double, statePath: String?,
-                          connectionInterval: Duration? = nil, bonds: BondStore? = nil, hears: [InventoryDevice]? = nil) throws -> SimulatedCentral {
+                          connectionInterval: Duration? = nil, bonds: BondStore? = nil, hears: [InventoryDevice]? = nil,
+                          workflowPath: String? = nil) throws -> SimulatedCentral {
         guard let modelPath = inventory.simulatorModel else {
-            throw InputError(message: "`--adapter sim` needs a device model: add `simulator: { model: models/sensor-v2.yaml }` to \(inventory.path)")
+            throw InputError(message: missingModel(inventory: inventory.path, workflowPath: workflowPath))
         }
         let defaultModel: DeviceModel
         do { defaultModel = try DeviceModel.load(path: modelPath) } catch { throw InputError(message: "\(error)") }

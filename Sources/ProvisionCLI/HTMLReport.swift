@@ -104,6 +104,7 @@ struct HTMLReport {
         x += "\(Self.h(r.started.iso)) → \(Self.h(r.finished?.iso ?? "?")) · adapters \(Self.h(r.adapters.map(\.id).joined(separator: ", "))) · "
         x += "workflow \(Self.h(r.workflow.path)) <code>\(Self.h(String(r.workflow.sha256.prefix(12))))…</code> · "
         x += "inventory \(Self.h(r.inventory.path)) · provision \(Self.h(r.toolVersion))</p>\n"
+        if let meta = r.metaText { x += "<p class=\"meta\" data-figure=\"run-meta\">\(Self.h(meta))</p>\n" }
         if let stop = r.stopped { x += "<p class=\"warn\">stopped: \(Self.h(stop.message))</p>\n" }
         if let selection {
             x += "<p class=\"warn\" data-figure=\"selection\">showing the \(devices.count) of \(report.devices.count) device(s) where <code>\(Self.h(selection))</code></p>\n"
@@ -450,7 +451,7 @@ struct HTMLReport {
             x += "<td>\(Self.h(d.error?.step ?? ""))</td><td>\(Self.h(d.error?.message ?? d.skipReason ?? ""))</td>"
             x += "<td>\(Self.h(d.adapter ?? ""))</td><td class=\"num\">\(d.rssi.map(String.init) ?? "")</td>"
             x += "<td class=\"num\">\(d.durationMs.map(Self.ms) ?? "")</td><td class=\"num\">\(d.attempts)</td>"
-            for k in keys { x += "<td>\(Self.h(d.captured[k]?.text ?? ""))</td>" }
+            for k in keys { x += "<td>\(Self.h(d.captured[k].map { report.run.shown(captured: k, $0) } ?? ""))</td>" }
             x += "</tr>\n"
         }
         x += "</tbody>\n</table>\n</section>\n"

@@ -10,8 +10,10 @@ import YAML
 /// characteristic the workflow uses, checked against the model of each selected device (it must exist
 /// and allow what the step does). So `provision validate` finds before a run what the run would meet.
 enum ModelCheck {
+    /// Runs on what could be read of an invalid workflow or inventory too, so that its problems are
+    /// reported in the same pass as theirs.
     static func diagnostics(_ result: ValidationResult) -> [Diagnostic] {
-        guard let inventory = result.inventory, let modelPath = inventory.simulatorModel else { return [] }
+        guard let inventory = result.inventory ?? result.partialInventory, let modelPath = inventory.simulatorModel else { return [] }
         let defaultModel: DeviceModel
         do {
             defaultModel = try DeviceModel.load(path: modelPath)
@@ -53,18 +55,20 @@ enum ModelCheck {
                                           ?? "models there: \(models.keys.sorted().joined(separator: ", "))"))
             }
         }
-        guard out.isEmpty else { return out }
-        // The overrides, as the simulator reads them.
-        let specs = inventory.devices.map {
-            SimulatedDeviceSpec(id: $0.id, name: $0.name, address: $0.address, variables: $0.vars, overrides: $0.simulator)
+        // The overrides, as the simulator reads them (once every device's model is known: the fleet
+        // would refuse a missing one again).
+        if out.isEmpty {
+            let specs = inventory.devices.map {
+                SimulatedDeviceSpec(id: $0.id, name: $0.name, address: $0.address, variables: $0.vars, overrides: $0.simulator)
+            }
+            do {
+                _ = try SimulatedCentral(models: models, devices: specs, defaultModel: defaultModel.name, inventoryFile: inventory.path,
+                                         options: SimulatorOptions(latencyScale: 0))
+            } catch {
+                out.append(diagnostic(error))
+            }
         }
-        do {
-            _ = try SimulatedCentral(models: models, devices: specs, defaultModel: defaultModel.name, inventoryFile: inventory.path,
-                                     options: SimulatorOptions(latencyScale: 0))
-        } catch {
-            out.append(diagnostic(error))
-        }
-        if let workflow = result.workflow {
+        if let workflow = result.workflow ?? result.partialWorkflow {
             var checked = Set<String>()
             for device in result.selectedDevices {
                 guard let name = modelOf[device.id], checked.insert(name).inserted, let model = models[name] else { continue }

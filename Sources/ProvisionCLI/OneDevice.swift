@@ -23,6 +23,8 @@ struct OneDevice {
         SharedOptions.json,
         SharedOptions.trace.help("protocol trace: btsnoop for HCI (Wireshark), ATT PDUs for sim").spec,
         force,
+        OptionSpec("sim-state", kind: .value("PATH"), role: .output,
+                   help: "simulator: the virtual devices' state, as `provision run --sim-state` keeps it (read, and written back)"),
     ]
     static let force = SharedOptions.force(replacing: "--trace file")
     static let timeout = SharedOptions.timeout("deadline for finding, connecting and the operation (default 10s)", examples: "10s, 500ms",
@@ -120,10 +122,14 @@ struct OneDevice {
         let traces = TraceOutputs(warn: { out.err(escaping: $0) })
 
         // The adapter.
+        let statePath = arguments.value("sim-state").map { $0.hasPrefix("/") ? $0 : context.currentDirectory + "/" + $0 }
+        if statePath != nil && spec != "sim" {
+            throw Failure(message: "`--sim-state` goes with `--adapter sim`", code: ExitCode.invalidInput, isUsage: true)
+        }
         var central: any Central
         do {
             if spec == "sim", let inventory {
-                let sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: nil)
+                let sim = try AdapterFactory.simulator(inventory: inventory, seed: 1, latencyScale: 1, statePath: statePath)
                 central = sim
                 if let tracePath {
                     let names = Dictionary(inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } }, uniquingKeysWith: { a, _ in a })

@@ -13,6 +13,7 @@ public enum ProvisionCLI {
         ScanCommand(),
         ReportCommand(),
         LineCommand(),
+        ReviewCommand(),
         GATTCommand(),
         ReadCommand(),
         WriteCommand(),

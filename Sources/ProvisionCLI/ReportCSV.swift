@@ -5,7 +5,8 @@ import Workflow
 /// `provision report --csv`: RFC 4180 CSV, one row per device, for a spreadsheet or an MES import.
 ///
 /// Columns: `id, address, name, outcome, error_kind, error_step, error_message, adapter, rssi,
-/// duration_ms, attempts, run_id, started` (the device's start, ISO 8601 UTC), then one column per
+/// duration_ms, attempts, run_id, started` (the device's start, ISO 8601 UTC), `station`, then
+/// `security_level, security_method, security_bond` when a device has security, then one column per
 /// captured value (typed values as their JSON shows them: `87`, `2.4.1`, hex for bytes).
 ///
 /// A cell a spreadsheet would take for a formula (it begins with `=`, `+`, `-`, `@`, a tab or a
@@ -15,13 +16,16 @@ enum ReportCSV {
     /// The rows, handed to `emit` a few hundred at a time (a large report is never one string).
     static func devices(_ devices: [DeviceRecord], run: RunInfo, emit: (String) -> Void) {
         let keys = Set(devices.flatMap { $0.captured.keys }).sorted()
+        let secured = devices.contains { $0.security != nil }
         var text = row(["id", "address", "name", "outcome", "error_kind", "error_step", "error_message", "adapter", "rssi", "duration_ms",
-                        "attempts", "run_id", "started"] + keys) + "\r\n"
+                        "attempts", "run_id", "started", "station"]
+                       + (secured ? ["security_level", "security_method", "security_bond"] : []) + keys) + "\r\n"
         for (i, d) in devices.enumerated() {
             var cells = [d.id, d.address ?? "", d.name ?? "", d.outcome.rawValue, d.error?.kind.rawValue ?? "", d.error?.step ?? "",
                          d.error?.message ?? d.skipReason ?? "", d.adapter ?? "", d.rssi.map(String.init) ?? "",
-                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started?.iso ?? ""]
-            cells += keys.map { d.captured[$0]?.text ?? "" }
+                         d.durationMs.map { String(format: "%.1f", $0) } ?? "", String(d.attempts), run.id, d.started?.iso ?? "", d.station ?? ""]
+            if secured { cells += [d.security?.level.name ?? "", d.security?.method?.rawValue ?? "", d.security?.bond.rawValue ?? ""] }
+            cells += keys.map { key in d.captured[key].map { run.shown(captured: key, $0) } ?? "" }
             text += row(cells) + "\r\n"
             if i % 512 == 511 {
                 emit(text)

@@ -169,6 +169,7 @@ public struct ReportCommand: Command {
         }
 
         if let comparison {
+            if let warning = comparison.warning { out.err(escaping: "warning: \(warning)") }
             if arguments.flag("json") {
                 out.out(comparison.json)
             } else if arguments.flag("csv") {
@@ -282,6 +283,7 @@ public struct ReportCommand: Command {
         out.out(escaping: "  inventory \(r.inventory.path)  sha256 \(r.inventory.sha256.prefix(12))…")
         out.out(escaping: "  adapters  \(r.adapters.map { $0.id + ($0.failure.map { " (failed: \($0))" } ?? "") }.joined(separator: ", "))")
         out.out(escaping: "  station \(r.station), \(r.started) → \(r.finished?.iso ?? "?"), provision \(r.toolVersion)")
+        if let meta = r.metaText { out.out(escaping: "  meta      \(meta)") }
         if let stop = r.stopped { out.out(escaping: "  stopped: \(stop.message)") }
         RunCommand.printSummary(report, output: out)
         let failedMeasurements = report.devices.reduce(0) { $0 + ($1.measurements ?? []).filter { !$0.result.passed }.count }

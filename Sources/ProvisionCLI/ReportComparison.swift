@@ -29,6 +29,16 @@ struct ReportComparison: Sendable {
     var newer: RunInfo
     var workflowChanged: Bool
     var entries: [Entry]
+
+    /// What a reader must know before reading the changes (printed as a warning, whatever the format):
+    /// the runs come from different workflows, or from two versions of one.
+    var warning: String? {
+        if let before = older.workflow.name, let after = newer.workflow.name, before != after {
+            return "the reports come from different workflows: \(older.id) ran `\(before)` (\(older.workflow.path)), \(newer.id) ran `\(after)` (\(newer.workflow.path)); a field of one may not mean the same in the other"
+        }
+        guard workflowChanged else { return nil }
+        return "the workflow changed between the runs: \(older.workflow.path) \(older.workflow.sha256.prefix(12))… → \(newer.workflow.path) \(newer.workflow.sha256.prefix(12))…"
+    }
     /// Devices in either run.
     var total: Int
     /// Counts by outcome, before and after.
@@ -96,6 +106,12 @@ struct ReportComparison: Sendable {
 
     private static func shown(_ v: JSONScalar) -> String { v == .null ? "-" : v.text }
 
+    /// A changed value as a person reads it: a captured checksum in hex.
+    private func shown(_ field: String, _ v: JSONScalar) -> String {
+        guard v != .null, field.hasPrefix("captured.") else { return Self.shown(v) }
+        return newer.shown(captured: String(field.dropFirst("captured.".count)), v)
+    }
+
     /// One line per device that differs, then the counts by outcome and a count of the differences
     /// (printed escaped by the caller).
     var text: [String] {
@@ -107,7 +123,7 @@ struct ReportComparison: Sendable {
             if let only = e.onlyIn {
                 lines.append("\(e.id): only in \(only == "newer" ? newer.id : older.id) (\(e.outcome ?? "-"))")
             } else {
-                lines.append("\(e.id): " + e.changes.map { "\(Self.shortName($0.field)) \(Self.shown($0.before)) → \(Self.shown($0.after))" }.joined(separator: "; "))
+                lines.append("\(e.id): " + e.changes.map { "\(Self.shortName($0.field)) \(shown($0.field, $0.before)) → \(shown($0.field, $0.after))" }.joined(separator: "; "))
             }
         }
         var byField: [String: Int] = [:]

@@ -7,7 +7,9 @@ import Workflow
 ///
 /// | field | type |
 /// |---|---|
-/// | `id`, `name`, `address`, `adapter`, `started` | text |
+/// | `id`, `name`, `address`, `adapter`, `station`, `started` | text |
+/// | `security.level` | one of none, encrypted, authenticated; `security.method` one of just_works, passkey_entry, oob, numeric_comparison; `security.bond` one of made, used, none |
+/// | `security.key_size` | uint; `security.secure_connections`, `security.bond_lost` boolean |
 /// | `outcome` | one of succeeded, failed, skipped, interrupted |
 /// | `error.kind` (also `error`) | one of the error kinds; `error.step`, `error.message` text |
 /// | `rssi` | int; `attempts`, `att_round_trips` uint; `duration_ms` real |
@@ -47,6 +49,12 @@ struct ReportFields {
         ("started", FieldType(.text)), ("att_round_trips", FieldType(.integer(signed: false))),
         ("resumed", FieldType(.boolean)), ("carried_over", FieldType(.boolean)),
         ("measurements_failed", FieldType(.integer(signed: false))),
+        ("station", FieldType(.text)),
+        ("security.level", .enumeration(["none", "encrypted", "authenticated"])),
+        ("security.method", .enumeration(["just_works", "passkey_entry", "oob", "numeric_comparison"])),
+        ("security.bond", .enumeration(["made", "used", "none"])),
+        ("security.key_size", FieldType(.integer(signed: false))), ("security.secure_connections", FieldType(.boolean)),
+        ("security.bond_lost", FieldType(.boolean)),
     ]
 
     /// The fields of a report held in memory.
@@ -114,6 +122,15 @@ struct ReportFields {
             v["error.message"] = .text(e.message)
         }
         v["adapter"] = d.adapter.map { .text($0) }
+        v["station"] = d.station.map { .text($0) }
+        if let sec = d.security {
+            v["security.level"] = .text(sec.level.name)
+            v["security.method"] = sec.method.map { .text($0.rawValue) }
+            v["security.bond"] = .text(sec.bond.rawValue)
+            v["security.key_size"] = sec.keySize.map { .integer(Int64(max(0, $0)), signed: false) }
+            v["security.secure_connections"] = sec.secureConnections.map { .boolean($0) }
+            v["security.bond_lost"] = .boolean(sec.bondLost == true)
+        }
         v["rssi"] = d.rssi.map { .integer(Int64($0), signed: true) }
         v["attempts"] = .integer(Int64(max(0, d.attempts)), signed: false)
         v["duration_ms"] = d.durationMs.map { .real($0) }

@@ -52,6 +52,7 @@ public struct RunCommand: Command {
         // Validate everything before anything touches a radio.
         var result = Validator.validate(workflowPath: options.workflow, inventoryPath: options.inventory, limit: options.limit,
                                         currentDirectory: context.currentDirectory, secretsPath: options.secrets)
+        if let model = options.simModel { result.inventory?.simulatorModel = ValueSpec.resolve(path: model, baseDirectory: context.currentDirectory) }
         result.diagnostics += ModelCheck.diagnostics(result)
         for d in result.diagnostics { out.err(ValidateCommand.render(d, output: out)) }
         guard result.isValid, let workflow = result.workflow, let inventory = result.inventory else {
@@ -97,7 +98,7 @@ public struct RunCommand: Command {
             if !paths.traces.isEmpty { out.err(escaping: TraceOutputs.secretsNote(paths.traces)) }
             // Without --slots, say when the radios hold fewer links than the concurrency asked for.
             if options.concurrency != nil, let note = AdapterFactory.concurrencyNote(concurrency: concurrency, slots: options.slots, adapters: station.adapters) { out.err(note) }
-            let engine = options.engineOptions(paths: paths, concurrency: concurrency, lineRun: lineRun)
+            let engine = options.engineOptions(paths: paths, concurrency: concurrency, lineRun: lineRun, inventoryMeta: inventory.meta)
             guard let store = station.opened else { throw Station.Failure(code: ExitCode.environment) }
             do {
                 return try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: station.adapters, store: store,

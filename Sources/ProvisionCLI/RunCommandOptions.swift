@@ -45,6 +45,16 @@ struct RunCommandOptions: Sendable {
     var simLatency: Double = 1
     var simHears: String?
     var retryFailed = false
+    /// `--recheck`: devices in review to ask again (with `--resume`).
+    var recheck: Set<String> = []
+    /// `--max-consecutive-failures`.
+    var maxConsecutiveFailures: Int?
+    /// `--meta KEY=VALUE`, over the inventory's `meta:`.
+    var meta: [String: String] = [:]
+    /// `--sim-model`: the device model, over the inventory's.
+    var simModel: String?
+    /// `--on-device CMD` and `--on-device-timeout`: a command per finished device.
+    var onDevice: OnDeviceHook.Settings?
     var force = false
     var dryRun = false
     var quiet = false
@@ -122,6 +132,12 @@ struct RunCommandOptions: Sendable {
         if o.retryFailed && o.resume == nil {
             throw UsageError("`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
         }
+        if let ids = a.text(recheck) {
+            guard o.resume != nil else { throw UsageError("`--recheck` needs `--resume JOURNAL` (it asks again the devices a run left in review)") }
+            o.recheck = Set(ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
+        o.maxConsecutiveFailures = try a.value(maxConsecutiveFailures)
+        for (key, value) in try a.values(meta) { o.meta[key] = value }
         o.journal = a.text(journal)
         o.fsync = !a.flag(noFsync)
         // The line: its options mean nothing without it, and a line station has no journal to resume.
@@ -147,6 +163,13 @@ struct RunCommandOptions: Sendable {
         }
         o.limit = a.text(SharedOptions.limit)
         o.simHears = a.text(simHears)
+        o.simModel = a.text(simModel)
+        if let command = a.text(onDevice) {
+            o.onDevice = OnDeviceHook.Settings(command: command, timeout: try a.value(onDeviceTimeout) ?? .seconds(10))
+        } else if a.has(onDeviceTimeout.spec) {
+            throw UsageError("`--on-device-timeout` goes with `--on-device CMD`")
+        }
+        if o.simModel != nil, !o.adapters.contains(.simulator) { throw UsageError("`--sim-model` goes with `--adapter sim`") }
         o.force = a.flag(force)
         o.dryRun = a.flag(dryRun)
         o.quiet = a.flag(quiet)
@@ -177,10 +200,13 @@ struct RunCommandOptions: Sendable {
     }
 
     /// The options as the report shows them (`run.options`).
-    func reported(concurrency: Int, lineRun: String?) -> [String: String] {
+    /// `inventoryMeta`: the inventory's `meta:`, kept as `meta.KEY` with `--meta` over it.
+    func reported(concurrency: Int, lineRun: String?, inventoryMeta: [String: String] = [:]) -> [String: String] {
         var r: [String: String] = ["concurrency": "\(concurrency)", "seed": "\(seed)", "adapters": adapters.map(\.spec).joined(separator: ",")]
         if let limit { r["limit"] = limit }
         if let maxFailures { r["max_failures"] = maxFailures.text }
+        if let maxConsecutiveFailures { r["max_consecutive_failures"] = "\(maxConsecutiveFailures)" }
+        for (key, value) in Self.metaOptions(inventoryMeta.merging(meta) { _, given in given }) { r[key] = value }
         if let slots { r["slots"] = "\(slots)" }
         if let bonds { r["bonds"] = bonds }
         if let defaults { r["defaults"] = defaults.path }
@@ -220,7 +246,32 @@ struct RunCommandOptions: Sendable {
                                    + " (never \(kept.joined(separator: ", ")), nor an input)")
     }()
     static let retryFailed = OptionSpec("retry-failed", kind: .flag, help: "with --resume: run devices that failed before again")
-    static let maxFailures = TypedOption(OptionSpec("max-failures", kind: .value("N|P%"), help: "stop the line after N failures or P% failed")) {
+    /// The run's metadata as options (`meta.KEY`): a journal's header and a line's run keep it.
+    static func metaOptions(_ meta: [String: String]) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: meta.map { ("meta.\($0.key)", $0.value) })
+    }
+    static let recheck = TypedOption<String>(OptionSpec("recheck", kind: .value("IDS"),
+                                                        help: "with --resume: ask these devices in review again (their step's confirm read; comma list)"))
+    static let maxConsecutiveFailures = NumberOption.make("max-consecutive-failures", help: "stop the line after N devices in a row failed (any kind)",
+                                                          in: 1...Int.max, wording: "a whole number above 0")
+    static let meta = TypedOption(OptionSpec("meta", kind: .repeated("KEY=VALUE"),
+                                             help: "run metadata shown in every report (operator=ana, lot=L-42; over the inventory's meta:)")) {
+        text throws(UsageError) -> (String, String) in
+        let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, let key = parts.first, !key.isEmpty,
+              key.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == "." }) else {
+            throw UsageError("`--meta` is KEY=VALUE with a KEY of letters, digits, `_`, `-` or `.` (operator=ana), not `\(text)`")
+        }
+        return (String(key), String(parts[1]))
+    }
+    static let onDevice = TypedOption<String>(OptionSpec("on-device", kind: .value("CMD"),
+                                                         help: "run CMD (sh -c) for each finished device, its record as JSON on stdin; a failure is recorded, never stops the run"))
+    static let onDeviceTimeout = DurationOption.make("on-device-timeout", help: "stop an --on-device command after this long (default 10s)",
+                                                     examples: "10s, 1m")
+    static let simModel = TypedOption<String>(OptionSpec("sim-model", kind: .value("PATH"), role: .input,
+                                                         help: "simulator: the device model (a CSV inventory cannot name one; wins over the inventory's)"))
+    static let maxFailures = TypedOption(OptionSpec("max-failures", kind: .value("N|P%"),
+                                                    help: "stop the line after N (or P% of finished) devices failed for the fixture (timeout, not found, connection, adapter; not product rejects)")) {
         text throws(UsageError) -> MaxFailures in
         guard let t = FailureThreshold(text) else { throw UsageError("`--max-failures` must be a count (5) or a percentage (10%), not `\(text)`") }
         return MaxFailures(text: text, threshold: t)
@@ -263,8 +314,8 @@ struct RunCommandOptions: Sendable {
     /// Every option of `provision run`, in `--help` order.
     static let specs: [OptionSpec] = [
         SharedOptions.inventory.required.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
-        force, retryFailed, SharedOptions.limit.spec, maxFailures.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
-        junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, noFsync,
+        force, retryFailed, recheck.spec, SharedOptions.limit.spec, maxFailures.spec, maxConsecutiveFailures.spec, meta.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
+        junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, simModel.spec, onDevice.spec, onDeviceTimeout.spec, noFsync,
         SharedOptions.line,
     ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec, SharedOptions.secrets.spec,
                               OptionSpec("json", kind: .flag, help: "print how the run ended (report, journal, summary, resume command) as one JSON object")]
@@ -272,17 +323,22 @@ struct RunCommandOptions: Sendable {
 
 extension RunCommandOptions {
     /// The engine's options for this run (its record is the store the station opened).
-    func engineOptions(paths: RunPaths, concurrency: Int, lineRun: String?) -> RunOptions {
+    func engineOptions(paths: RunPaths, concurrency: Int, lineRun: String?, inventoryMeta: [String: String] = [:]) -> RunOptions {
         var e = RunOptions(reportPath: paths.absolute(paths.report))
         e.concurrency = concurrency
         e.slotsPerAdapter = slots
         e.junitPath = junit.map(paths.absolute)
         e.retryFailed = retryFailed
         e.maxFailures = maxFailures?.threshold
+        e.maxConsecutiveFailures = maxConsecutiveFailures
+        e.recheck = recheck
+        e.meta = meta
+        // The station's name on the run and on every record (on a line, `--station`).
+        if let name = line?.station { e.station = name }
         e.seed = seed
         e.stopGrace = stopGrace
         e.toolVersion = ProvisionCLI.version
-        e.reportOptions = reported(concurrency: concurrency, lineRun: lineRun)
+        e.reportOptions = reported(concurrency: concurrency, lineRun: lineRun, inventoryMeta: inventoryMeta)
         return e
     }
 }
@@ -294,7 +350,9 @@ extension Station.Setup {
         let store: Station.Store
         if let line = o.line, let lineRun {
             let run = LineRun(id: lineRun, workflow: LineFile(name: workflow.name, path: workflow.path, sha256: workflow.sha256),
-                              inventory: LineFile(path: inventory.path, sha256: inventory.sha256), options: [:],
+                              inventory: LineFile(path: inventory.path, sha256: inventory.sha256),
+                              // The run's metadata, for the merged report (`meta.KEY`).
+                              options: RunCommandOptions.metaOptions(inventory.meta.merging(o.meta) { _, given in given }),
                               toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name))
             store = .line(line.storeSettings(run: run, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
                                              spoolPath: paths.absolute(paths.spool)))
@@ -308,7 +366,8 @@ extension Station.Setup {
         self.init(events: events, progress: !o.quiet, interactive: interactive, bonds: o.bonds.map(paths.absolute), store: store,
                   adapters: o.adapters.enumerated().map { i, a in (a, paths.traces.isEmpty ? nil : paths.absolute(paths.traces[i])) },
                   inventory: inventory, seed: o.seed, simLatency: o.simLatency, simState: o.simState.map(paths.absolute),
-                  simDump: o.simDump.map(paths.absolute), slots: o.slots, verbose: o.verbose, hears: hears, stopGrace: o.stopGrace)
+                  simDump: o.simDump.map(paths.absolute), slots: o.slots, verbose: o.verbose, hears: hears, stopGrace: o.stopGrace,
+                  workflowPath: paths.absolute(o.workflow), onDevice: o.onDevice)
     }
 }
 

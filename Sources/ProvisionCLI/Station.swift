@@ -45,6 +45,10 @@ final class Station {
         var hears: [InventoryDevice]?
         /// `--stop-grace`, for what a first Ctrl-C promises.
         var stopGrace: Duration
+        /// The workflow, absolute: the simulator's hint names its model when the inventory names none.
+        var workflowPath: String? = nil
+        /// `--on-device`: the command run for each finished device.
+        var onDevice: OnDeviceHook.Settings? = nil
     }
 
     /// The run's record.
@@ -140,6 +144,7 @@ final class Station {
         case nil:
             break
         }
+        if let hook = setup.onDevice { events.add(OnDeviceHook(hook, output: output)) }
         if setup.progress {
             let monitor = self.monitor, controller = self.controller
             events.add(ProgressDisplay(output: output, interactive: setup.interactive, color: output.colorEnabled,
@@ -192,7 +197,7 @@ final class Station {
                 let tap = try tracePath.map { p throws(TraceError) in choice.isSimulator ? nil : try traces.btsnoopTap(path: p) } ?? nil
                 let central = try await AdapterFactory.open(choice, inventory: setup.inventory, seed: setup.seed, latencyScale: setup.simLatency,
                                                             statePath: setup.simState, slots: setup.slots, bonds: bonds,
-                                                            verbose: setup.verbose, packetTap: tap, hears: setup.hears)
+                                                            verbose: setup.verbose, packetTap: tap, hears: setup.hears, workflowPath: setup.workflowPath)
                 adapters.append(central)
                 if let tracePath, let sim = central as? SimulatedCentral {
                     let names = Dictionary(setup.inventory.devices.compactMap { d in sim.address(of: d.id).map { ($0, d.id) } },

@@ -17,6 +17,8 @@ public struct Inventory: Sendable, Equatable {
     public var secrets: Set<String>
     /// `simulator.model`, resolved against the inventory's directory (nil when there is no simulator section).
     public var simulatorModel: String?
+    /// The run's metadata the inventory carries (`meta: { operator: ana, lot: L-42 }`), shown in every report.
+    public var meta: [String: String] = [:]
 
     public init(
         path: String, sha256: String, baseDirectory: String, devices: [InventoryDevice], defaultVars: [String: String] = [:],

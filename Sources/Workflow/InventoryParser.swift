@@ -12,12 +12,30 @@ public struct InventoryParser: Sendable {
 
     public init() {}
 
-    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files"]
+    static let topKeys = ["devices", "defaults", "secrets", "simulator", "files", "meta"]
     static let deviceKeys = ["id", "address", "name", "vars", "simulator"]
 
     /// Parses inventory bytes. `path` names the file in diagnostics and decides the format; relative file
     /// paths in variables resolve against `baseDirectory` (default: the directory of `path`).
     public func parse(bytes: [UInt8], path: String, baseDirectory: String? = nil) -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
+        let r = parsePartial(bytes: bytes, path: path, baseDirectory: baseDirectory)
+        return (r.diagnostics.contains { $0.severity == .error } ? nil : r.partial, r.diagnostics)
+    }
+
+    /// Like `parse`, but also returns what could be read of an invalid inventory: every device without
+    /// an error of its own (a bad cell, a duplicate id), so that the cross-checks with the workflow (and
+    /// the simulator model's) still run and report their problems in the same pass.
+    public func parsePartial(bytes: [UInt8], path: String, baseDirectory: String? = nil) -> (partial: Inventory?, diagnostics: [Diagnostic]) {
+        let r = read(bytes: bytes, path: path, baseDirectory: baseDirectory)
+        // A file root in error leaves every file value without meaning: nothing is checked against it.
+        guard var partial = r.inventory, r.fileRootUsable else { return (nil, r.diagnostics) }
+        let flagged = Set(r.diagnostics.filter { $0.severity == .error }.map(\.mark))
+        if !flagged.isEmpty { partial.devices.removeAll { flagged.contains($0.mark) } }
+        return (partial, r.diagnostics)
+    }
+
+    /// The inventory as read (also when some of it is in error) and every problem found.
+    private func read(bytes: [UInt8], path: String, baseDirectory: String?) -> (inventory: Inventory?, diagnostics: [Diagnostic], fileRootUsable: Bool) {
         let base = baseDirectory ?? Self.directory(of: path)
         let sha = SHA256.hexDigest(bytes)
         if path.lowercased().hasSuffix(".csv") {
@@ -28,15 +46,15 @@ public struct InventoryParser: Sendable {
                 sink.error("the inventory has no devices", at: SourceMark(line: 1, column: 1), hint: "add one row per device below the header")
             }
             Self.checkDevices(&inventory, sink: &sink)
-            return (sink.hasErrors ? nil : inventory, sink.diagnostics)
+            return (inventory, sink.diagnostics, true)
         }
         var reader = NodeReader(path: path)
-        guard case .parsed(let root) = reader.document(bytes, limits: Self.limits) else { return (nil, reader.sink.diagnostics) }
+        guard case .parsed(let root) = reader.document(bytes, limits: Self.limits) else { return (nil, reader.sink.diagnostics, false) }
         guard let root else {
             reader.error("the inventory is empty", at: SourceMark(line: 1, column: 1), hint: "an inventory needs `devices:` with a list of devices")
-            return (nil, reader.sink.diagnostics)
+            return (nil, reader.sink.diagnostics, false)
         }
-        guard let pairs = reader.mapping(root, "an inventory") else { return (nil, reader.sink.diagnostics) }
+        guard let pairs = reader.mapping(root, "an inventory") else { return (nil, reader.sink.diagnostics, false) }
         reader.checkKeys(pairs, allowed: Self.topKeys, in: "the inventory")
 
         var defaultVars: [String: String] = [:]
@@ -65,6 +83,7 @@ public struct InventoryParser: Sendable {
         }
         // `files: { root: DIR }`: where file variables resolve (default: the inventory's directory).
         var fileRoot = base
+        var fileRootUsable = true
         if let f = root["files"], let fp = reader.mapping(f, "`files`") {
             reader.checkKeys(fp, allowed: ["root"], in: "`files`")
             if let r = f["root"] {
@@ -73,15 +92,30 @@ public struct InventoryParser: Sendable {
                     var isDirectory: ObjCBool = false
                     if text.isEmpty {
                         reader.error("`root` is empty", at: r.mark, hint: "name a directory, relative to the inventory or absolute")
+                        fileRootUsable = false
                     } else if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) || !isDirectory.boolValue {
                         reader.error("file root `\(text)` is not a directory (\(dir))", at: r.mark,
                                      hint: "relative roots start from the inventory's directory")
+                        fileRootUsable = false
                     } else {
                         fileRoot = dir
                     }
+                } else {
+                    fileRootUsable = false
                 }
             } else {
                 reader.error("`files` needs `root`", at: f.mark, hint: "for example `root: /srv/provision/blobs`")
+                fileRootUsable = false
+            }
+        } else if root["files"] != nil {
+            fileRootUsable = false
+        }
+        // `meta:` — the run's metadata (operator, lot, work order): names to text, shown in every report.
+        var meta: [String: String] = [:]
+        if let m = root["meta"], let mp = reader.mapping(m, "`meta`") {
+            for pair in mp {
+                guard let key = reader.string(pair.key, "a `meta` name") else { continue }
+                if let text = reader.string(pair.value, "`meta.\(key)`") { meta[key] = text }
             }
         }
         var devices: [InventoryDevice] = []
@@ -100,6 +134,7 @@ public struct InventoryParser: Sendable {
         var inventory = Inventory(
             path: path, sha256: sha, baseDirectory: fileRoot, devices: devices, defaultVars: defaultVars, secrets: secrets,
             simulatorModel: model)
+        inventory.meta = meta
         Self.checkDevices(&inventory, sink: &sink)
         if !secretMarks.isEmpty {
             let names = inventory.variableNames
@@ -107,7 +142,7 @@ public struct InventoryParser: Sendable {
                 sink.warning("secret `\(name)` is not a variable of any device", at: mark, hint: Suggestions.hint(for: name, in: names))
             }
         }
-        return (sink.hasErrors ? nil : inventory, sink.diagnostics)
+        return (inventory, sink.diagnostics, fileRootUsable)
     }
 
     static func device(_ node: YAMLNode, defaults: [String: String], reader: inout NodeReader) -> InventoryDevice? {
@@ -257,24 +292,26 @@ enum CSVInventory {
             return []
         }
         var seen: [String: SourceMark] = [:]
-        var ok = true
+        // A column in error is reported and left out; the rows are still read, so that their cells'
+        // problems are reported in the same pass.
+        var ignored = Set<Int>()
         for (i, name) in names.enumerated() {
             if let first = seen[name] {
                 sink.error("duplicate column `\(name)` (first at column \(first.column))", at: header[i].mark)
-                ok = false
+                ignored.insert(i)
+                continue
             }
             seen[name] = header[i].mark
             if i > 0, !["address", "name"].contains(name) {
                 if !Template.isValidName(name) {
                     sink.error("`\(name)` is not a valid variable name", at: header[i].mark,
                                hint: Suggestions.hint(for: name, in: ["address", "name"]) ?? "use letters, digits, `_`, `-` or `.`")
-                    ok = false
+                    ignored.insert(i)
                 } else if let guess = Suggestions.closest(to: name, in: ["address", "name"]), guess != name, name.count > 3 {
                     sink.warning("column `\(name)` is read as a variable", at: header[i].mark, hint: "did you mean `\(guess)`?")
                 }
             }
         }
-        guard ok else { return [] }
         var devices: [InventoryDevice] = []
         devices.reserveCapacity(nonEmpty.count)
         for row in nonEmpty.dropFirst() {
@@ -284,10 +321,9 @@ enum CSVInventory {
                 continue
             }
             let id = first.text.trimmingSpaces
-            guard InventoryParser.checkID(id, at: first.mark, sink: &sink) else { continue }
+            var valid = InventoryParser.checkID(id, at: first.mark, sink: &sink)
             var device = InventoryDevice(id: id, mark: first.mark)
-            var valid = true
-            for (i, cell) in row.enumerated().dropFirst() {
+            for (i, cell) in row.enumerated().dropFirst() where !ignored.contains(i) {
                 let text = cell.text.trimmingSpaces
                 if names[i] == "address" || names[i] == "name",
                    !InventoryParser.checkPrintable(text, names[i], of: id, at: cell.mark, sink: &sink) {

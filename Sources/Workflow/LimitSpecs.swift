@@ -9,6 +9,9 @@ public struct LimitSpecs: Sendable, Equatable {
     public enum Limit: Sendable, Equatable {
         case value(TypedValue)
         case template(Template)
+        /// Bytes built from typed parts (`equals: [{ uint32le: "${interval_s}" }, { utf8: "${room}", length: 16 }]`),
+        /// for a value that is bytes. No part reads a file (validation refuses one).
+        case encoded(ValueSpec)
     }
 
     /// How a limit's text is read: `min`/`max` as numbers, `equals`/`in` as the value's type,
@@ -50,9 +53,20 @@ public struct LimitSpecs: Sendable, Equatable {
         return out
     }
 
-    /// Every template among the limits.
+    /// Every template among the limits (those inside built values too).
     public var templates: [Template] {
-        all.compactMap { if case .template(let t) = $0.limit { return t } else { return nil } }
+        all.flatMap { item -> [Template] in
+            switch item.limit {
+            case .template(let t): return [t]
+            case .encoded(let spec): return spec.templates
+            case .value: return []
+            }
+        }
+    }
+
+    /// The limits built from typed parts.
+    public var encoded: [ValueSpec] {
+        all.compactMap { if case .encoded(let spec) = $0.limit { return spec } else { return nil } }
     }
 
     /// Reads a limit's text: a number for `min`/`max` (an integer when it is one, else a real), the
@@ -91,6 +105,8 @@ public struct LimitSpecs: Sendable, Equatable {
                 let rendered: String
                 do { rendered = try t.render(text) } catch { throw ValueError(error.message) }
                 return try Self.read(rendered, kind, valueType: valueType)
+            case .encoded(let spec):
+                return .bytes(try spec.bytes(variables: text, baseDirectory: ""))
             }
         }
         var items: [TypedValue]?

@@ -146,105 +146,6 @@ struct NodeReader {
         attempt { (reader) throws(YAMLError) in try reader.template(node, what) }
     }
 
-    // MARK: - Value specs
-
-    static let valueKeys = ["hex", "utf8", "base64", "file"] + IntegerFormat.allCases.map(\.rawValue)
-
-    mutating func valueSpec(_ node: YAMLNode, _ what: String) -> ValueSpec? {
-        if let items = node.sequence {
-            if items.isEmpty {
-                error("\(what) is an empty list", at: node.mark, hint: "a list of values is joined; give at least one")
-                return nil
-            }
-            var parts: [ValueSpec] = []
-            var ok = true
-            for item in items {
-                if item.sequence != nil {
-                    error("a value list cannot contain another list", at: item.mark)
-                    ok = false
-                } else if let p = valueSpec(item, "a part of \(what)") {
-                    parts.append(p)
-                } else {
-                    ok = false
-                }
-            }
-            return ok ? .concat(parts) : nil
-        }
-        guard let pairs = node.mapping else {
-            if let text = node.scalar, !node.isNull {
-                let looksHex = [UInt8](hex: text) != nil
-                error("\(what) must say how it is encoded", at: node.mark,
-                      hint: looksHex ? "write `{ hex: \"\(text)\" }` (or `{ utf8: \"\(text)\" }` for text)" : "write `{ utf8: \"\(text)\" }` or `{ hex: \"...\" }`")
-            } else {
-                error("\(what) must be a mapping like `{ hex: \"0102\" }`, not \(describe(node))", at: node.mark)
-            }
-            return nil
-        }
-        // `{ file: "${blob}", allow_empty: true }`: the one encoding that takes an option.
-        if node["file"] != nil, pairs.count == 2, let flag = node["allow_empty"] {
-            guard let allow = bool(flag, "`allow_empty`"), let path = node["file"] else { return nil }
-            return template(path, "a file path").map { .file($0, allowEmpty: allow) }
-        }
-        guard pairs.count == 1, let pair = pairs.first, let key = pair.key.scalar else {
-            error("\(what) must have exactly one encoding key (\(Self.valueKeys.joined(separator: ", "))), found \(pairs.count)", at: node.mark)
-            return nil
-        }
-        let value = pair.value
-        switch key {
-        case "hex":
-            guard let t = template(value, "a hex value") else { return nil }
-            for part in t.parts {
-                if case .literal(let lit) = part, lit.contains(where: { !($0.isHexDigit || $0 == " " || $0 == ":") }) {
-                    error("`\(t.source)` is not valid hex", at: value.mark, hint: "hex is pairs of the digits 0-9 and a-f, like `0a0b`")
-                    return nil
-                }
-            }
-            if t.isLiteral, [UInt8](hex: t.source) == nil {
-                error("`\(t.source)` is not valid hex (odd number of digits)", at: value.mark,
-                      hint: "every byte takes two digits: write `0\(t.source)` or check for a missing digit")
-                return nil
-            }
-            return .hex(t)
-        case "utf8":
-            return template(value, "a utf8 value").map { .utf8($0) }
-        case "base64":
-            guard let t = template(value, "a base64 value") else { return nil }
-            if t.isLiteral, ValueSpec.base64(t).isValidLiteralBase64 == false {
-                error("`\(t.source)` is not valid base64", at: value.mark)
-                return nil
-            }
-            return .base64(t)
-        case "file":
-            return template(value, "a file path").map { .file($0) }
-        default:
-            if let format = IntegerFormat(rawValue: key) {
-                if let inner = value.mapping {
-                    checkKeys(inner, allowed: ["length_of"], in: "`\(key)`")
-                    guard let source = value["length_of"] else {
-                        error("`\(key)` takes a number or `{ length_of: FILE }`", at: value.mark)
-                        return nil
-                    }
-                    return template(source, "a file path").map { .integer(format, .lengthOf($0)) }
-                }
-                guard let t = template(value, "an integer") else { return nil }
-                if t.isLiteral {
-                    guard let v = YAMLReader.integer(t.source) else {
-                        error("`\(t.source)` is not an integer", at: value.mark)
-                        return nil
-                    }
-                    if format.encode(v) == nil {
-                        error("\(v) does not fit in \(key) (\(format.range.lowerBound)...\(format.range.upperBound))", at: value.mark)
-                        return nil
-                    }
-                }
-                return .integer(format, .literal(t))
-            }
-            error("unknown value encoding `\(key)`", at: pair.key.mark,
-                  hint: Suggestions.hint(for: key, in: Self.valueKeys) ?? "use one of \(Self.valueKeys.joined(separator: ", "))")
-            return nil
-        }
-    }
-
     // MARK: - Policies
 
     mutating func retry(_ node: YAMLNode) -> RetryPolicy? {
@@ -347,13 +248,5 @@ struct NodeReader {
             if let v = duration(d, "reconnect `delay`", max: ReconnectPolicy.maxDelay) { delay = v } else { ok = false }
         }
         return ok ? .workflow(attempts: attempts, delay: delay) : nil
-    }
-}
-
-extension ValueSpec {
-    /// For a literal base64 template: whether it decodes.
-    var isValidLiteralBase64: Bool? {
-        guard case .base64(let t) = self, t.isLiteral else { return nil }
-        return (try? bytes(variables: { _ in nil }, baseDirectory: "")) != nil
     }
 }

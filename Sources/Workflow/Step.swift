@@ -138,7 +138,7 @@ public struct Step: Sendable, Equatable {
         case .pair(let p): return p.security.templates
         case .discover, .subscribe, .unsubscribe, .sleep, .disconnect, .read: return []
         case .verify(let v): return [v.value] + v.limits.templates
-        case .derive(let d): return d.inputs
+        case .derive(let d): return d.templates
         case .write(let w): return w.value.templates
         case .writeBlob(let w): return w.value.templates
         case .await(let a): return a.matcher.templates + (a.trigger?.value.templates ?? []) + (a.confirm?.matcher.templates ?? [])
@@ -163,6 +163,8 @@ public struct Step: Sendable, Equatable {
             if let t = a.trigger { specs.append(t.value) }
             if case .equalsValue(let v)? = a.confirm?.matcher { specs.append(v) }
             return specs
+        case .verify(let v): return v.limits.encoded
+        case .derive(let d): return d.encoded
         case .fileUpload(let f): return [f.file]
         case .settings(let s): return s.writes.map(\.value)
         case .espCustom(let c): return [c.value]
@@ -335,15 +337,23 @@ extension Step {
     }
 
     /// `set:`: a value derived from others (a slice, a CRC, a concatenation), captured under `id` with
-    /// the derivation's result type.
+    /// the derivation's result type. `value(typed:text:baseDirectory:)` derives it for one device.
     public struct Derive: Sendable, Equatable {
+        /// One value a derivation takes.
+        public enum Input: Sendable, Equatable {
+            /// A template: a lone `${name}` keeps its type, a literal is read as the type of the others,
+            /// any other text is text.
+            case template(Template)
+            /// Bytes built from typed parts (`{ uint32le: "${interval_s}" }`, `{ utf8: "${room}", length: 16 }`).
+            case encoded(ValueSpec)
+        }
+
         public var id: String
         public var derivation: Derivation
-        /// The values derived from: templates (a lone `${name}` keeps its type; a literal is read as the
-        /// type of the others).
-        public var inputs: [Template]
+        /// The values derived from, in order.
+        public var inputs: [Input]
         public var resultType: ValueType
-        public init(id: String, derivation: Derivation, inputs: [Template], resultType: ValueType) {
+        public init(id: String, derivation: Derivation, inputs: [Input], resultType: ValueType) {
             self.id = id
             self.derivation = derivation
             self.inputs = inputs

@@ -7,6 +7,10 @@ import YAML
 public struct ValidationResult: Sendable {
     public var workflow: Workflow?
     public var inventory: Inventory?
+    /// What could be read of an invalid workflow or inventory (nil when nothing could): the checks that
+    /// need both (the simulator model's too) run on these, so every problem is reported in one pass.
+    public var partialWorkflow: Workflow?
+    public var partialInventory: Inventory?
     /// The devices `--limit` selected (all devices without a limit), in inventory order.
     public var selectedDevices: [InventoryDevice]
     /// Every problem found, in file order (workflow first, then inventory, then cross-checks).
@@ -64,9 +68,11 @@ public enum Validator {
             diagnostics.append(d)
         }
         var inventory: Inventory?
+        var partialInventory: Inventory?
         if let inventoryPath {
-            let loaded = loadInventory(inventoryPath, currentDirectory: currentDirectory)
-            inventory = loaded.inventory
+            let loaded = loadInventoryPartial(inventoryPath, currentDirectory: currentDirectory)
+            partialInventory = loaded.partial
+            if !loaded.diagnostics.contains(where: { $0.severity == .error }) { inventory = loaded.partial }
             diagnostics += loaded.diagnostics
         } else if limit != nil {
             diagnostics.append(Diagnostic(path: "--limit", mark: SourceMark(line: 1, column: 1), message: "`--limit` needs `--inventory`"))
@@ -82,16 +88,17 @@ public enum Validator {
             }
         }
         // Secrets the workflow declares are hidden like the inventory's, by everything that uses it.
-        if let partial, let i = inventory { inventory = i.withSecrets(of: partial) }
-        var selected = inventory?.devices ?? []
-        if let inventory, let limit {
-            let s = DeviceSelection.select(limit, from: inventory.devices, currentDirectory: currentDirectory)
+        if let partial, let i = partialInventory { partialInventory = i.withSecrets(of: partial) }
+        if inventory != nil { inventory = partialInventory }
+        var selected = partialInventory?.devices ?? []
+        if let partialInventory, let limit {
+            let s = DeviceSelection.select(limit, from: partialInventory.devices, currentDirectory: currentDirectory)
             selected = s.devices
             diagnostics += s.diagnostics
         }
         var files: [String: FileFacts] = [:]
-        if let partial, let inventory {
-            let cross = check(partial, against: inventory, devices: selected, alsoCaptured: declared, files: &files)
+        if let partial, let partialInventory {
+            let cross = check(partial, against: partialInventory, devices: selected, alsoCaptured: declared, files: &files)
             if !cross.isEmpty {
                 // Keep each file's diagnostics in position order, the workflow's first.
                 let mine = (diagnostics + cross).filter { $0.path == workflowPath }.sorted { $0.mark < $1.mark }
@@ -123,16 +130,24 @@ public enum Validator {
             if case .success(let file) = f { inputs.append(InputFile(role: "a file the workflow sends", path: file.real)) }
         }
         var result = ValidationResult(workflow: workflow, inventory: inventory, selectedDevices: selected, diagnostics: diagnostics)
+        result.partialWorkflow = partial
+        result.partialInventory = partialInventory
         result.inputFiles = inputs
         return result
     }
 
     /// Reads and checks an inventory on its own (for commands that need no workflow, e.g. `scan --adapter sim`).
     public static func loadInventory(_ path: String, currentDirectory: String = "") -> (inventory: Inventory?, diagnostics: [Diagnostic]) {
+        let r = loadInventoryPartial(path, currentDirectory: currentDirectory)
+        return (r.diagnostics.contains { $0.severity == .error } ? nil : r.partial, r.diagnostics)
+    }
+
+    /// `loadInventory`, with what could be read of an invalid inventory (`InventoryParser.parsePartial`).
+    static func loadInventoryPartial(_ path: String, currentDirectory: String) -> (partial: Inventory?, diagnostics: [Diagnostic]) {
         let resolved = ValueSpec.resolve(path: path, baseDirectory: currentDirectory)
         switch readFile(resolved, shownAs: path, limit: maxInventoryBytes) {
         case .success(let bytes):
-            return InventoryParser().parse(bytes: bytes, path: path, baseDirectory: InventoryParser.directory(of: resolved))
+            return InventoryParser().parsePartial(bytes: bytes, path: path, baseDirectory: InventoryParser.directory(of: resolved))
         case .failure(let d):
             return (nil, [d])
         }
@@ -212,7 +227,13 @@ public enum Validator {
                 guard let mark = spec.templates.first?.references.first?.mark ?? spec.templates.first.map({ _ in step.mark }) else { continue }
                 guard spec.templates.contains(where: { !$0.isLiteral }) else { continue }
                 var failures: [(InventoryDevice, String)] = []
+                // A declared variable a device gets wrong is reported once, at the device (4), not here too.
+                let declaredHere = Set(spec.templates.flatMap(\.referencedNames)).compactMap { name in workflow.variables[name].map { (name, $0) } }
                 for device in devices {
+                    if declaredHere.contains(where: { name, declaration in
+                        guard let text = device.value(of: name) else { return true }
+                        return (try? declaration.value(fromText: text, name: name)) == nil
+                    }) { continue }
                     if let problem = spec.problem(for: device, inventory: inventory, files: &files) {
                         failures.append((device, problem))
                     }

@@ -34,7 +34,7 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         case .utf8, .base64: return .text
         case .hex: return .bytes
         case .version: return .version
-        default: return .integer(signed: integer?.format.isSigned ?? false)
+        default: return .integer(signed: integer?.isSigned ?? false)
         }
     }
 
@@ -44,7 +44,7 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         case .sfloat: return 2
         case .float: return 4
         case .utf8, .hex, .version, .base64: return nil
-        default: return integer?.format.size
+        default: return integer?.size
         }
     }
 
@@ -54,27 +54,8 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         return (nil, Suggestions.hint(for: name, in: allCases.map(\.rawValue)))
     }
 
-    /// The little-endian integer format this one reads, and whether its bytes are big-endian.
-    /// Integers are read and written by `IntegerFormat`; a big-endian value is its bytes reversed.
-    private var integer: (format: IntegerFormat, bigEndian: Bool)? {
-        switch self {
-        case .uint8: return (.uint8, false)
-        case .uint16le: return (.uint16le, false)
-        case .uint16be: return (.uint16le, true)
-        case .uint32le: return (.uint32le, false)
-        case .uint32be: return (.uint32le, true)
-        case .uint64le: return (.uint64le, false)
-        case .uint64be: return (.uint64le, true)
-        case .int8: return (.int8, false)
-        case .int16le: return (.int16le, false)
-        case .int16be: return (.int16le, true)
-        case .int32le: return (.int32le, false)
-        case .int32be: return (.int32le, true)
-        case .int64le: return (.int64le, false)
-        case .int64be: return (.int64le, true)
-        case .sfloat, .float, .utf8, .hex, .version, .base64: return nil
-        }
-    }
+    /// The integer format this one reads and writes (integers have one home: `IntegerFormat`).
+    public var integer: IntegerFormat? { IntegerFormat(rawValue: rawValue) }
 
     // MARK: Decoding
 
@@ -83,8 +64,8 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
         if let size, bytes.count != size {
             throw ValueError("\(rawValue) needs exactly \(size) byte\(size == 1 ? "" : "s"), got \(bytes.count)\(Self.shown(bytes))")
         }
-        if let (format, bigEndian) = integer {
-            guard let n = format.decode(bigEndian ? bytes.reversed() : bytes) else {
+        if let format = integer {
+            guard let n = format.decode(bytes) else {
                 throw ValueError("\(rawValue) value \(bytes.hexString) is above \(Int64.max), the largest integer a value can hold")
             }
             return .integer(n, signed: format.isSigned)
@@ -134,12 +115,12 @@ public enum ValueFormat: String, Sendable, Hashable, CaseIterable, CustomStringC
     /// version as written, `base64` writes the bytes base64 text stands for. IEEE 11073 floats are
     /// read-only.
     public func encode(_ value: TypedValue) throws(ValueError) -> [UInt8] {
-        if let (format, bigEndian) = integer {
+        if let format = integer {
             guard case .integer(let n, _) = value else { throw mismatch(value) }
             guard let bytes = format.encode(n) else {
                 throw ValueError("\(n) does not fit in \(rawValue) (\(format.range.lowerBound)...\(format.range.upperBound))")
             }
-            return bigEndian ? bytes.reversed() : bytes
+            return bytes
         }
         switch (self, value) {
         case (.utf8, .text(let s)): return Array(s.utf8)

@@ -54,6 +54,16 @@ public struct Workflow: Sendable, Equatable {
     /// Names captured by steps (`read`, `await … capture:`, `set:`), in order.
     public var capturedNames: [String] { steps.compactMap(\.capturedName) }
 
+    /// The captured values that are checksums (`set: { crc: … }`), by name, with their width in bits:
+    /// reports show them in hex (what the report's `run.checksums` says).
+    public var checksumWidths: [String: Int] {
+        var out: [String: Int] = [:]
+        for step in steps {
+            if case .derive(let d) = step.kind, case .crc(let algorithm) = d.derivation { out[d.id] = algorithm.width }
+        }
+        return out
+    }
+
     /// The type of every captured value, by name (what the report's `run.capture_types` shows).
     public var captureTypes: [String: ValueType] {
         var out: [String: ValueType] = [:]

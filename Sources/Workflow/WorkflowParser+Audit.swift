@@ -12,10 +12,14 @@ extension ParserState {
     enum NameType: Equatable {
         case typed(ValueType)
         case inventoryText
+        /// A capture whose step failed to parse: its type is not known, so its uses are not checked
+        /// (the step's own error says what to fix).
+        case unknown
     }
 
     func nameType(_ name: String) -> NameType {
         if let t = captureTypes[name] { return .typed(t) }
+        if failedCaptures.contains(name) { return .unknown }
         if let d = declared[name] { return .typed(d.type) }
         if Template.builtins.contains(name) { return .typed(.text) }
         return .inventoryText
@@ -154,6 +158,8 @@ extension ParserState {
         for name in Template.builtins { fields[name] = FieldType(.text) }
         for (name, d) in declared { fields[name] = FieldType(d.type) }
         for (name, t) in captureTypes { fields[name] = FieldType(t) }
+        // A name whose capturing step failed has no known type: that step's error says what to fix.
+        if expression.names.contains(where: { failedCaptures.contains($0.0) && fields[$0.0] == nil }) { return nil }
         var ok = true
         for (name, column) in expression.names where fields[name] == nil {
             if let later = laterCaptures[name] {
@@ -206,12 +212,37 @@ extension ParserState {
         }
         guard let value else { return nil }
         checkReferences(value, laterCaptures: laterCaptures)
+        // The value of a capture whose step failed has no known type: nothing here can be checked.
+        if value.referencedNames.contains(where: { nameType($0) == .unknown }) { return nil }
         let valueType = templateType(value)
         var limits = LimitSpecs()
         var marks: [String: SourceMark] = [:]
         var ok = true
+        // `equals: [{ uint32le: "${interval_s}" }, { utf8: "${room}", length: 16 }]`: bytes built from typed
+        // parts, for a value that is bytes; no part may read a file (a limit is made for every device).
+        func encodedLimit(_ key: String, _ node: YAMLNode) -> LimitSpecs.Limit? {
+            let advice = adviser
+            guard let spec = reader.valueSpec(node, "`\(key)`", advice: advice) else { return nil }
+            for t in spec.templates { checkReferences(t, laterCaptures: laterCaptures) }
+            checkTypes(spec)
+            if let file = spec.fileTemplates.first {
+                reader.error("`\(key)` cannot read a file: a limit is made for every device", at: file.references.first?.mark ?? node.mark,
+                             hint: "capture the file first (`set: { id: image, concat: [{ file: \"\(file.source)\" }] }`), then write `\(key): \"${image}\"`")
+                return nil
+            }
+            guard valueType == .bytes else {
+                reader.error("`\(key)`: the parts make bytes, but the value is \(valueType.phrase)", at: node.mark,
+                             hint: value.loneReference.map { declared[$0] != nil ? "declare `\($0)` as `hex` in `vars:` to compare bytes" : "read `\($0)` `as: hex` to compare bytes" }
+                                ?? "the value must be bytes: a lone `\"${name}\"` read `as: hex`")
+                return nil
+            }
+            return .encoded(spec)
+        }
         func limit(_ key: String, _ kind: LimitSpecs.Kind, _ node: YAMLNode) -> LimitSpecs.Limit? {
             marks[key] = marks[key] ?? node.mark
+            if kind == .sameAsValue, node.mapping != nil || node.sequence != nil {
+                return encodedLimit(key, node)
+            }
             guard let t = reader.template(node, "`\(key)`") else { return nil }
             if !t.isLiteral {
                 checkReferences(t, laterCaptures: laterCaptures)
@@ -285,6 +316,9 @@ extension ParserState {
         func stand(_ l: LimitSpecs.Limit?, _ key: String, _ kind: LimitSpecs.Kind) -> TypedValue? {
             switch l {
             case .value(let v)?: return v
+            case .encoded?:
+                templated.insert(key)
+                return .bytes([])
             case .template(let t)?:
                 templated.insert(key)
                 if let name = t.loneReference, case .typed(let type) = nameType(name), type != .text { return Self.standIn(type) }
@@ -344,7 +378,8 @@ extension ParserState {
     // MARK: - set
 
     /// `set: { id, crc: CRC-16/CCITT-FALSE, of: "${key}" }`, `{ id, slice: "${mac}", start: -3, length: 2 }`,
-    /// `{ id, concat: ["${header}", "${config}"] }`.
+    /// `{ id, concat: ["${header}", "${config}"] }`. The inputs of `crc` (`of:`, one or a list) and
+    /// `concat` may be typed parts (`{ uint32le: "${interval_s}" }`), which are bytes.
     mutating func derive(_ options: YAMLNode, number: Int, laterCaptures: [String: Int]) -> Step.Derive? {
         var id: String?
         if let n = options["id"] {
@@ -373,17 +408,12 @@ extension ParserState {
         var inputNodes: [YAMLNode] = []
         switch form {
         case "crc":
-            if let name = reader.string(formNode, "`crc`") {
-                if let algorithm = CRCAlgorithm(name: name) {
-                    derivation = .crc(algorithm)
-                } else {
-                    let names = CRCAlgorithm.allCases.map(\.rawValue)
-                    reader.error("unknown CRC `\(name)`", at: formNode.mark,
-                                 hint: Suggestions.hint(for: name, in: names) ?? "use one of \(names.joined(separator: ", "))")
-                }
-            }
-            if let of = options["of"] { inputNodes = [of] } else {
+            derivation = reader.crcAlgorithm(formNode).map { .crc($0) }
+            if let of = options["of"] { inputNodes = of.sequence ?? [of] } else {
                 reader.error("`crc` needs `of`: the value to checksum", at: options.mark, hint: "for example `of: \"${device_key}\"`")
+            }
+            if options["of"]?.sequence?.isEmpty == true, let of = options["of"] {
+                reader.error("`of` is an empty list", at: of.mark, hint: "give the values to checksum")
             }
         case "slice":
             inputNodes = [formNode]
@@ -402,55 +432,113 @@ extension ParserState {
                 }
             }
         }
-        var inputs: [Template] = []
+        // Each input: a template, or (for `crc` and `concat`) typed parts.
+        var inputs: [Step.Derive.Input] = []
+        var ok = true
         var selfReference = false
+        // `set: { id: x, concat: ["${x}", …] }`: the value it makes has no value yet. Said once, and no
+        // type is guessed for it (which made a second, spurious error).
+        func selfReferenced(_ t: Template) {
+            guard let id, let own = t.references.first(where: { $0.name == id }) else { return }
+            reader.error("`${\(id)}` is the value this `set` makes: it has no value yet", at: own.mark,
+                         hint: "derive it from other values, or give this `set` another id")
+            selfReference = true
+        }
         for node in inputNodes {
-            guard let t = reader.template(node, "a value of `set`") else { return nil }
-            // `set: { id: x, concat: ["${x}", …] }`: the value it makes has no value yet. Said once, and
-            // no type is guessed for it (which made a second, spurious error).
-            if let id, let own = t.references.first(where: { $0.name == id }) {
-                reader.error("`${\(id)}` is the value this `set` makes: it has no value yet", at: own.mark,
-                             hint: "derive it from other values, or give this `set` another id")
-                selfReference = true
+            if node.mapping != nil, form != "slice" {
+                let advice = adviser
+                guard let spec = reader.valueSpec(node, "a part of `\(form == "crc" ? "of" : form)`", advice: advice) else { ok = false; continue }
+                for t in spec.templates {
+                    selfReferenced(t)
+                    checkReferences(t, laterCaptures: laterCaptures, except: id)
+                }
+                checkTypes(spec)
+                inputs.append(.encoded(spec))
+            } else if node.sequence != nil {
+                reader.error("a value of `set` cannot be a list here", at: node.mark,
+                             hint: "list the parts in `\(form == "crc" ? "of" : form)` itself: `[{ uint32le: … }, { utf8: … }]`")
+                ok = false
+            } else if let t = reader.template(node, "a value of `set`") {
+                selfReferenced(t)
+                checkReferences(t, laterCaptures: laterCaptures, except: id)
+                inputs.append(.template(t))
+            } else {
+                ok = false
             }
-            checkReferences(t, laterCaptures: laterCaptures, except: id)
-            inputs.append(t)
         }
         if selfReference, let id {
             // Known as captured here, so that later uses are not reported again as unknown.
             captures[id] = number
             return nil
         }
-        guard let derivation, !inputs.isEmpty, inputs.count == inputNodes.count else { return nil }
-        // Literals take the type of the typed inputs (hex beside bytes).
-        let typed = inputs.filter { !$0.isLiteral }.map(templateType)
-        let literalType = typed.first ?? .text
-        let types = inputs.map { $0.isLiteral ? literalType : templateType($0) }
-        for (t, node) in zip(inputs, inputNodes) where t.isLiteral {
+        guard ok, let derivation, !inputs.isEmpty else { return nil }
+        // A value of a capture whose step failed has no known type: its error is reported there, and
+        // this derivation cannot be checked (nor can what uses it).
+        let probe = Step.Derive(id: id ?? "", derivation: derivation, inputs: inputs, resultType: .bytes)
+        if probe.templates.contains(where: { $0.referencedNames.contains(where: failedCaptures.contains) }) { return nil }
+        // Parts are bytes; a lone `${name}` has its type; literals take the type of the first typed input.
+        func type(_ input: Step.Derive.Input) -> ValueType? {
+            switch input {
+            case .encoded: return .bytes
+            case .template(let t): return t.isLiteral ? nil : templateType(t)
+            }
+        }
+        let literalType = inputs.compactMap { type($0) }.first ?? .text
+        for (input, node) in zip(inputs, inputNodes) {
+            guard case .template(let t) = input, t.isLiteral else { continue }
             do { _ = try TypedValue(text: t.source, as: literalType) } catch {
-                reader.error("`\(t.source)`: \(error.message)", at: node.mark)
+                reader.error("`\(t.source)`: \(error.message)", at: node.mark,
+                             hint: literalType == .bytes ? "beside bytes a literal is hex; write text as a part: `{ utf8: \"\(t.source)\" }`" : nil)
                 return nil
             }
+        }
+        let types = inputs.map { type($0) ?? literalType }
+        // `crc` and `concat` join values of one kind: name each input that differs, at its position.
+        if case .slice = derivation {} else if let kind = types.first, kind == .bytes || kind == .text {
+            var mixed = false
+            for (i, (t, node)) in zip(types, inputNodes).enumerated() where t != kind {
+                mixed = true
+                guard case .template(let template) = inputs[i] else { continue }
+                let shown = template.loneReference.map { "`${\($0)}`" } ?? "`\(template.source)`"
+                let hint: String?
+                if kind == .bytes {
+                    hint = template.loneReference.flatMap(partWriting).map { "write it as a part: `\($0)`" }
+                } else {
+                    // Text with a value inside a template is text: one template joins them.
+                    let sources = inputs.compactMap { if case .template(let t) = $0 { return t.source } else { return nil } }
+                    hint = sources.count == inputs.count ? "join the text in one template: `\"\(sources.joined())\"` is text" : nil
+                }
+                reader.error("\(shown) is \(t.phrase), but `\(form)` joins \(kind == .bytes ? "bytes" : "text") here", at: node.mark,
+                             hint: hint ?? "join values of one kind: all bytes (parts, hex), or all text")
+            }
+            if mixed { return nil }
         }
         let resultType: ValueType
         do {
             resultType = try derivation.resultType(for: types)
         } catch {
-            reader.error("`set`: \(error.message)", at: formNode.mark, hint: Self.deriveHint(derivation))
+            let offending = zip(inputs, zip(types, inputNodes)).first { $0.1.0 != .bytes && $0.1.0 != .text }
+            var hint = Self.deriveHint(derivation)
+            if case .slice = derivation {} else if case .template(let t)? = offending?.0, let part = t.loneReference.flatMap(partWriting) {
+                hint = "write it as a part: `\(part)`"
+            }
+            reader.error("`set`: \(error.message)", at: (offending?.1.1 ?? formNode).mark, hint: hint)
             return nil
         }
         guard let id else { return nil }
         captures[id] = number
         captureTypes[id] = resultType
-        if inputs.contains(where: { $0.referencedNames.contains(where: secretNames.contains) }) { secretNames.insert(id) }
-        return Step.Derive(id: id, derivation: derivation, inputs: inputs, resultType: resultType)
+        if case .crc(let algorithm) = derivation { captureFormats[id] = ValueFormat(rawValue: "uint\(algorithm.width)le") }
+        let derive = Step.Derive(id: id, derivation: derivation, inputs: inputs, resultType: resultType)
+        if derive.templates.contains(where: { $0.referencedNames.contains(where: secretNames.contains) }) { secretNames.insert(id) }
+        return derive
     }
 
     private static func deriveHint(_ d: Derivation) -> String {
         switch d {
         case .slice: return "slice takes bytes: read or declare the value as hex"
-        case .crc: return "a CRC takes bytes or text"
-        case .concat: return "concat joins values of one kind: all hex, or all text"
+        case .crc: return "a CRC takes bytes or text; write a number as a part, like `{ uint32le: \"${n}\" }`"
+        case .concat: return "concat joins bytes or text; write a number as a part, like `{ uint32le: \"${n}\" }`"
         }
     }
 
@@ -510,52 +598,87 @@ extension ParserState {
         }
         captures[id] = number
         captureTypes[id] = capture.format.valueType
+        captureFormats[id] = capture.format
         return capture
     }
 
     // MARK: - Type checks of uses
 
-    /// Every `${name}` in a value that is written or compared must fit the encoding it sits in: bytes in
-    /// `hex:`, an integer alone in `uint16le:` (& co.), text in `base64:` and `file:`; never bytes in
-    /// `utf8:` (they would be written as their hex text).
-    mutating func checkTypes(_ spec: ValueSpec) {
-        func check(_ t: Template, _ encoding: String, allowed: (ValueType) -> Bool, advice: (String, ValueType) -> String) {
-            for (name, mark) in t.references {
-                guard case .typed(let type) = nameType(name), !allowed(type) else { continue }
-                reader.error("`${\(name)}` is \(type.phrase), but `\(encoding):` needs \(Self.needs(encoding))", at: mark,
-                             hint: advice(name, type))
-            }
-        }
-        switch spec {
-        case .hex(let t):
-            check(t, "hex", allowed: { $0 == .bytes || $0 == .text }) { name, type in
-                type.isNumeric ? "write a number with its width, like `{ uint8: \"${\(name)}\" }`, or read it `as: hex`"
-                    : "read or declare it as hex to write its bytes"
-            }
-        case .utf8(let t):
-            check(t, "utf8", allowed: { $0 != .bytes }) { name, _ in "write bytes with `{ hex: \"${\(name)}\" }`" }
-        case .base64(let t):
-            check(t, "base64", allowed: { $0 == .text }) { name, _ in "write it with `{ hex: \"${\(name)}\" }` or `{ utf8: … }`" }
-        case .file(let t, _), .integer(_, .lengthOf(let t)):
-            check(t, "file", allowed: { $0 == .text }) { _, _ in "a file path is text" }
-        case .integer(let format, .literal(let t)):
-            let lone = t.loneReference
-            check(t, format.rawValue, allowed: { $0.isNumeric ? t.loneReference != nil && $0 != .real : $0 == .text }) { name, type in
-                if case .integer = type, lone == nil { return "write `${\(name)}` alone in `\(format.rawValue):`" }
-                if type == .bytes { return "write bytes with `{ hex: \"${\(name)}\" }`, or read it `as: \(format.rawValue)`" }
-                return "read or declare `\(name)` as an integer (uint8, uint16le, …)"
-            }
-        case .concat(let parts):
-            for p in parts { checkTypes(p) }
+    /// The part that writes `${name}` as its type says: what a hint suggests, so that following a hint
+    /// never leads to another error. Nil when no part writes it (a real number) or its type is unknown.
+    func partWriting(_ name: String) -> String? {
+        guard case .typed(let type) = nameType(name) else { return nil }
+        switch type {
+        case .bytes: return "{ hex: \"${\(name)}\" }"
+        case .text, .version: return "{ utf8: \"${\(name)}\" }"
+        case .integer(let signed):
+            let format = formatOf(name)?.integer?.rawValue ?? (signed ? "int32le" : "uint32le")
+            return "{ \(format): \"${\(name)}\" }"
+        case .real, .boolean: return nil
         }
     }
 
-    private static func needs(_ encoding: String) -> String {
-        switch encoding {
-        case "hex": return "bytes"
-        case "utf8": return "text"
-        case "base64", "file": return "text"
-        default: return "an integer"
+    /// `partWriting` as of now, for a reader call (which holds `reader`, a part of this state).
+    var adviser: (String) -> String? {
+        let now = self
+        return { now.partWriting($0) }
+    }
+
+    /// The format a name was read or declared as, when known (`read … as:`, `capture … as:`, `vars:`).
+    func formatOf(_ name: String) -> ValueFormat? {
+        captureFormats[name] ?? declared[name]?.format
+    }
+
+    /// Every `${name}` in a value that is written or compared must fit the encoding it sits in: bytes or
+    /// text in `hex:`, an integer alone (or text) in `uint16le:` (& co.), text in `base64:` and `file:`,
+    /// bytes in `bytes:`; never bytes in `utf8:` (they would be written as their hex text). Each error's
+    /// hint names the part that writes the value as its type.
+    mutating func checkTypes(_ spec: ValueSpec) {
+        func check(_ t: Template, _ encoding: String, needs: String, allowed: (ValueType) -> Bool, hint: (String, ValueType) -> String?) {
+            for (name, mark) in t.references {
+                guard case .typed(let type) = nameType(name), !allowed(type) else { continue }
+                reader.error("`${\(name)}` is \(type.phrase), but `\(encoding):` needs \(needs)", at: mark,
+                             hint: hint(name, type) ?? partWriting(name).map { "write it with `\($0)`" })
+            }
+        }
+        func asPart(_ name: String, _ type: ValueType) -> String? {
+            if type == .real { return "a real number cannot be written; read the value `as: hex` to write its bytes" }
+            return partWriting(name).map { "write it as a part of its own: `\($0)` (join parts with a list)" }
+        }
+        switch spec {
+        case .hex(let t):
+            check(t, "hex", needs: "bytes", allowed: { $0 == .bytes || $0 == .text }, hint: asPart)
+        case .utf8(let t), .utf8Field(let t, _, _):
+            check(t, "utf8", needs: "text", allowed: { $0 != .bytes }, hint: { _, _ in nil })
+        case .base64(let t):
+            check(t, "base64", needs: "text (the base64 of the bytes)", allowed: { $0 == .text }, hint: { name, type in asPart(name, type) })
+        case .file(let t, _), .integer(_, .lengthOf(let t)):
+            check(t, "file", needs: "text (a path)", allowed: { $0 == .text }) { _, _ in "a file path is text: name the file with an inventory variable" }
+        case .bytes(let t):
+            for (name, mark) in t.references {
+                switch nameType(name) {
+                case .typed(.bytes), .unknown:
+                    continue
+                case .typed(let type):
+                    reader.error("`${\(name)}` is \(type.phrase), but `bytes:` needs bytes", at: mark,
+                                 hint: partWriting(name).map { "write it with `\($0)`" } ?? "a real number cannot be written; read the value `as: hex` to write its bytes")
+                case .inventoryText:
+                    reader.error("`${\(name)}` is an inventory variable the workflow does not declare, so it is not known to be bytes", at: mark,
+                                 hint: "declare it in `vars:` (`\(name): hex`), or write `{ hex: \"${\(name)}\" }`")
+                }
+            }
+        case .integer(let format, .literal(let t)):
+            let lone = t.loneReference
+            check(t, format.rawValue, needs: "an integer", allowed: { $0.isNumeric ? lone != nil && $0 != .real : $0 == .text }) { name, type in
+                if case .integer = type, lone == nil { return "write `${\(name)}` alone in `\(format.rawValue):`" }
+                if type == .real { return "a real number cannot be written as an integer; read the value `as: hex` to write its bytes" }
+                let fix = self.declared[name] != nil ? "or declare it `\(format.rawValue)`" : "or read it `as: \(format.rawValue)`"
+                return self.partWriting(name).map { "write it with `\($0)`, \(fix)" }
+            }
+        case .integer(_, .crc(_, let inner)):
+            checkTypes(inner)
+        case .concat(let parts):
+            for p in parts { checkTypes(p) }
         }
     }
 }

@@ -37,7 +37,7 @@ public struct WorkflowParser: Sendable {
         var state = ParserState(reader: reader)
         let workflow = state.workflow(root, path: path, sha256: SHA256.hexDigest(bytes))
         let diagnostics = state.reader.sink.diagnostics.sorted { $0.mark < $1.mark }
-        return (workflow, diagnostics, Set(state.captures.keys))
+        return (workflow, diagnostics, state.allCaptureIDs.union(state.captures.keys))
     }
 
     static let topKeys = ["name", "description", "defaults", "vars", "steps"]
@@ -77,6 +77,12 @@ struct ParserState {
     var captures: [String: Int] = [:]
     /// Capture name → type, for captures seen so far.
     var captureTypes: [String: ValueType] = [:]
+    /// Capture name → the format it was read as (`read … as:`, `capture … as:`, a CRC's width), for hints.
+    var captureFormats: [String: ValueFormat] = [:]
+    /// Captures of steps that failed to parse: known names of unknown type (see `NameType.unknown`).
+    var failedCaptures: Set<String> = []
+    /// Every capture id the workflow's steps declare, also by steps that failed to parse.
+    var allCaptureIDs: Set<String> = []
     /// `vars:`: declared variables and where each is written.
     var declared: [String: VariableDeclaration] = [:]
     var declaredMarks: [String: SourceMark] = [:]
@@ -123,12 +129,16 @@ struct ParserState {
                 for (i, item) in items.enumerated() {
                     if let id = Self.captureID(of: item), laterCaptures[id] == nil { laterCaptures[id] = i + 1 }
                 }
+                allCaptureIDs = Set(laterCaptures.keys)
                 var numbers: [Int] = []
                 for (i, item) in items.enumerated() {
                     if let step = step(item, number: i + 1, defaults: defaults, laterCaptures: laterCaptures) {
                         steps.append(step)
                         numbers.append(i + 1)
                     }
+                    // A step that should have captured and did not: later uses of its id are not errors
+                    // of their own (no "captured by a later step", no "unknown variable").
+                    if let id = Self.captureID(of: item), laterCaptures[id] == i + 1, captures[id] == nil { failedCaptures.insert(id) }
                 }
                 // `retry_from` names an earlier step: a retry of this step restarts there.
                 for (index, number) in numbers.enumerated() {
@@ -290,6 +300,7 @@ struct ParserState {
             if let id {
                 captures[id] = number
                 captureTypes[id] = format.valueType
+                captureFormats[id] = format
             }
             if let target {
                 derivedName = "read \(id ?? target.characteristic.description)"
@@ -413,7 +424,9 @@ struct ParserState {
     mutating func fileOrValue(_ options: YAMLNode, step: String, laterCaptures: [String: Int]) -> ValueSpec? {
         var value: ValueSpec?
         switch (options["value"], options["file"]) {
-        case (let v?, nil): value = reader.valueSpec(v, "`value`")
+        case (let v?, nil):
+            let advice = adviser
+            value = reader.valueSpec(v, "`value`", advice: advice)
         case (nil, let f?):
             let allowEmpty = options["allow_empty"].flatMap { reader.bool($0, "`allow_empty`") } ?? false
             value = reader.template(f, "`file`").map { .file($0, allowEmpty: allowEmpty) }
@@ -475,7 +488,8 @@ struct ParserState {
 
     /// A reference to a capture must come after the step that captures it.
     mutating func checkReferences(_ template: Template, laterCaptures: [String: Int], except: String? = nil) {
-        for (name, mark) in template.references where captures[name] == nil && !Template.builtins.contains(name) && name != except {
+        for (name, mark) in template.references
+        where captures[name] == nil && !Template.builtins.contains(name) && !failedCaptures.contains(name) && name != except {
             if let later = laterCaptures[name] {
                 reader.error("`${\(name)}` is captured by step \(later), which runs after this one", at: mark,
                              hint: "move this step after step \(later)")
@@ -693,7 +707,8 @@ struct ParserState {
         let target = characteristic(options, context.replacingBackticks)
         var value: ValueSpec?
         if let v = options["value"] {
-            value = reader.valueSpec(v, "`value`")
+            let advice = adviser
+            value = reader.valueSpec(v, "`value`", advice: advice)
         } else if !reader.hasTypo(of: "value", in: options) {
             reader.error("\(context) needs `value`", at: options.mark, hint: "for example `value: { hex: \"01\" }`")
         }
@@ -725,7 +740,8 @@ struct ParserState {
         var matcher: MatcherSpec?
         switch (options["equals"], options["matches"]) {
         case (let e?, nil):
-            matcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
+            let advice = adviser
+            matcher = reader.valueSpec(e, "`equals`", advice: advice).map { .equalsValue($0) }
             if let matcher { for t in matcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
             if case .equalsValue(let spec)? = matcher { checkTypes(spec) }
         case (nil, let m?):
@@ -787,7 +803,8 @@ struct ParserState {
                 var confirmMatcher: MatcherSpec?
                 switch (c["equals"], c["matches"]) {
                 case (let e?, nil):
-                    confirmMatcher = reader.valueSpec(e, "`equals`").map { .equalsValue($0) }
+                    let advice = adviser
+                    confirmMatcher = reader.valueSpec(e, "`equals`", advice: advice).map { .equalsValue($0) }
                     if let confirmMatcher { for t in confirmMatcher.templates { checkReferences(t, laterCaptures: laterCaptures) } }
                     if case .equalsValue(let spec)? = confirmMatcher { checkTypes(spec) }
                 case (nil, let m?):

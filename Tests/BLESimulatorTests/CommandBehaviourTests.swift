@@ -4,7 +4,7 @@ import Testing
 @testable import BLESimulator
 
 /// The `command-ack` behaviour answers every repeated command as the reference device does
-/// (REFERENCE-DEVICE.md: only the commit is idempotent): a repeated `01` replaces the configuration,
+/// (docs/devices/sensor-v2.md: only the commit is idempotent): a repeated `01` replaces the configuration,
 /// a repeated `03` clears the blob and starts again, a `04` with no blob open answers `04 01`, a
 /// repeated commit answers `02 00` again. The same holds when the acks are lost (`ack_loss`): the
 /// commands still run.

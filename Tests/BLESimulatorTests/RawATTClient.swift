@@ -126,7 +126,7 @@ struct RawATTClient {
         return (ack, state)
     }
 
-    /// The whole sensor-v2 provisioning sequence of REFERENCE-DEVICE.md.
+    /// The whole sensor-v2 provisioning sequence of docs/devices/sensor-v2.md.
     mutating func provision(config: [UInt8], blob: [UInt8], chunk: Int = 20) async throws -> [[UInt8]?] {
         var acks: [[UInt8]?] = []
         acks.append(try await control([0x01] + config))

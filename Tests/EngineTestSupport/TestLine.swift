@@ -28,9 +28,10 @@ public struct TestLine: Sendable {
 
     /// The provisioning workflow of workflows/sensor-v2.yaml with test-sized timeouts: a lost `end blob`
     /// ack restarts at `begin blob` (a re-sent `04` would answer `04 01`); a lost commit ack is settled by
-    /// reading the state (`confirm`) before anything is sent again.
+    /// reading the state (`confirm`, unless `confirm` is false) before anything is sent again.
     public static func workflow(ackTimeout: String = "300ms", resend: String = "[50ms, 50ms]", retryAttempts: Int = 2,
-                         reconnect: String = "{ attempts: 2, delay: 20ms }", commitIrreversible: Bool = true) -> String {
+                         reconnect: String = "{ attempts: 2, delay: 20ms }", commitIrreversible: Bool = true,
+                         confirm: Bool = true) -> String {
         """
         name: test-provisioning
         defaults:
@@ -82,7 +83,7 @@ public struct TestLine: Sendable {
               busy: { hex: "^0202" }
               timeout: \(ackTimeout)
               resend: \(resend)
-              confirm: { service: FFF0, characteristic: FFF2, equals: { hex: "02" } }
+              \(confirm ? "confirm: { service: FFF0, characteristic: FFF2, equals: { hex: \"02\" } }" : "")
           - read: { id: state, service: FFF0, characteristic: FFF2, as: hex }
           - verify: { value: "${state}", equals: "02" }
           - disconnect: {}

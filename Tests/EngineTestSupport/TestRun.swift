@@ -60,3 +60,18 @@ public func wallTime(_ iso: String) -> WallTime {
     guard let t = WallTime(iso: iso) else { preconditionFailure("not an ISO 8601 time: \(iso)") }
     return t
 }
+
+extension TestLine {
+    /// A journal as an earlier run of `loaded` left it, closed again before a run resumes it: its header
+    /// (run `run-x`, written `at`), then `lines`.
+    public static func writeJournal(_ path: String, for loaded: Loaded, at: WallTime, _ lines: [JournalLine]) async throws {
+        let journal = try FileJournal(path: path, fsync: false)
+        _ = try await journal.open(.start)
+        let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
+                                   inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
+                                   options: [:], started: at, toolVersion: "test", resumed: false)
+        try await journal.record(.header(header, at: at))
+        for line in lines { try await journal.record(line) }
+        await journal.close()
+    }
+}

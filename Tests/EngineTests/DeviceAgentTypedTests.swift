@@ -2,6 +2,7 @@ import BLE
 import BLESimulator
 import EngineTestSupport
 import Foundation
+import Support
 import Testing
 import Workflow
 @testable import Engine

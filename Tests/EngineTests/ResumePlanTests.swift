@@ -17,11 +17,14 @@ import TestSupport
 
     static func device(_ id: String) -> InventoryDevice { InventoryDevice(id: id, mark: SourceMark(line: 1, column: 1)) }
 
-    static func inputs(_ ids: [String] = ["D", "E"], selection: [String]? = nil, retryFailed: Bool = false) -> ResumePlan.Inputs {
+    /// `confirmable`: the commit declares a `confirm` read.
+    static func inputs(_ ids: [String] = ["D", "E"], selection: [String]? = nil, retryFailed: Bool = false,
+                       confirmable: Bool = false) -> ResumePlan.Inputs {
         let all = ids.map(device)
         let selected = selection.map { s in all.filter { s.contains($0.id) } } ?? all
         return ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: all, selection: selected,
-                                 irreversibleSteps: [commitIndex: "commit"], retryFailed: retryFailed)
+                                 irreversibleSteps: [commitIndex: "commit"], confirmable: confirmable ? [commitIndex] : [],
+                                 retryFailed: retryFailed)
     }
 
     static func header(resumed: Bool = false, selected: [String]? = nil, limit: String? = nil) -> JournalLine {
@@ -102,7 +105,7 @@ import TestSupport
     }
 
     /// The properties every resume decision must have, whatever the journal.
-    static func check(_ symbols: [Symbol], _ decision: ResumePlan.Decision?, retryFailed: Bool) {
+    static func check(_ symbols: [Symbol], _ decision: ResumePlan.Decision?, retryFailed: Bool, confirmable: Bool = false) {
         let trace = symbols.map(\.description).joined(separator: " ")
         guard let decision else {
             Issue.record("no decision for [\(trace)]")
@@ -121,8 +124,13 @@ import TestSupport
                     "[\(trace)] ran a settled device again")
             if lastOutcome == .failedBefore { #expect(retryFailed, "[\(trace)] a failure was run again without --retry-failed") }
             #expect(attempt == starts + 1 && resumed == (starts > 0), "[\(trace)] attempt \(attempt) resumed \(resumed)")
+        case .confirm(let attempt, let step):
+            // Asking the device first is the rule for a doubt on a step that can be confirmed, and only then.
+            #expect(inDoubt && confirmable, "[\(trace)] asked the device without a confirmable doubt")
+            #expect(step == commitIndex && attempt == starts + 1, "[\(trace)] confirm step \(step) attempt \(attempt)")
         case .needsReview(let r):
             #expect(inDoubt, "[\(trace)] needs review without an intent in doubt")
+            #expect(!confirmable, "[\(trace)] needs review although the device can be asked")
             #expect(r.error?.kind == .needsReview && r.error?.step == "commit" && r.outcome == .failed)
             #expect(r.carriedOver == nil, "a new needs-review outcome is this run's, not carried")
         case .carryOver(let r):
@@ -147,12 +155,48 @@ import TestSupport
         for symbols in Self.sequences(upTo: 5) {
             let lines = [Self.header()] + symbols.map { $0.line("D") }
             for retryFailed in [false, true] {
-                let plan = try Self.plan(lines, Self.inputs(["D"], retryFailed: retryFailed))
-                Self.check(symbols, Self.decision(plan, "D"), retryFailed: retryFailed)
-                checked += 1
+                for confirmable in [false, true] {
+                    let plan = try Self.plan(lines, Self.inputs(["D"], retryFailed: retryFailed, confirmable: confirmable))
+                    Self.check(symbols, Self.decision(plan, "D"), retryFailed: retryFailed, confirmable: confirmable)
+                    checked += 1
+                }
             }
         }
-        #expect(checked == 2 * (1 + 8 + 64 + 512 + 4096 + 32768))
+        #expect(checked == 4 * (1 + 8 + 64 + 512 + 4096 + 32768))
+    }
+
+    @Test func aDoubtOnAConfirmableStepIsAskedOfTheDeviceAndListedForTheRun() throws {
+        let lines: [JournalLine] = [Self.header(), Symbol.started.line("D"), Symbol.intent.line("D"), Symbol.started.line("E"),
+                                    Symbol.intent.line("E"), Symbol.interrupted.line("E")]
+        let plan = try Self.plan(lines, Self.inputs(confirmable: true))
+        #expect(plan.entries.map(\.decision) == [.confirm(attempt: 2, step: Self.commitIndex), .confirm(attempt: 2, step: Self.commitIndex)])
+        #expect(plan.reconcile == ["D": Self.commitIndex, "E": Self.commitIndex])
+        #expect(plan.toRun.map { "\($0.device.id) \($0.attempt) \($0.resumed)" } == ["D 2 true", "E 2 true"])
+        // Without a confirm read, the same journal makes both devices need review.
+        let blind = try Self.plan(lines, Self.inputs())
+        #expect(blind.toRun.isEmpty && blind.reconcile.isEmpty)
+    }
+
+    @Test func aDeviceInReviewIsAskedAgainOnlyWhenRecheckedAndItsStepCanBeConfirmed() throws {
+        let lines: [JournalLine] = [Self.header(), Symbol.started.line("D"), Symbol.intent.line("D"), Symbol.needsReview.line("D"),
+                                    Symbol.started.line("E"), Symbol.needsReview.line("E")]
+        var inputs = Self.inputs(confirmable: true)
+        guard case .carryOver? = Self.decision(try Self.plan(lines, inputs), "D") else {
+            Issue.record("a device in review was touched without being rechecked")
+            return
+        }
+        inputs.recheck = ["D", "E"]
+        let plan = try Self.plan(lines, inputs)
+        #expect(Self.decision(plan, "D") == .confirm(attempt: 2, step: Self.commitIndex))
+        #expect(Self.decision(plan, "E") == .confirm(attempt: 2, step: Self.commitIndex))
+        // Without a confirm read there is nothing to ask: it stays in review.
+        var blind = Self.inputs()
+        blind.recheck = ["D"]
+        guard case .carryOver(let r)? = Self.decision(try Self.plan(lines, blind), "D") else {
+            Issue.record("a device in review without a confirm read was run")
+            return
+        }
+        #expect(r.error?.kind == .needsReview)
     }
 
     @Test func anotherDevicesLinesAtAnyPositionChangeNothing() throws {

@@ -101,11 +101,12 @@ import SystemIO
         #expect(sim.peakLinkCount >= 2)
     }
 
+    /// Units the fixture cannot find (`not_found`) point to the fixture: the line stops.
     @Test func stoppingTheLineSkipsTheRestAndSaysSo() async throws {
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in 1...4 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in 1...4 { faults[n] = "{ faults: { no_advertise: true } }" }
         let loaded = try line.load(try line.write(count: 30, faults: faults))
         let sim = try line.simulator(loaded)
         var options = line.options()
@@ -117,13 +118,41 @@ import SystemIO
         #expect(report.summary.outcomes[.failed] == 3)
         #expect(report.summary.outcomes[.skipped] == 27)
         #expect(report.devices.filter { $0.outcome == .skipped }.allSatisfy { $0.skipReason?.contains("line stopped") == true })
+        #expect(report.run.stopped?.message.contains("3 of 3 finished devices failed in ways that point to the fixture (threshold 3 failure(s)): not_found 3") == true,
+                "\(report.run.stopped?.message ?? "")")
+    }
+
+    /// Units the product rejects (old firmware: `verify_failed`) say nothing of the fixture: the line
+    /// goes on; failures in a row stop it when asked.
+    @Test func productRejectsDoNotStopTheLineButFailuresInARowCan() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        var faults: [Int: String] = [:]
+        for n in 1...4 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        let loaded = try line.load(try line.write(count: 8, faults: faults))
+        var options = line.options()
+        options.concurrency = 1
+        options.maxFailures = .count(3)
+        let kept = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                        adapters: [try line.simulator(loaded)], options: options)
+        #expect(kept.run.stopped == nil)
+        #expect(kept.summary.outcomes[.failed] == 4 && kept.summary.outcomes[.succeeded] == 4)
+
+        var inARow = line.options("in-a-row")
+        inARow.concurrency = 1
+        inARow.maxConsecutiveFailures = 3
+        let stopped = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                           adapters: [try line.simulator(loaded)], options: inARow)
+        #expect(stopped.run.stopped?.reason == .failureThreshold)
+        #expect(stopped.run.stopped?.message == "line stopped: 3 devices failed in a row (--max-consecutive-failures 3); no fixture failure, product rejects 3")
+        #expect(stopped.summary.outcomes[.failed] == 3 && stopped.summary.outcomes[.skipped] == 5)
     }
 
     @Test func resumeSkipsSucceededDevicesAndRunsTheRest() async throws {
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in [3, 4] { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in [3, 4] { faults[n] = "{ faults: { no_advertise: true } }" }
         let paths = try line.write(count: 12, faults: faults)
         let loaded = try line.load(paths)
         let statePath = line.directory + "/sim.state"
@@ -173,30 +202,27 @@ import SystemIO
         }
     }
 
+    /// A journal as a run cut after SN-0002's and SN-0003's commit intents leaves it (SN-0003 recorded
+    /// `interrupted`, as a second Ctrl-C records it), closed again before a run resumes it.
+    static func journalCutAfterTwoCommitIntents(_ loaded: TestLine.Loaded, _ options: TestRunOptions) async throws {
+        let t = wallTime("2026-11-30T05:00:00.000Z")
+        let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
+                               error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
+        try await TestLine.writeJournal(options.journalPath, for: loaded, at: t, [
+            .started(device: "SN-0002", attempt: 1, at: t), .intent(device: "SN-0002", step: "commit", stepIndex: 10, at: t),
+            .started(device: "SN-0003", attempt: 1, at: t), .intent(device: "SN-0003", step: "commit", stepIndex: 10, at: t),
+            .outcome(cut, at: t),
+        ])
+    }
+
+    /// Without a `confirm` read, a device whose commit may have gone out is never touched again.
     @Test func aDeviceCutAfterAnIrreversibleWriteNeedsReviewOnResume() async throws {
         let line = try TestLine()
         defer { line.remove() }
-        let paths = try line.write(count: 3)
+        let paths = try line.write(count: 3, workflow: TestLine.workflow(confirm: false))
         let loaded = try line.load(paths)
         var options = line.options()
-        // A journal as a crashed run leaves it (closed again before the run resumes it).
-        do {
-            let journal = try FileJournal(path: options.journalPath, fsync: false)
-            _ = try await journal.open(.start)
-            let header = JournalHeader(runId: "run-x", workflow: FileRef(name: loaded.workflow.name, path: loaded.workflow.path, sha256: loaded.workflow.sha256),
-                                       inventory: FileRef(path: loaded.inventory.path, sha256: loaded.inventory.sha256), adapters: ["sim"],
-                                       options: [:], started: wallTime("2026-11-30T05:00:00.000Z"), toolVersion: "test", resumed: false)
-            try await journal.record(.header(header, at: wallTime("2026-11-30T05:00:00.000Z")))
-            try await journal.record(.started(device: "SN-0002", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
-            try await journal.record(.intent(device: "SN-0002", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
-            // SN-0003 was cut (second Ctrl-C) after its commit intent: its `interrupted` outcome does not clear it.
-            try await journal.record(.started(device: "SN-0003", attempt: 1, at: wallTime("2026-11-30T05:00:00.000Z")))
-            try await journal.record(.intent(device: "SN-0003", step: "commit", stepIndex: 10, at: wallTime("2026-11-30T05:00:00.000Z")))
-            let cut = DeviceRecord(id: "SN-0003", address: nil, name: nil, outcome: .interrupted, attempts: 1,
-                                   error: FailureRecord(kind: .interrupted, step: "commit", message: "cut while stopping"))
-            try await journal.record(.outcome(cut, at: wallTime("2026-11-30T05:00:00.000Z")))
-            await journal.close()
-        }
+        try await Self.journalCutAfterTwoCommitIntents(loaded, options)
         options.resume = true
         let sim = try line.simulator(loaded)
         let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
@@ -211,6 +237,45 @@ import SystemIO
         #expect(dump.device("SN-0002")?.connections == 0, "a device that may be committed is not touched again")
         #expect(dump.device("SN-0003")?.connections == 0)
         #expect(report.summary.outcomes[.succeeded] == 1)
+    }
+
+    /// With a `confirm` read, the same journal is settled by asking the devices before anything is sent:
+    /// SN-0003's commit had reached it (it ends `succeeded`, committed once, its set-up not sent again);
+    /// SN-0002's had not (it runs as a first run and is committed once). Nobody needs review.
+    @Test func aDeviceCutAfterAConfirmableCommitIsSettledByItsConfirmReadOnResume() async throws {
+        let line = try TestLine()
+        defer { line.remove() }
+        let loaded = try line.load(try line.write(count: 3))
+        let statePath = line.directory + "/sim.state"
+        // SN-0003 was committed on the device before the run was cut (its ack never recorded).
+        let prior = try line.load((loaded.workflow.path, loaded.inventory.path), limit: "SN-0003")
+        let before = try await Runner.run(workflow: prior.workflow, inventory: prior.inventory, devices: prior.devices,
+                                          adapters: [try line.simulator(prior, statePath: statePath)], options: line.options("prior"))
+        #expect(before.devices.map(\.outcome) == [.succeeded])
+        var options = line.options()
+        try await Self.journalCutAfterTwoCommitIntents(loaded, options)
+        options.resume = true
+        let sim = try line.simulator(loaded, statePath: statePath)
+        let report = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                          adapters: [sim], options: options)
+        #expect(report.devices.map(\.outcome) == [.succeeded, .succeeded, .succeeded], "\(report.summary.errors)")
+        let dump = await sim.dump()
+        #expect(dump.devices.allSatisfy { $0.commits == 1 }, "\(dump.devices.map { "\($0.id): \($0.commits)" })")
+        #expect(dump.device("SN-0003")?.connections == 2, "asked once more, nothing sent")
+        let d3 = try #require(report.devices.first { $0.id == "SN-0003" })
+        let commit = try #require(d3.steps.firstIndex { $0.name == "commit" })
+        let sends: Set<StepKind> = ["await", "write", "write_blob"]
+        #expect(d3.steps[..<commit].allSatisfy { $0.outcome == (sends.contains($0.kind) ? .skipped : .succeeded) },
+                "\(d3.steps.map { "\($0.name) \($0.kind) \($0.outcome)" })")
+        #expect(d3.steps[..<commit].contains { $0.outcome == .skipped })
+        #expect(d3.steps[commit...].allSatisfy { $0.outcome == .succeeded } && d3.steps[commit].attempts == 1)
+        let d2 = try #require(report.devices.first { $0.id == "SN-0002" })
+        #expect(d2.steps.allSatisfy { $0.outcome == .succeeded }, "SN-0002 ran as a first run")
+        #expect(d2.attempts == 2 && d2.resumed == true)
+        // The journal is settled: a second resume touches nobody.
+        let again = try await Runner.run(workflow: loaded.workflow, inventory: loaded.inventory, devices: loaded.devices,
+                                         adapters: [try line.simulator(loaded, statePath: statePath)], options: options)
+        #expect(again.devices.allSatisfy { $0.outcome == .succeeded && $0.carriedOver == true })
     }
 
     @Test func secretsNeverReachTheReportOrTheJournal() async throws {
@@ -363,10 +428,12 @@ import SystemIO
         func finish() async {}
     }
 
+    /// (The commit without a `confirm` read: with one, the torn device is asked instead, as in
+    /// `aDeviceCutAfterAConfirmableCommitIsSettledByItsConfirmReadOnResume`.)
     @Test func aTornJournalIsResumedAgainAndAgain() async throws {
         let line = try TestLine()
         defer { line.remove() }
-        let loaded = try line.load(try line.write(count: 6))
+        let loaded = try line.load(try line.write(count: 6, workflow: TestLine.workflow(confirm: false)))
         let statePath = line.directory + "/sim.state"
         var options = line.options()
         options.concurrency = 2
@@ -468,7 +535,7 @@ import SystemIO
         let line = try TestLine()
         defer { line.remove() }
         var faults: [Int: String] = [:]
-        for n in 1...3 { faults[n] = "{ firmware: \"1.0.0\" }" }
+        for n in 1...3 { faults[n] = "{ faults: { no_advertise: true } }" }
         let loaded = try line.load(try line.write(count: 3, faults: faults))
         var options = line.options()
         options.concurrency = 1

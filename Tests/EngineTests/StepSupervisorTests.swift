@@ -204,6 +204,102 @@ import Workflow
     }
 }
 
+/// A resumed device whose irreversible step an earlier run announced without learning its outcome,
+/// the step declaring `confirm`: the device is asked before anything is sent, event by event.
+@Suite struct StepSupervisorReconcileTests {
+    typealias Info = StepSupervisor.StepInfo
+
+    static let transient = StepSupervisorTests.transient
+    /// scan, connect, subscribe, begin (sends), stream (sends), commit (irreversible, idempotent, confirm), read.
+    static let steps: [Info] = [
+        Info(name: "scan", retry: .none),
+        Info(name: "connect", retry: transient, isConnect: true),
+        Info(name: "subscribe", retry: transient),
+        Info(name: "begin", retry: transient, sends: true),
+        Info(name: "stream", retry: transient, retryFrom: 3, sends: true),
+        Info(name: "commit", retry: transient, irreversible: true, idempotent: true, confirms: true, sends: true),
+        Info(name: "read", retry: transient),
+    ]
+    static let ms = Duration.milliseconds
+
+    /// Begins and succeeds scan, connect and subscribe; returns what the last success answered.
+    static func toTheConfirmRead(_ s: inout StepSupervisor) -> [StepSupervisor.Action] {
+        #expect(s.handle(.begin(at: .zero)) == [.execute(step: 0, attempt: 1, confirmFirst: false)])
+        _ = s.handle(.succeeded(at: ms(1)))
+        _ = s.handle(.succeeded(at: ms(2)))
+        return s.handle(.succeeded(at: ms(3)))
+    }
+
+    @Test func theSetUpIsNotSentAgainAndACommitThatTookEffectEndsTheDeviceWithoutSendingIt() {
+        var s = StepSupervisor(steps: Self.steps, seed: 1, reconcile: 5)
+        #expect(s.reconciling == 5)
+        #expect(Self.toTheConfirmRead(&s) == [
+            .stepFinished(step: 2, outcome: .succeeded, attempt: 1, duration: Self.ms(1), failure: nil),
+            .stepFinished(step: 3, outcome: .skipped, attempt: 0, duration: .zero, failure: nil),
+            .stepFinished(step: 4, outcome: .skipped, attempt: 0, duration: .zero, failure: nil),
+            .confirm(step: 5, attempt: 1),
+        ])
+        #expect(s.handle(.confirmed(tookEffect: true, at: Self.ms(7))) == [
+            .stepFinished(step: 5, outcome: .succeeded, attempt: 1, duration: Self.ms(4), failure: nil),
+            .execute(step: 6, attempt: 1, confirmFirst: false),
+        ])
+        #expect(s.reconciling == nil && s.reconciled == true)
+        #expect(s.handle(.succeeded(at: Self.ms(8))).last == .finish(nil))
+        #expect(s.outcome == .succeeded)
+        #expect(s.progress.map(\.outcome) == [.succeeded, .succeeded, .succeeded, .skipped, .skipped, .succeeded, .succeeded])
+    }
+
+    @Test func aCommitThatDidNotTakeEffectRunsTheSkippedStepsAndTheCommitAsAFirstRun() {
+        var s = StepSupervisor(steps: Self.steps, seed: 1, reconcile: 5)
+        #expect(Self.toTheConfirmRead(&s).last == .confirm(step: 5, attempt: 1))
+        #expect(s.handle(.confirmed(tookEffect: false, at: Self.ms(5))) == [.execute(step: 3, attempt: 1, confirmFirst: false)])
+        #expect(s.reconciling == nil && s.reconciled == false)
+        #expect(s.handle(.succeeded(at: Self.ms(6))).last == .execute(step: 4, attempt: 1, confirmFirst: false))
+        // The commit goes out as on a first run: no doubt, its attempts count what is sent.
+        #expect(s.handle(.succeeded(at: Self.ms(7))).last == .execute(step: 5, attempt: 1, confirmFirst: false))
+        _ = s.handle(.succeeded(at: Self.ms(8)))
+        #expect(s.handle(.succeeded(at: Self.ms(9))).last == .finish(nil))
+        #expect(s.progress.allSatisfy { $0.outcome == .succeeded && $0.attempts == 1 })
+    }
+
+    @Test func aConfirmReadThatFailsIsRetriedAsARead() {
+        var s = StepSupervisor(steps: Self.steps, seed: 1, reconcile: 5)
+        _ = Self.toTheConfirmRead(&s)
+        let timeout = DeviceFailure(.timeout, "no answer to the read")
+        #expect(s.handle(.failed(timeout, sent: false, at: .seconds(1))) == [.retry(step: 5, attempt: 1, delay: .seconds(1), failure: timeout)])
+        #expect(s.handle(.backoffEnded(sessionLost: false, at: .seconds(2))) == [.confirm(step: 5, attempt: 2)])
+        #expect(s.handle(.confirmed(tookEffect: true, at: .seconds(3))).last == .execute(step: 6, attempt: 1, confirmFirst: false))
+    }
+
+    @Test func aDeviceThatFailsBeforeItsConfirmReadNeedsReviewAndOneCutStaysInterrupted() {
+        var s = StepSupervisor(steps: Self.steps, seed: 1, reconcile: 5)
+        _ = s.handle(.begin(at: .zero))
+        let notFound = DeviceFailure(.notFound, "not heard within 15 s")
+        let actions = s.handle(.failed(notFound, sent: false, at: .seconds(15)))
+        guard case .finish(let f?)? = actions.last else {
+            Issue.record("the device did not finish: \(actions)")
+            return
+        }
+        #expect(f.kind == .needsReview)
+        #expect(f.message.contains("`commit`") && f.message.contains("not heard within 15 s"), "\(f.message)")
+        #expect(s.outcome == .failed)
+
+        var cut = StepSupervisor(steps: Self.steps, seed: 1, reconcile: 5)
+        _ = Self.toTheConfirmRead(&cut)
+        let interrupted = DeviceFailure(.interrupted, "cut while stopping")
+        #expect(cut.handle(.failed(interrupted, sent: false, at: .seconds(1))).last == .finish(interrupted))
+        #expect(cut.outcome == .interrupted)
+    }
+
+    @Test func aStepWithoutConfirmIsNeverReconciled() {
+        var steps = Self.steps
+        steps[5].confirms = false
+        var s = StepSupervisor(steps: steps, seed: 1, reconcile: 5)
+        #expect(s.reconciling == nil)
+        #expect(Self.toTheConfirmRead(&s).last == .execute(step: 3, attempt: 1, confirmFirst: false))
+    }
+}
+
 /// `optional`, `continue_on_error` and `when:`: what a step's final failure or a false condition does
 /// to the device, event by event.
 @Suite struct StepSupervisorFailurePolicyTests {
@@ -254,6 +350,9 @@ import Workflow
                 return (executed, action)
             case .stepFinished, .closeSession:
                 continue
+            case .confirm:
+                Issue.record("a device that is not reconciling was asked for a confirm read")
+                return (executed, action)
             }
         }
         return (executed, nil)

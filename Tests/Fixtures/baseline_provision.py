@@ -9,7 +9,7 @@ JSON line: devices per minute and the process's CPU time per device.
     bumble_fleet.py --port 9000 --stations 2 --devices 16 --state-dir /tmp/fleet &
     baseline_provision.py --transport tcp-client:127.0.0.1:9001 --devices 16 --concurrency 4
 
-The sequence is the one in REFERENCE-DEVICE.md: connect by address, exchange MTU, discover every
+The sequence is the one in docs/devices/sensor-v2.md: connect by address, exchange MTU, discover every
 service and characteristic, read 2A25 (verify the id) and 2A26 (verify 2.x), subscribe FFF3,
 01 <config> / ack, 03 <len> / ack, blob on FFF4 without response in MTU-3 chunks, 04 / ack, 02 / ack,
 read FFF2 == 02, disconnect. It is what a test engineer would write with Bumble, no more tuned than that.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fleet of virtual `sensor-v2` peripherals (REFERENCE-DEVICE.md) for testing the HCI host.
+"""A fleet of virtual `sensor-v2` peripherals (docs/devices/sensor-v2.md) for testing the HCI host.
 
 Station controllers are exposed to hosts over Bumble's tcp-server transport; every peripheral runs
 Bumble's own host stack on its own virtual controller, all on one virtual radio link (fleet_radio.py).
@@ -255,7 +255,7 @@ class SensorV2:
                 raise ValueError(f"{self.id}: ext_adv is one of {', '.join(EXT_ADV_PHYS)}, not `{self.ext_adv}`")
             self.controller.le_legacy_advertiser.extended_phy = EXT_ADV_PHYS[self.ext_adv]
         self.device = Device.with_hci(self.name, hci.Address(self.address), self.controller, self.controller)
-        # REFERENCE-DEVICE.md: the device accepts an ATT MTU of up to 247.
+        # docs/devices/sensor-v2.md: the device accepts an ATT MTU of up to 247.
         self.device.gatt_server.max_mtu = 247
         self._build_gatt()
         self._install_pairing()
@@ -384,7 +384,7 @@ class SensorV2:
         asyncio.get_running_loop().create_task(self._send_ack(connection, ack, delay, lost))
 
     def _execute(self, value):
-        """One command as REFERENCE-DEVICE.md says; only the commit is idempotent."""
+        """One command as docs/devices/sensor-v2.md says; only the commit is idempotent."""
         if not value:
             return bytes([0x00, 0xFF])
         command = value[0]

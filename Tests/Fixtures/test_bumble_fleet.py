@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of the fixture itself: the station controller honours what a real controller does, the
-paced link keeps its model, and the devices follow REFERENCE-DEVICE.md.
+paced link keeps its model, and the devices follow docs/devices/sensor-v2.md.
 
     cd Tests/Fixtures && ../../.venv/bin/python3 -m unittest -v test_bumble_fleet
 

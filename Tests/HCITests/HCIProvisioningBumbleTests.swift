@@ -4,7 +4,7 @@ import Foundation
 import HCI
 import Testing
 
-/// The sensor-v2 provisioning sequence (REFERENCE-DEVICE.md) in raw ATT over one link.
+/// The sensor-v2 provisioning sequence (docs/devices/sensor-v2.md) in raw ATT over one link.
 /// Returns the number of ATT request/response round trips it took.
 func provisionSensorV2(_ link: any Link, id: String, config: [UInt8], blob: [UInt8]) async throws -> Int {
     let att = RawATT(link)

@@ -25,7 +25,7 @@ struct LineSchemaTests {
         let names = try await db.query("""
             SELECT table_name FROM information_schema.tables WHERE table_schema = 'provision' ORDER BY table_name
             """).map { try $0.decode("table_name", as: String.self) }
-        #expect(names == ["device_report", "device_status", "devices", "intents", "latest_outcomes", "outcomes", "runs",
+        #expect(names == ["device_report", "device_status", "devices", "heard", "intents", "latest_outcomes", "outcomes", "runs",
                           "schema_migrations", "stations"])
     }
 
@@ -116,7 +116,14 @@ struct LineRoleTests {
     @Test func aStationRoleWorksTheLineAndAnAuditorRoleOnlyReads() async throws {
         let line = try await LineFixture.make(devices: 4)
         defer { line.close() }
-        try await LineSchema.grantRoles(line.admin)
+        // An administrator creates the group roles (docs/line.md); the owner (here a superuser) grants.
+        try await line.admin.query("""
+            DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_station') THEN CREATE ROLE provision_station NOLOGIN; END IF;
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'provision_auditor') THEN CREATE ROLE provision_auditor NOLOGIN; END IF;
+            END $$
+            """)
+        try await LineSchema.grant(line.admin)
         try await line.admin.query("""
             DO $$ BEGIN
                 IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'line_test_station') THEN

@@ -183,7 +183,7 @@ import TestSupport
     @Test func bashCompletesCommandsOptionsAndTheirWords() async throws {
         let cases: [(String, String)] = [
             ("provision ru", "run"), ("provision run --inv", "--inventory"), ("provision run --claim ", "heard all"),
-            ("provision line ", "status flush"), ("provision run --adapter s", "sim"), ("provision completion ", "bash zsh"),
+            ("provision line ", "status flush init migrate grant"), ("provision run --adapter s", "sim"), ("provision completion ", "bash zsh"),
             ("provision read --as sfl", "sfloat"), ("provision scan --no-", "--no-color"),
         ]
         var script = "source <(\"$PROVISION\" completion bash) || exit 9\n"

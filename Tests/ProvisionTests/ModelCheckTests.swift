@@ -22,6 +22,20 @@ import Testing
         #expect(r.err.hasSuffix("1 error; nothing was sent to any device\n"))
     }
 
+    @Test func theModelIsCheckedInTheSamePassAsTheWorkflowAndInventoryErrors() async throws {
+        let copy = try BrokenCopy()
+        let wrong = try copy.replace("workflows/smart-lock.yaml", "{ id: site_stored, service: FFE0, characteristic: FFE4,",
+                                     with: "{ id: site_stored, service: FFE0, characteristic: FFE8,")
+        let misspelt = try copy.replace("workflows/smart-lock.yaml", "  - disconnect", with: "  - disconect")
+        let device = try copy.replace("inventory/smart-lock-line.yaml", "address: \"D0:0C:00:00:00:02\"", with: "address: \"D0:0C:00:00:00\"")
+        let r = await run(["validate", "workflows/smart-lock.yaml", "--inventory", "inventory/smart-lock-line.yaml"], in: copy.path)
+        #expect(r.code == 2)
+        #expect(r.err.contains("workflows/smart-lock.yaml:\(misspelt):5: error: unknown step `disconect`"), "\(r.err)")
+        #expect(r.err.contains("inventory/smart-lock-line.yaml:\(device):"), "\(r.err)")
+        #expect(r.err.contains("workflows/smart-lock.yaml:\(wrong):5: error: step `read site_stored`: the simulator model `smart-lock`"), "\(r.err)")
+        #expect(r.err.hasSuffix("3 errors; nothing was sent to any device\n"), "\(r.err)")
+    }
+
     @Test func aServiceTheModelLacksIsAnError() async throws {
         let copy = try BrokenCopy()
         try copy.replace("workflows/fleet-audit.yaml", "service: 180F", with: "service: 180D")

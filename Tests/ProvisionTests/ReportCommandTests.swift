@@ -34,7 +34,7 @@ import Testing
         let r = await run(["report", first, "--csv"], in: line.directory)
         let rows = r.out.components(separatedBy: "\r\n").filter { !$0.isEmpty }
         #expect(rows.count == 4)
-        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,run_id,started,fw,serial,state")
+        #expect(rows[0] == "id,address,name,outcome,error_kind,error_step,error_message,adapter,rssi,duration_ms,attempts,run_id,started,station,fw,serial,state")
         #expect(rows[2].hasPrefix("SN-0002,C0:5E:00:00:00:02,SNS-0002,failed,verify_failed,firmware is supported,"))
         #expect(rows[2].contains(",1.9.0,SN-0002,"))
         // A message with a quote is quoted, its quotes doubled.

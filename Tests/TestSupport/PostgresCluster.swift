@@ -253,10 +253,13 @@ public final class PostgresCluster: Sendable {
         "host=127.0.0.1 port=\(port) dbname=\(database) user=\(user) password=\(password ?? self.password) connect_timeout=10"
     }
 
-    /// Creates an empty database with a fresh name and returns its connection string.
-    public func createDatabase() async throws -> String {
+    /// Creates an empty database with a fresh name and returns its connection string (the superuser's).
+    /// `owner`: a role (that exists) to own it, as `CREATE DATABASE … OWNER` — which cannot run through a
+    /// pipelined connection.
+    public func createDatabase(owner: String? = nil) async throws -> String {
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        let r = try await Self.run(bin + "/createdb", ["-h", directory, "-p", String(port), "-U", Self.superuser, name],
+        let r = try await Self.run(bin + "/createdb", ["-h", directory, "-p", String(port), "-U", Self.superuser]
+                                       + (owner.map { ["-O", $0] } ?? []) + [name],
                                    as: runAs, timeout: .seconds(60))
         guard r.status == 0 else { throw ClusterError("createdb failed (\(r.status)): \(r.output)") }
         return connectionString(database: name)

@@ -1,3 +1,4 @@
+import Support
 import Testing
 @testable import Workflow
 
@@ -43,6 +44,10 @@ import Testing
             == "CRC-16/MODBUS needs bytes or text, but the value is an unsigned integer")
         #expect(message { try Derivation.concat.resultType(for: [.bytes, .text]) } == "concat joins all bytes or all text, got bytes, text")
         #expect(message { try Derivation.concat.resultType(for: []) } == "concat needs at least one value")
-        #expect(message { try Derivation.crc(.crc16XModem).apply([.bytes([1]), .bytes([2])]) } == "CRC-16/XMODEM takes one value, got 2")
+        // A CRC of several values is the CRC of them joined (`of: [{ uint32le: … }, { utf8: … }]`), all bytes or all text.
+        #expect(try Derivation.crc(.crc16XModem).apply([.bytes([1]), .bytes([2])]) == .integer(Int64(CRCAlgorithm.crc16XModem.checksum([1, 2])), signed: false))
+        #expect(try Derivation.crc(.crc16XModem).apply([.text("1234"), .text("56789")]) == .integer(0x31C3, signed: false))
+        #expect(message { try Derivation.crc(.crc16XModem).apply([.bytes([1]), .text("2")]) } == "CRC-16/XMODEM joins all bytes or all text, got bytes, text")
+        #expect(message { try Derivation.crc(.crc16XModem).resultType(for: []) } == "CRC-16/XMODEM needs a value")
     }
 }

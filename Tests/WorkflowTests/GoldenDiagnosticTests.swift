@@ -312,23 +312,7 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
 @Suite struct GoldenDiagnosticTests {
     @Test("a broken input reports its first error at the exact line and column", arguments: GoldenCase.all)
     func brokenInputReportsExactPosition(_ c: GoldenCase) throws {
-        let dir = try TemporaryDirectory()
-        let workflowPath = dir.path + "/wf.yaml"
-        try dir.write("wf.yaml", c.workflow)
-        var inventoryPath: String?
-        if let inventory = c.inventory, let name = c.inventoryName {
-            try dir.write(name, inventory)
-            inventoryPath = dir.path + "/" + name
-        }
-        let result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: c.limit)
-        #expect(!result.isValid)
-        let first = try #require(result.errors.first)
-        let file = first.path == "--limit" ? "--limit" : URL(fileURLWithPath: first.path).lastPathComponent
-        #expect(file == c.expect.file)
-        #expect(first.line == c.expect.line)
-        #expect(first.column == c.expect.column)
-        #expect(first.message == c.expect.message.replacingOccurrences(of: "$DIR", with: dir.path))
-        #expect(first.hint == c.expect.hint?.replacingOccurrences(of: "$DIR", with: dir.path))
+        try c.check()
     }
 
     @Test func thereAreAtLeastFortyGoldenCases() {
@@ -392,5 +376,29 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
             """
         let (_, diagnostics) = WorkflowParser().parse(bytes: Array(text.utf8), path: "w.yaml")
         #expect(diagnostics.map(\.mark) == [SourceMark(line: 4, column: 22), SourceMark(line: 5, column: 5), SourceMark(line: 6, column: 12)])
+    }
+}
+
+extension GoldenCase {
+    /// Validates the case's files and checks its first error: file, line, column, message and hint.
+    func check() throws {
+        let c = self
+        let dir = try TemporaryDirectory()
+        let workflowPath = dir.path + "/wf.yaml"
+        try dir.write("wf.yaml", c.workflow)
+        var inventoryPath: String?
+        if let inventory = c.inventory, let name = c.inventoryName {
+            try dir.write(name, inventory)
+            inventoryPath = dir.path + "/" + name
+        }
+        let result = Validator.validate(workflowPath: workflowPath, inventoryPath: inventoryPath, limit: c.limit)
+        #expect(!result.isValid)
+        let first = try #require(result.errors.first)
+        let file = first.path == "--limit" ? "--limit" : URL(fileURLWithPath: first.path).lastPathComponent
+        #expect(file == c.expect.file)
+        #expect(first.line == c.expect.line)
+        #expect(first.column == c.expect.column)
+        #expect(first.message == c.expect.message.replacingOccurrences(of: "$DIR", with: dir.path))
+        #expect(first.hint == c.expect.hint?.replacingOccurrences(of: "$DIR", with: dir.path))
     }
 }

@@ -86,8 +86,8 @@ import YAML
         let expected = [
             "wf.yaml:3:3: error: `device_key` is declared in `vars:` but not defined for 1 device: SN-3 | add `device_key` to those devices' `vars`, or to `defaults: { vars: }`; SN-3 is at $DIR/inv.yaml:4:5",
             "wf.yaml:6:10: error: unknown format `hexx` | did you mean `hex`?",
-            "wf.yaml:12:68: error: `${battery}` is an unsigned integer, but `hex:` needs bytes | write a number with its width, like `{ uint8: \"${battery}\" }`, or read it `as: hex`",
-            "wf.yaml:13:71: error: `${cfg}` is bytes, but `uint16le:` needs an integer | write bytes with `{ hex: \"${cfg}\" }`, or read it `as: uint16le`",
+            "wf.yaml:12:68: error: `${battery}` is an unsigned integer, but `hex:` needs bytes | write it as a part of its own: `{ uint8: \"${battery}\" }` (join parts with a list)",
+            "wf.yaml:13:71: error: `${cfg}` is bytes, but `uint16le:` needs an integer | write it with `{ hex: \"${cfg}\" }`, or read it `as: uint16le`",
             "wf.yaml:14:36: error: `min`: min needs a number, but the value is a version | for versions use version_at_least / version_below",
             "wf.yaml:15:54: error: `version_at_least`: version_at_least needs a version, but the value is an unsigned integer | read the value as: version",
             "wf.yaml:16:40: warning: `in` lists the allowed values: `[0, 100]` allows only 0 and 100 | for a range write `min: 0, max: 100`",
@@ -144,9 +144,9 @@ import YAML
             "wf.yaml:11:39: error: `min`: min needs a number, but the value is text | min and max need a number (read the value as: uint8, sfloat, …)",
             "wf.yaml:13:41: error: `when`: missing `)` to close the `(` at column 17",
             "wf.yaml:17:15: error: an irreversible step cannot be `optional` | a device whose irreversible write failed must stop there; remove the key",
-            "wf.yaml:18:30: error: `set`: concat joins all bytes or all text, got text, version | concat joins values of one kind: all hex, or all text",
+            "wf.yaml:18:43: error: `${fw}` is a version, but `concat` joins text here | join the text in one template: `\"${label}${fw}\"` is text",
             "wf.yaml:19:48: error: `start` does not go with `concat` | `concat` takes `id`, `concat`",
-            "wf.yaml:21:67: error: `${raw}` is bytes, but `utf8:` needs text | write bytes with `{ hex: \"${raw}\" }`",
+            "wf.yaml:21:67: error: `${raw}` is bytes, but `utf8:` needs text | write it with `{ hex: \"${raw}\" }`",
             "wf.yaml:22:50: error: step `verify ${fw}`: `version_at_least` cannot be read for 1 device (SN-2): \"two\" is not a version (such as 2.4.1 or 1.9.0-rc1): component 1 (\"two\") is not a number | fix the variable in the inventory, or declare it in `vars:` with its type; SN-2 is at $DIR/inv.yaml:3:5",
         ]
         let got = try Self.diagnostics(workflow, inventory)
@@ -195,7 +195,7 @@ import YAML
         }
         #expect(crc.derivation == .crc(.crc16CCITTFalse) && crc.resultType == .integer(signed: false) && w.steps[5].name == "set key_crc")
         #expect(tail.derivation == .slice(start: -2, length: 1))
-        #expect(frame.derivation == .concat && frame.inputs.map(\.source) == ["0102", "${config}"])
+        #expect(frame.derivation == .concat && frame.templates.map(\.source) == ["0102", "${config}"])
         guard case .await(let a) = w.steps[9].kind, case .await(let b) = w.steps[10].kind else { Issue.record("not awaits"); return }
         #expect(a.capture == Step.Capture(id: "lock_state", format: .uint8, start: 2, length: 1))
         #expect(b.capture == Step.Capture(id: "raw_ack"))

@@ -24,6 +24,12 @@ struct NotificationSteps: StepExecutor {
     }
 
     private func awaitValue(_ a: Step.Await, step: Step, _ context: StepContext) async throws -> StepOutput {
+        if context.confirmOnly {
+            // A resumed device in doubt: ask it, send nothing.
+            guard a.confirm != nil else { throw DeviceFailure(.invalidInput, "step `\(step.name)` has no `confirm` read") }
+            _ = try await confirmed(a, context)
+            return .none
+        }
         guard let mailbox = context.agent.link.subscriptions[a.subscription] else {
             throw DeviceFailure(.invalidInput, "no active subscription `\(a.subscription)` (it must be subscribed first)")
         }

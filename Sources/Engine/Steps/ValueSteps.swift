@@ -69,25 +69,10 @@ struct ValueSteps: StepExecutor {
         return out
     }
 
-    /// `set:`: derives the value from typed inputs (a lone `${name}` keeps its type; a literal is read
-    /// as the type of the others).
+    /// `set:`: derives the value from typed inputs (`Step.Derive.value` says how).
     private func derive(_ d: Step.Derive, _ context: StepContext) throws -> StepOutput {
-        var values: [TypedValue?] = []
-        for t in d.inputs {
-            if t.isLiteral {
-                values.append(nil)
-            } else if let name = t.loneReference {
-                guard let v = context.value(name) else { throw DeviceFailure(.invalidInput, "`set \(d.id)`: `${\(name)}` has no value") }
-                values.append(v)
-            } else {
-                values.append(.text(try context.render(t)))
-            }
-        }
-        let literalType = values.compactMap { $0?.type }.first ?? .text
-        var inputs: [TypedValue] = []
-        for (t, v) in zip(d.inputs, values) { inputs.append(try v ?? TypedValue(text: t.source, as: literalType)) }
         do {
-            return .captured(d.id, try d.derivation.apply(inputs))
+            return .captured(d.id, try d.value(typed: context.value, text: context.text, baseDirectory: context.baseDirectory))
         } catch {
             throw DeviceFailure(.invalidInput, "`set \(d.id)`: \(error.message)")
         }

@@ -163,7 +163,7 @@ actor TestPeripheral {
         return GATTDatabase(services: services, longUUIDs: longUUIDs)
     }
 
-    /// The reference device `sensor-v2` (docs: REFERENCE-DEVICE.md), plus an indicate characteristic
+    /// The reference device `sensor-v2` (docs/devices/sensor-v2.md), plus an indicate characteristic
     /// and a notifier that lies (FFF5 notifies without declaring it, and has no CCCD).
     static func sensorV2(firmware: String = "2.4.1", serial: String = "SN-0001", longUUIDs: Bool = false) -> GATTDatabase {
         GATTDatabase(services: sensorV2Services(firmware: firmware, serial: serial), longUUIDs: longUUIDs)

@@ -1,5 +1,6 @@
-/// The CRCs a workflow can compute with `set:`, by their names in the RevEng CRC catalogue (each
-/// algorithm's `check` is its CRC of the ASCII bytes "123456789").
+/// The CRCs of the workflow language (`set: { crc: … }`, `{ uint16be: { crc: … } }`) and of the
+/// simulator's device models (a command that checks its own CRC), by their names in the RevEng CRC
+/// catalogue (each algorithm's `check` is its CRC of the ASCII bytes "123456789"). One home for both.
 ///
 /// | name                 | width | poly   | init   | reflected | xorout     | check      |
 /// |----------------------|-------|--------|--------|-----------|------------|------------|

@@ -1,6 +1,6 @@
 import Support
 import Testing
-@testable import Workflow
+
 
 @Suite struct CRCTests {
     private let check = Array("123456789".utf8)
