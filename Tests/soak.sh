@@ -61,7 +61,8 @@ fresh_clone() {
 
 # The tests that failed in a log: Swift Testing's ✘ lines, XCTest's failures, and build errors.
 failing_tests() {
-  grep -aoE '✘ Test [^ ]+|Test Case .*failed|error: .*' "$1" | sed -E 's/^✘ Test //' | sort -u | head -20 | paste -sd ';' -
+  # Build errors are `FILE:LINE:COL: error: …`; a test's own output may say "error:" too, and is not one.
+  grep -aoE '✘ Test [^ ]+|Test Case .*failed|^[^ ]+:[0-9]+:[0-9]+: error: .*' "$1" | sed -E 's/^✘ Test //' | sort -u | head -20 | paste -sd ';' -
 }
 
 load_now() { cut -d' ' -f1-3 /proc/loadavg; }
