@@ -81,9 +81,9 @@ public enum Validator {
         if let secretsPath {
             let loaded = SecretsFile.load(ValueSpec.resolve(path: secretsPath, baseDirectory: currentDirectory), shownAs: secretsPath)
             diagnostics += loaded.diagnostics
-            if let i = inventory, loaded.diagnostics.isEmpty {
+            if let i = partialInventory, loaded.diagnostics.isEmpty {
                 let (merged, clashes) = i.addingLineSecrets(loaded.values, from: secretsPath)
-                inventory = merged
+                partialInventory = merged
                 diagnostics += clashes
             }
         }
