@@ -86,8 +86,9 @@ demo: release
 	@# Then sixteen ESP32 units given the site's Wi-Fi over BLE (docs/esp.md): a wrong PoP, a unit out of
 	@# the access point's range, a refused passphrase, a slow join and a link dropped during apply.
 	$(BIN) validate workflows/esp32-wifi.yaml --inventory inventory/esp-line.yaml
-	@$(BIN) run workflows/esp32-wifi.yaml --inventory inventory/esp-line.yaml --adapter sim --concurrency 16 \
-	    --report $$(mktemp -d)/esp-line.json; rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	@dir=$$(mktemp -d) && \
+	  $(BIN) run workflows/esp32-wifi.yaml --inventory inventory/esp-line.yaml --adapter sim --concurrency 16 \
+	    --report $$dir/esp-line.json; rc=$$?; rm -rf $$dir; [ $$rc -le 1 ] || exit $$rc
 
 # Tests run one at a time: several suites drive hundreds of concurrent tasks or a Bumble fleet, and
 # on a 2-core machine running them side by side turns their deadlines into measurements of the load.
