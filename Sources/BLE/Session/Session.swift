@@ -69,6 +69,11 @@ public actor Session {
     private var timers: [SessionMachine.Deadline: Timeouts.Token] = [:]
     /// The task running the current attempt's step (connect, prepare, restore).
     private var attempt: (id: SessionMachine.AttemptID, task: Task<Void, Never>)?
+    /// Links being closed now (`closeLink` suspends while it fails the ATT client and disconnects), and
+    /// the waiting callers told meanwhile that there is no link: they wake once every such link is down,
+    /// so that no link a call made outlives the call (events arriving during the close run on this actor).
+    private var closing = 0
+    private var heldWakes: [(WaiterID, Wake)] = []
 
     public init(central: any Central, peer: BluetoothAddress, options: SessionOptions = SessionOptions()) {
         self.central = central
@@ -190,8 +195,15 @@ public actor Session {
             case .closeLink(let g, let error):
                 guard let entry = links.removeValue(forKey: g) else { continue }
                 lastLinkParameters = entry.link.parameters ?? lastLinkParameters
+                closing += 1
                 await entry.att.fail(error)
                 await entry.link.disconnect()
+                closing -= 1
+                if closing == 0 {
+                    let held = heldWakes
+                    heldWakes = []
+                    for (id, value) in held { wake(id, value, caller: nil, &mine) }
+                }
             case .arm(let d, let limit):
                 if let old = timers[d] { Timeouts.shared.cancel(old) }
                 timers[d] = Timeouts.shared.schedule(after: limit) { [weak self] in
@@ -221,6 +233,10 @@ public actor Session {
     }
 
     private func wake(_ id: WaiterID, _ value: Wake, caller: WaiterID?, _ mine: inout Wake?) {
+        if closing > 0, case .ready(.failure) = value, tickets[id] != nil {
+            heldWakes.append((id, value))
+            return
+        }
         if let ticket = tickets.removeValue(forKey: id) {
             waits.withLock { _, waiters in _ = waiters.resume(ticket, value) }
         } else if id == caller {
