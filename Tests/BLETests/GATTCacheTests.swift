@@ -24,14 +24,17 @@ private func requests(_ device: TestPeripheral) -> [UInt8] {
     device.received.items.compactMap { $0.first.flatMap { ATTOpcode($0).isRequest ? $0 : nil } }
 }
 
-/// What a provisioning session does: serial, subscribe to the acks, a config write, the state.
-private func provision(_ s: Session, serial: String) async throws {
+/// What a provisioning session does: serial, subscribe to the acks, a config write, the state. Returns
+/// the acks' stream: dropping it unsubscribes (a CCCD write), so a test counting the device's requests
+/// keeps it until the session is closed.
+@discardableResult
+private func provision(_ s: Session, serial: String) async throws -> NotificationStream {
     try await s.connect()
     #expect(try await s.read(service: dis, characteristic: serialUUID, timeout: limit) == Array(serial.utf8))
     let acks = try await s.notifications(service: fff0, characteristic: fff3, timeout: limit)
     try await s.write(service: fff0, characteristic: fff1, value: [0x01, 0xAA], withResponse: true, timeout: limit)
     #expect(try await s.read(service: fff0, characteristic: fff2, timeout: limit) == [0])
-    withExtendedLifetime(acks) {}
+    return acks
 }
 
 /// The writes a device received, as (handle, value).
@@ -49,11 +52,12 @@ private func writes(_ device: TestPeripheral) -> [(UInt16, [UInt8])] {
         let central = FakeCentral([one, two])
         let cache = GATTCache()
         let first = session(one, central, cache)
-        try await provision(first, serial: "SN-0001")
+        let acksOne = try await provision(first, serial: "SN-0001")
         let second = session(two, central, cache)
-        try await provision(second, serial: "SN-0002")
+        let acksTwo = try await provision(second, serial: "SN-0002")
         await first.disconnect()
         await second.disconnect()
+        withExtendedLifetime((acksOne, acksTwo)) {}
 
         // No discovery on the second device: MTU, the hash, robust caching, read, CCCD, write, read.
         #expect(requests(two) == [0x02, 0x08, 0x12, 0x0A, 0x12, 0x12, 0x0A])
