@@ -116,20 +116,15 @@ extension Session {
     /// Write Command when `withResponse` is false (the value must then fit in MTU-3).
     public func write(service: BluetoothUUID, characteristic: BluetoothUUID, value: [UInt8], withResponse: Bool,
                       timeout: Duration) async throws {
+        guard withResponse else {
+            try await writeWithoutResponse(service: service, characteristic: characteristic, pieces: [value], timeout: timeout)
+            return
+        }
         try await withDeadline(timeout, operation: "write \(characteristic)") {
             try await self.withClient { client in
                 let r = try await client.resolve(service: service, characteristic: characteristic)
-                if withResponse {
-                    try self.require(.write, "write", of: r)
-                    try await client.write(handle: r.characteristic.valueHandle, value: value)
-                } else {
-                    try self.require(.writeWithoutResponse, "write-without-response", of: r)
-                    let limit = client.att.mtu - 3
-                    guard value.count <= limit else {
-                        throw BLEError.protocolError("a write without response of \(value.count) bytes exceeds MTU-3 (\(limit)); use writeBlob")
-                    }
-                    try await client.writeWithoutResponse(handle: r.characteristic.valueHandle, value: value)
-                }
+                try self.require(.write, "write", of: r)
+                try await client.write(handle: r.characteristic.valueHandle, value: value)
             }
         }
     }
