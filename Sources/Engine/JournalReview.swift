@@ -13,6 +13,14 @@ public struct JournalReview: Sendable, Equatable {
         /// Its last recorded outcome (`needs_review`, or `interrupted` after the intent), if any.
         public var record: DeviceRecord?
 
+        public init(device: String, intentStep: String?, intentAt: WallTime?, starts: Int, record: DeviceRecord?) {
+            self.device = device
+            self.intentStep = intentStep
+            self.intentAt = intentAt
+            self.starts = starts
+            self.record = record
+        }
+
         /// The step in doubt.
         public var step: String? { intentStep ?? record?.error?.step }
 

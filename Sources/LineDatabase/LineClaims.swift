@@ -11,7 +11,9 @@ import PostgresClient
 ///   holds the device. Anything else is refused per device as `LineWriteResult.leaseLost`.
 /// - An expired lease is swept (`sweepExpired`, also at the start of every `claim`): the device goes back
 ///   to `pending`, or to `needs_review` when an intent of the attempt has no outcome — the rule of the
-///   file journal's resume. Rows being changed by someone else are skipped (`SKIP LOCKED`), never waited for.
+///   file journal's resume. A `failed` outcome whose error is `needs_review` (the station sent an
+///   irreversible step and could not learn whether it took effect) leaves the device `needs_review` too
+///   (`outcome_unknown`), for `provision review` to settle. Rows being changed by someone else are skipped (`SKIP LOCKED`), never waited for.
 /// - Statements look devices up one by one by primary key (the `OFFSET 0` subqueries keep the planner
 ///   from scanning a whole run when its statistics are stale, as they are for a run just added).
 /// - Writes can be retried after a lost connection: an outcome already written by this station for this
@@ -304,12 +306,16 @@ public struct LineClaims: Sendable {
                          adapter, rssi, started_at, finished_at, duration_ms, record)
             ), done AS (
                 UPDATE provision.devices AS d
-                SET state = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN i.outcome
+                SET state = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN 'needs_review'
+                                 WHEN i.outcome IN ('succeeded', 'failed') THEN i.outcome
                                  WHEN d.intent_step IS NULL THEN 'pending' ELSE 'needs_review' END,
-                    review_reason = CASE WHEN i.outcome IN ('succeeded', 'failed') OR d.intent_step IS NULL THEN NULL
+                    review_reason = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN 'outcome_unknown'
+                                         WHEN i.outcome IN ('succeeded', 'failed') OR d.intent_step IS NULL THEN NULL
                                          ELSE coalesce(d.review_reason, 'interrupted_after_intent') END,
-                    intent_step = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_step END,
-                    intent_at = CASE WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_at END,
+                    intent_step = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN coalesce(i.error_step, d.intent_step)
+                                       WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_step END,
+                    intent_at = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN coalesce(d.intent_at, i.finished_at)
+                                     WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_at END,
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
                 FROM input AS i
                 WHERE d.run_id = $1 AND d.device_id = i.device_id AND d.attempt = i.attempt

@@ -20,16 +20,17 @@ public struct LineRuns: Sendable {
     public func join(_ run: LineRun, createdBy station: String) async throws -> Bool {
         let options = String(decoding: try JSONSerialization.data(withJSONObject: run.options, options: [.sortedKeys]), as: UTF8.self)
         let captureTypes = try run.captureTypes.map { String(decoding: try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self) }
+        let checksums = try run.checksums.map { String(decoding: try JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self) }
         let results = try await connection.pipeline([
             PostgresStatement("""
                 INSERT INTO provision.runs (run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256,
-                                            options, tool_version, created_by, capture_types)
-                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb)
+                                            options, tool_version, created_by, capture_types, checksums)
+                VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10::jsonb, $11::jsonb)
                 ON CONFLICT (run_id) DO NOTHING
                 RETURNING run_id
                 """, [.text(run.id), .text(run.workflow.name), .text(run.workflow.path), .text(run.workflow.sha256),
                       .text(run.inventory.path), .text(run.inventory.sha256), .json(options), .text(run.toolVersion), .text(station),
-                      captureTypes.map { .json($0) } ?? .null]),
+                      captureTypes.map { .json($0) } ?? .null, checksums.map { .json($0) } ?? .null]),
             PostgresStatement("SELECT workflow_sha256, inventory_sha256 FROM provision.runs WHERE run_id = $1", [.text(run.id)]),
         ], timeout: timeout, label: "join run \(run.id)")
         let created = results[0].count == 1
@@ -125,13 +126,15 @@ public struct LineRuns: Sendable {
         if let id {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types,
+                       nullif(to_jsonb(r) -> 'checksums', 'null'::jsonb) AS checksums
                 FROM provision.runs AS r WHERE run_id = $1
                 """, [.text(id)], timeout: timeout, label: "read run \(id)")
         } else {
             rows = try await connection.query("""
                 SELECT run_id, workflow_name, workflow_path, workflow_sha256, inventory_path, inventory_sha256, options, tool_version,
-                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types
+                       created_by, started_at, ended_at, stop_reason, stop_message, nullif(to_jsonb(r) -> 'capture_types', 'null'::jsonb) AS capture_types,
+                       nullif(to_jsonb(r) -> 'checksums', 'null'::jsonb) AS checksums
                 FROM provision.runs AS r ORDER BY started_at DESC, run_id LIMIT 1
                 """, timeout: timeout, label: "read the latest run")
         }
@@ -141,7 +144,8 @@ public struct LineRuns: Sendable {
                                              sha256: try row.decode("workflow_sha256")),
                           inventory: LineFile(path: try row.decode("inventory_path"), sha256: try row.decode("inventory_sha256")),
                           options: try row.decodeJSON("options", as: [String: String].self), toolVersion: try row.decode("tool_version"),
-                          captureTypes: try row.isNull("capture_types") ? nil : row.decodeJSON("capture_types", as: [String: String].self))
+                          captureTypes: try row.isNull("capture_types") ? nil : row.decodeJSON("capture_types", as: [String: String].self),
+                          checksums: try row.isNull("checksums") ? nil : row.decodeJSON("checksums", as: [String: Int].self))
         return RunRow(run: run, createdBy: try row.decode("created_by"), started: try row.decode("started_at"),
                       ended: try row.decodeIfPresent("ended_at"), stopReason: try row.decodeIfPresent("stop_reason"),
                       stopMessage: try row.decodeIfPresent("stop_message"))
@@ -330,38 +334,106 @@ public struct LineRuns: Sendable {
     }
 
     /// Every device of a run in id order with its latest outcome (what `provision report --line` merges).
-    public func devices(run: String) async throws -> [DeviceEntry] {
+    public func devices(run: String, resolutions: Bool = true) async throws -> [DeviceEntry] {
         var all: [DeviceEntry] = []
-        try await devices(run: run) { all += $0 }
+        try await devices(run: run, resolutions: resolutions) { all += $0 }
         return all
     }
 
     /// Every device of a run in inventory order with its latest outcome, handed over 2,000 at a time (one
     /// query, read through a cursor: a 100,000-device run is never one result in memory).
-    public func devices(run: String, _ page: ([DeviceEntry]) throws -> Void) async throws {
+    /// `resolutions`: the database has `provision.resolutions` (schema 6 or newer); a device an operator
+    /// resolved then reads as the resolution's record.
+    public func devices(run: String, resolutions: Bool = true, _ page: ([DeviceEntry]) throws -> Void) async throws {
         try await connection.transaction(label: "read the devices of run \(run)", timeout: timeout) { tx in
-            try await tx.query("""
-                DECLARE run_devices NO SCROLL CURSOR FOR
-                SELECT s.device_id, s.state, s.attempt, s.review_reason, s.intent_step, s.lease_owner,
-                       o.record, o.station_id, o.attempt AS outcome_attempt
-                FROM provision.device_status AS s
-                JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
-                LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
-                WHERE s.run_id = $1
-                ORDER BY d.position, s.device_id
-                """, [.text(run)], label: "open a cursor over the devices of run \(run)")
+            if resolutions {
+                try await tx.query("""
+                    DECLARE run_devices NO SCROLL CURSOR FOR
+                    SELECT s.device_id, s.state, s.attempt, s.review_reason, s.intent_step, s.lease_owner,
+                           coalesce(rs.record, o.record) AS record, o.station_id, o.attempt AS outcome_attempt
+                    FROM provision.device_status AS s
+                    JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
+                    LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+                    LEFT JOIN provision.resolutions AS rs ON rs.run_id = s.run_id AND rs.device_id = s.device_id AND rs.attempt = s.attempt
+                    WHERE s.run_id = $1
+                    ORDER BY d.position, s.device_id
+                    """, [.text(run)], label: "open a cursor over the devices of run \(run)")
+            } else {
+                try await tx.query("""
+                    DECLARE run_devices NO SCROLL CURSOR FOR
+                    SELECT s.device_id, s.state, s.attempt, s.review_reason, s.intent_step, s.lease_owner,
+                           o.record, o.station_id, o.attempt AS outcome_attempt
+                    FROM provision.device_status AS s
+                    JOIN provision.devices AS d ON d.run_id = s.run_id AND d.device_id = s.device_id
+                    LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+                    WHERE s.run_id = $1
+                    ORDER BY d.position, s.device_id
+                    """, [.text(run)], label: "open a cursor over the devices of run \(run)")
+            }
             while true {
                 let rows = try await tx.query("FETCH FORWARD 2000 FROM run_devices", label: "read the devices of run \(run)")
                 if rows.isEmpty { break }
-                try page(try rows.map { row in
-                    DeviceEntry(device: try row.decode("device_id"), state: try row.decode("state"), attempt: try row.decode("attempt"),
-                                record: try row.decodeIfPresent("record"), station: try row.decodeIfPresent("station_id"),
-                                outcomeAttempt: try row.decodeIfPresent("outcome_attempt"),
-                                reviewReason: try row.decodeIfPresent("review_reason"), intentStep: try row.decodeIfPresent("intent_step"),
-                                leaseOwner: try row.decodeIfPresent("lease_owner"))
-                })
+                try page(try rows.map(Self.entry))
             }
         }
+    }
+
+    /// One device of a run as `devices` reads it (schema 6 or newer); nil when the run has no such device.
+    public func device(run: String, id: String) async throws -> DeviceEntry? {
+        let rows = try await connection.query("""
+            SELECT s.device_id, s.state, s.attempt, s.review_reason, s.intent_step, s.lease_owner,
+                   coalesce(rs.record, o.record) AS record, o.station_id, o.attempt AS outcome_attempt
+            FROM provision.device_status AS s
+            LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+            LEFT JOIN provision.resolutions AS rs ON rs.run_id = s.run_id AND rs.device_id = s.device_id AND rs.attempt = s.attempt
+            WHERE s.run_id = $1 AND s.device_id = $2
+            """, [.text(run), .text(id)], timeout: timeout, label: "read device \(id) of run \(run)")
+        return try rows.first.map(Self.entry)
+    }
+
+    /// One row of the queries above.
+    private static func entry(_ row: PostgresRow) throws -> DeviceEntry {
+        DeviceEntry(device: try row.decode("device_id"), state: try row.decode("state"), attempt: try row.decode("attempt"),
+                    record: try row.decodeIfPresent("record"), station: try row.decodeIfPresent("station_id"),
+                    outcomeAttempt: try row.decodeIfPresent("outcome_attempt"),
+                    reviewReason: try row.decodeIfPresent("review_reason"), intentStep: try row.decodeIfPresent("intent_step"),
+                    leaseOwner: try row.decodeIfPresent("lease_owner"))
+    }
+
+    /// An operator's resolution of a device under review (`provision review --line --mark`), as one
+    /// transaction: the device of `attempt`, if it is still under review (recorded so, or claimed by a
+    /// station whose lease expired after an intent), becomes `outcome`, and the resolution — with `note`,
+    /// `by`, the database role and the doubt it replaces — is added to `provision.resolutions`, whose
+    /// `record` the merged report shows from then on. Returns false, changing nothing, when the device is
+    /// not under review at that attempt (resolved meanwhile, or claimed again).
+    public func resolve(run: String, device: String, attempt: Int, as outcome: DeviceState, note: String, by: String,
+                        record: String) async throws -> Bool {
+        guard outcome == .succeeded || outcome == .failed else {
+            throw LineError.invalidRequest("a device under review is resolved as succeeded or failed, not \(outcome.rawValue)")
+        }
+        let rows = try await connection.query("""
+            WITH target AS (
+                SELECT d.device_id, d.attempt, d.intent_step, coalesce(d.review_reason, 'lease_expired_after_intent') AS review_reason
+                FROM provision.devices AS d
+                WHERE d.run_id = $1 AND d.device_id = $2 AND d.attempt = $3
+                  AND (d.state = 'needs_review' OR (d.state = 'claimed' AND d.lease_expires_at <= now() AND d.intent_step IS NOT NULL))
+                FOR UPDATE
+            ), done AS (
+                UPDATE provision.devices AS d
+                SET state = $4, review_reason = NULL, intent_step = NULL, intent_at = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = now()
+                FROM target AS t
+                WHERE d.run_id = $1 AND d.device_id = t.device_id
+                RETURNING d.device_id
+            ), logged AS (
+                INSERT INTO provision.resolutions (run_id, device_id, attempt, outcome, step, review_reason, note, resolved_by, record)
+                SELECT $1, t.device_id, t.attempt, $4, t.intent_step, t.review_reason, $5, $6, $7::jsonb FROM target AS t
+                RETURNING device_id
+            )
+            SELECT (SELECT count(*) FROM done) AS resolved, (SELECT count(*) FROM logged) AS logged
+            """, [.text(run), .text(device), .int(attempt), .text(outcome.rawValue), .text(note), .text(by), .json(record)],
+            timeout: timeout, label: "resolve device \(device) of run \(run)")
+        return try rows.first?.decode("resolved", as: Int.self) == 1
     }
 
     /// The stations that worked a run: id, name, host and adapters.

@@ -95,7 +95,8 @@ public enum LineSchema {
     /// Who may do what on the line (run by the schema's owner after `migrate`, and again after a
     /// migration adds a table; docs/line.md shows the same privileges):
     /// - `stations`: read everything; add runs, devices and stations and update them (claims, leases,
-    ///   heartbeats); add intents, outcomes and what they hear, never change or delete them.
+    ///   heartbeats); add intents, outcomes, what they hear and operators' resolutions (`provision review
+    ///   --line --mark`), never change or delete them.
     /// - `auditors`: read everything, change nothing.
     /// Roles are granted to directly, so the owner needs no right to create or administer roles (a
     /// database owner has none by default); every role must exist, else `LineError.missingRoles` names
@@ -142,7 +143,7 @@ public enum LineSchema {
                 EXECUTE format('GRANT USAGE ON SCHEMA provision TO %I', r);
                 EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA provision TO %I', r);
                 EXECUTE format('GRANT INSERT, UPDATE ON provision.runs, provision.stations, provision.devices TO %I', r);
-                EXECUTE format('GRANT INSERT ON provision.intents, provision.outcomes, provision.heard TO %I', r);
+                EXECUTE format('GRANT INSERT ON provision.intents, provision.outcomes, provision.heard, provision.resolutions TO %I', r);
             END LOOP;
             FOR r IN SELECT jsonb_array_elements_text(current_setting('provision.grant_auditors')::jsonb) LOOP
                 EXECUTE format('GRANT USAGE ON SCHEMA provision TO %I', r);
@@ -157,8 +158,11 @@ public enum LineSchema {
 
     // MARK: History
 
+    /// The first version with `provision.resolutions` (operators' resolutions of devices under review).
+    public static let resolutionsVersion = 6
+
     /// Migrations that add a table: after one, the owner grants again (`provision line grant`).
-    public static let addsTables: Set<Int> = [1, 4]
+    public static let addsTables: Set<Int> = [1, 5, 6]
 
     static let migrations: [Migration] = [
         Migration(version: 1, name: "runs, stations, devices, intents, outcomes", statements: [
@@ -327,6 +331,52 @@ public enum LineSchema {
                 )
                 """),
             PostgresStatement("COMMENT ON TABLE provision.heard IS 'Devices each station heard (first time), for line status: the pending devices nobody hears'"),
+        ]),
+        Migration(version: 6, name: "operators' resolutions of devices under review, checksum widths of a run", statements: [
+            // An operator's resolution of a device under review (`provision review --line --mark`): the
+            // outcome found on the device, with the note, who and when, beside the doubt it replaces. One
+            // per device and attempt; never changed or deleted. `record` is the device record the merged
+            // report shows for the device from then on (the doubt as `review.previous`).
+            PostgresStatement("""
+                CREATE TABLE provision.resolutions (
+                    run_id        text NOT NULL,
+                    device_id     text NOT NULL,
+                    attempt       integer NOT NULL,
+                    outcome       text NOT NULL CHECK (outcome IN ('succeeded', 'failed')),
+                    step          text,
+                    review_reason text,
+                    note          text NOT NULL CHECK (note <> ''),
+                    resolved_by   text NOT NULL,
+                    role          text NOT NULL DEFAULT current_user,
+                    record        jsonb NOT NULL,
+                    resolved_at   timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (run_id, device_id, attempt),
+                    FOREIGN KEY (run_id, device_id) REFERENCES provision.devices (run_id, device_id) ON DELETE CASCADE
+                )
+                """),
+            PostgresStatement("COMMENT ON TABLE provision.resolutions IS 'Operators'' resolutions of devices under review: outcome, note, who (resolved_by, and the database role) and when'"),
+            // The audit view shows a resolved device as resolved: the resolution's outcome, error and
+            // record in place of the doubt's, and who resolved it, when and why (new columns at the end).
+            PostgresStatement("""
+                CREATE OR REPLACE VIEW provision.device_report AS
+                SELECT s.run_id, s.device_id, s.state, s.attempt, s.review_reason,
+                       coalesce(rs.outcome, o.outcome) AS outcome,
+                       CASE WHEN rs.device_id IS NULL THEN o.error_kind ELSE rs.record #>> '{error,kind}' END AS error_kind,
+                       CASE WHEN rs.device_id IS NULL THEN o.error_step ELSE rs.record #>> '{error,step}' END AS error_step,
+                       CASE WHEN rs.device_id IS NULL THEN o.error_message ELSE rs.record #>> '{error,message}' END AS error_message,
+                       o.firmware, o.adapter, o.rssi,
+                       o.started_at, o.finished_at, o.duration_ms, o.station_id, st.name AS station_name, st.host AS station_host,
+                       coalesce(rs.record, o.record) AS record,
+                       rs.resolved_by, rs.note AS resolution_note, rs.resolved_at
+                FROM provision.device_status AS s
+                LEFT JOIN provision.latest_outcomes AS o ON o.run_id = s.run_id AND o.device_id = s.device_id
+                LEFT JOIN provision.stations AS st ON st.station_id = o.station_id
+                LEFT JOIN provision.resolutions AS rs ON rs.run_id = s.run_id AND rs.device_id = s.device_id AND rs.attempt = s.attempt
+                """),
+            // The captured values that are checksums, with their width in bits (the report's
+            // `run.checksums`), so the merged report shows them in hex as each station's own does.
+            PostgresStatement("ALTER TABLE provision.runs ADD COLUMN checksums jsonb"),
+            PostgresStatement("COMMENT ON COLUMN provision.runs.checksums IS 'The captured values that are checksums: name to width in bits, as the report''s run.checksums'"),
         ]),
     ]
 }

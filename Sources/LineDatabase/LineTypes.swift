@@ -10,7 +10,8 @@ public enum DeviceState: String, Sendable, CaseIterable, PostgresDecodable {
     case succeeded
     case failed
     /// A station announced an irreversible write and no outcome followed (its lease expired, or it was
-    /// interrupted): the device may or may not have received the write; an operator decides.
+    /// interrupted), or its outcome says it could not learn whether the write took effect: the device may
+    /// or may not have received the write; an operator decides (`provision review --line`).
     case needsReview = "needs_review"
 
     public static let postgresTypes = String.postgresTypes
@@ -40,15 +41,19 @@ public struct LineRun: Sendable, Equatable {
     /// The type name of each value the workflow captures (`uint`, `version`, …), as a report's
     /// `run.capture_types`; nil for a run created before the line kept them.
     public var captureTypes: [String: String]?
+    /// The captured values that are checksums, with their width in bits (a report's `run.checksums`);
+    /// nil when there are none, or for a run created before the line kept them.
+    public var checksums: [String: Int]?
 
     public init(id: String, workflow: LineFile, inventory: LineFile, options: [String: String] = [:], toolVersion: String,
-                captureTypes: [String: String]? = nil) {
+                captureTypes: [String: String]? = nil, checksums: [String: Int]? = nil) {
         self.id = id
         self.workflow = workflow
         self.inventory = inventory
         self.options = options
         self.toolVersion = toolVersion
         self.captureTypes = captureTypes
+        self.checksums = checksums
     }
 }
 

@@ -26,7 +26,7 @@ public enum LineReport {
     public static func load(_ connectionString: ConnectionString, run: String?, timeout: Duration = .seconds(60)) async throws -> RunReport {
         let connection = try await PostgresConnection.connect(connectionString, timeout: min(timeout, .seconds(30)), defaultTimeout: timeout)
         defer { connection.close() }
-        guard try await LineSchema.databaseVersion(connection, timeout: timeout) != nil else {
+        guard let version = try await LineSchema.databaseVersion(connection, timeout: timeout) else {
             throw LoadError(description: "\(connectionString) holds no line (no `provision` schema): no station has joined it yet")
         }
         let runs = LineRuns(connection: connection, timeout: timeout)
@@ -37,7 +37,7 @@ public enum LineReport {
         let names = Dictionary(stations.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
         var devices: [DeviceRecord] = []
         var latest: Date?
-        try await runs.devices(run: row.run.id) { page in
+        try await runs.devices(run: row.run.id, resolutions: version >= LineSchema.resolutionsVersion) { page in
             devices.reserveCapacity(devices.count + page.count)
             for entry in page {
                 let r = try record(entry, stations: names)
@@ -66,7 +66,7 @@ public enum LineReport {
                            finished: finished.map(WallTime.init), journal: "line \(connectionString) run \(row.run.id)",
                            stopped: row.stopReason.map { StopInfo(reason: StopReason(rawValue: $0), message: row.stopMessage ?? $0, at: WallTime(finished ?? row.started)) },
                            captureTypes: row.run.captureTypes.map { $0.compactMapValues(ValueType.init(name:)) },
-                           meta: Self.meta(row.run.options))
+                           meta: Self.meta(row.run.options), checksums: row.run.checksums)
         return RunReport(run: info, summary: Summary.compute(devices, wall: .milliseconds(Int64(wall * 1000))), devices: devices)
     }
 
@@ -77,8 +77,19 @@ public enum LineReport {
         return meta
     }
 
+    /// Why a device is under review on the line, from its `review_reason`, as the end of "the device …".
+    public static func reviewWhy(_ reason: String?, step: String?) -> String {
+        let named = step.map { "the irreversible step `\($0)`" } ?? "an irreversible step"
+        switch reason {
+        case "interrupted_after_intent"?: return "was cut after \(named) was announced"
+        case "released_after_intent"?: return "was given back by its station after \(named) was announced"
+        case "outcome_unknown"?: return "was sent \(named) and its station could not learn whether it took effect"
+        default: return "lost its station (its lease expired) after \(named) was announced"
+        }
+    }
+
     /// One device of the merged report (see the type's rules).
-    static func record(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
+    public static func record(_ e: LineRuns.DeviceEntry, stations: [String: String]) throws -> DeviceRecord {
         var r = try unstamped(e, stations: stations)
         // The station that worked it (a record of an older station does not say).
         if r.station == nil, let id = e.station { r.station = stations[id] ?? id }
@@ -107,16 +118,11 @@ public enum LineReport {
             var r = recorded ?? DeviceRecord(id: e.device, address: nil, name: nil, outcome: .failed)
             r.outcome = .failed
             r.attempts = max(r.attempts, e.attempt)
+            // The station's own verdict (it could not learn the outcome) says why; else the line does.
+            if e.reviewReason == "outcome_unknown", r.error?.kind == .needsReview { return r }
             let step = e.intentStep ?? r.error?.step
-            let named = step.map { "the irreversible step `\($0)`" } ?? "an irreversible step"
-            let why: String
-            switch e.reviewReason {
-            case "interrupted_after_intent"?: why = "was cut after \(named) was announced"
-            case "released_after_intent"?: why = "was given back by its station after \(named) was announced"
-            default: why = "lost its station (its lease expired) after \(named) was announced"
-            }
             r.error = FailureRecord(kind: .needsReview, step: step,
-                                    message: "the device \(why), before its outcome was known\(station.map { " (\($0))" } ?? ""); check the device, then run it again on its own",
+                                    message: "the device \(reviewWhy(e.reviewReason, step: step)), before its outcome was known\(station.map { " (\($0))" } ?? ""); check the device, then run it again on its own",
                                     causes: r.error.map { [$0.message] } ?? [])
             return r
         case .pending:

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import LineDatabase
+import LineStore
 import PostgresClient
 
 /// `provision review`: the devices whose outcome is in doubt (an irreversible step announced and no
@@ -20,7 +21,11 @@ public struct ReviewCommand: Command {
         --mark succeeded|failed --device ID --note TEXT appends the outcome with the note, the operator
         (--by, default $USER) and the doubt it replaces to the journal; a later resume carries it over
         (`failed`: `--resume --retry-failed` runs the device again). --line URL (or PROVISION_LINE)
-        instead of JOURNAL lists a line's devices under review (--run ID, default the latest run).
+        instead of JOURNAL lists a line's devices under review (--run ID, default the latest run), and
+        --mark resolves one there: the device's state on the line becomes the outcome, and the resolution
+        (note, operator, the database role, the doubt it replaces) is kept in the line's
+        provision.resolutions and shown by `report --line`. A station's role may resolve; an auditor's
+        may not.
         Exit status: 0 done (nothing in doubt, or resolved), 1 devices are in doubt, 2 bad usage or an
         unreadable journal, 3 the line cannot be reached.
         """
@@ -44,11 +49,12 @@ public struct ReviewCommand: Command {
                 if case .failure(let e) = line { out.err("error: \(e.message)") }
                 return ExitCode.invalidInput
             }
-            if arguments.value("mark") != nil {
-                out.err("error: `--mark` resolves a device in a journal; on a line, resolve it with the station that worked it")
-                return ExitCode.invalidInput
+            guard arguments.value("mark") != nil else {
+                if let stray = Self.strayResolutionOption(arguments, out: out) { return stray }
+                return await listLine(cs, run: arguments.value("run"), json: arguments.flag("json"), out: out)
             }
-            return await listLine(cs, run: arguments.value("run"), json: arguments.flag("json"), out: out)
+            guard case .success(let mark) = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
+            return await resolveOnLine(cs, run: arguments.value("run"), mark, out: out)
         }
         guard let journal else {
             out.err("error: give a JOURNAL (or `--line URL`)")
@@ -56,27 +62,50 @@ public struct ReviewCommand: Command {
             return ExitCode.invalidInput
         }
         let path = journal.hasPrefix("/") ? journal : context.currentDirectory + "/" + journal
-        guard let mark = arguments.value("mark") else {
-            for option in ["device", "note", "by"] where arguments.value(option) != nil {
-                out.err("error: `--\(option)` goes with `--mark succeeded|failed`")
-                return ExitCode.invalidInput
-            }
+        guard arguments.value("mark") != nil else {
+            if let stray = Self.strayResolutionOption(arguments, out: out) { return stray }
             return list(path, shown: journal, json: arguments.flag("json"), out: out)
         }
+        guard case .success(let mark) = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
+        return await resolve(path, shown: journal, mark, out: out)
+    }
+
+    /// An operator's resolution of one device, as `--mark` gives it.
+    struct Mark {
+        var device: String
+        var outcome: DeviceOutcome
+        var note: String
+        var by: String
+    }
+
+    struct Refused: Error {}
+
+    /// `--mark`, `--device`, `--note` and `--by`, checked (each problem said on `out`).
+    private static func mark(_ arguments: ParsedArguments, context: CommandContext, out: Output) -> Result<Mark, Refused> {
+        let mark = arguments.value("mark") ?? ""
         guard let outcome = DeviceOutcome(rawValue: mark), outcome == .succeeded || outcome == .failed else {
             out.err(escaping: "error: `--mark` is `succeeded` or `failed`, not `\(mark)`")
-            return ExitCode.invalidInput
+            return .failure(Refused())
         }
         guard let device = arguments.value("device") else {
             out.err("error: `--mark` needs `--device ID`")
-            return ExitCode.invalidInput
+            return .failure(Refused())
         }
         guard let note = arguments.value("note"), !note.trimmingCharacters(in: .whitespaces).isEmpty else {
             out.err("error: `--mark` needs `--note TEXT`: what was found on the device (it is recorded with the outcome)")
-            return ExitCode.invalidInput
+            return .failure(Refused())
         }
         let by = arguments.value("by") ?? context.environment["USER"] ?? context.environment["LOGNAME"] ?? "unknown"
-        return await resolve(path, shown: journal, device: device, as: outcome, note: note, by: by, out: out)
+        return .success(Mark(device: device, outcome: outcome, note: note, by: by))
+    }
+
+    /// `--device`, `--note` or `--by` without `--mark`: refused (exit status), else nil.
+    private static func strayResolutionOption(_ arguments: ParsedArguments, out: Output) -> Int32? {
+        for option in ["device", "note", "by"] where arguments.value(option) != nil {
+            out.err("error: `--\(option)` goes with `--mark succeeded|failed`")
+            return ExitCode.invalidInput
+        }
+        return nil
     }
 
     private static func read(_ path: String, shown: String, out: Output) -> [JournalLine]? {
@@ -132,8 +161,8 @@ public struct ReviewCommand: Command {
         return text
     }
 
-    private func resolve(_ path: String, shown: String, device: String, as outcome: DeviceOutcome, note: String, by: String,
-                         out: Output) async -> Int32 {
+    private func resolve(_ path: String, shown: String, _ mark: Mark, out: Output) async -> Int32 {
+        let (device, outcome, note, by) = (mark.device, mark.outcome, mark.note, mark.by)
         do {
             // The journal's lock: a run using it refuses this, and this refuses a run meanwhile.
             let journal = try FileJournal(path: path, create: false)
@@ -190,11 +219,63 @@ public struct ReviewCommand: Command {
                 out.out(escaping: "\(count) device\(count == 1 ? "" : "s") in doubt in run \(row.run.id):")
                 for r in status.inReview {
                     out.out(escaping: "  \(r.device)  step `\(r.step ?? "?")`")
-                    if let why = r.reason { out.out(escaping: "    \(why)") }
+                    out.out(escaping: "    the device \(LineReport.reviewWhy(r.reason, step: r.step))")
                 }
                 if count > status.inReview.count { out.out("  … and \(count - status.inReview.count) more") }
+                out.out("resolve one by hand: provision review --line URL --run \(row.run.id) --mark succeeded|failed --device ID --note TEXT")
             }
             return count == 0 ? ExitCode.success : ExitCode.someDevicesFailed
+        } catch {
+            let (message, code) = LineOption.describe(error)
+            out.err(escaping: "error: \(message)")
+            return code
+        }
+    }
+
+    /// `--mark` on a line: the device's record as the merged report shows it under review, resolved as
+    /// the operator says, and written with the device's change of state in one transaction, fenced by
+    /// its attempt (a device claimed or resolved meanwhile is refused, nothing written).
+    private func resolveOnLine(_ cs: ConnectionString, run: String?, _ mark: Mark, out: Output) async -> Int32 {
+        guard let connection = await LineCommand.connect(cs, defaultTimeout: .seconds(30), out: out) else { return ExitCode.environment }
+        defer { connection.close() }
+        do {
+            guard let version = try await LineSchema.databaseVersion(connection, timeout: .seconds(30)) else {
+                out.err(escaping: "error: \(cs) holds no line (no `provision` schema)")
+                return ExitCode.invalidInput
+            }
+            guard version >= LineSchema.resolutionsVersion else {
+                out.err("error: the line's schema is at version \(version); resolving a device on the line needs version \(LineSchema.resolutionsVersion): its owner runs `provision line migrate`, then `provision line grant`")
+                return ExitCode.environment
+            }
+            let runs = LineRuns(connection: connection, timeout: .seconds(30))
+            guard let row = try await runs.run(run) else {
+                out.err(escaping: "error: " + (run.map { "the line has no run `\($0)`" } ?? "the line has no run yet"))
+                return ExitCode.invalidInput
+            }
+            let id = row.run.id
+            guard let entry = try await runs.device(run: id, id: mark.device) else {
+                out.err(escaping: "error: run \(id) has no device \(mark.device)")
+                return ExitCode.invalidInput
+            }
+            guard entry.state == .needsReview else {
+                out.err(escaping: "error: \(mark.device) is not in doubt in run \(id) (it is \(entry.state.rawValue); `provision review --line URL --run \(id)` lists those that are)")
+                return ExitCode.invalidInput
+            }
+            let names = Dictionary(try await runs.stations(run: id).map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+            let doubt = try LineReport.record(entry, stations: names)
+            let unit = JournalReview.Unit(device: entry.device, intentStep: entry.intentStep, intentAt: nil, starts: entry.attempt, record: doubt)
+            let resolved = JournalReview.resolution(of: unit, as: mark.outcome, note: mark.note, by: mark.by, at: .now())
+            let state: DeviceState = mark.outcome == .succeeded ? .succeeded : .failed
+            guard try await runs.resolve(run: id, device: entry.device, attempt: entry.attempt, as: state, note: mark.note, by: mark.by,
+                                         record: resolved.jsonText()) else {
+                out.err(escaping: "error: \(mark.device) changed on the line while this was resolving it (claimed or resolved again); nothing was written: list again with `provision review --line URL --run \(id)`")
+                return ExitCode.invalidInput
+            }
+            out.out(escaping: "\(mark.device): recorded \(mark.outcome.rawValue) on run \(id) (was in doubt on `\(unit.step ?? "?")`), by \(mark.by): \(mark.note)")
+            return ExitCode.success
+        } catch let e as PostgresError where e.sqlState == SQLState.insufficientPrivilege {
+            out.err(escaping: "error: this role may not resolve devices on the line (\(e)): a station's role may, once the line's owner has run `provision line grant` at schema \(LineSchema.version)")
+            return ExitCode.environment
         } catch {
             let (message, code) = LineOption.describe(error)
             out.err(escaping: "error: \(message)")

@@ -353,7 +353,8 @@ extension Station.Setup {
                               inventory: LineFile(path: inventory.path, sha256: inventory.sha256),
                               // The run's metadata, for the merged report (`meta.KEY`).
                               options: RunCommandOptions.metaOptions(inventory.meta.merging(o.meta) { _, given in given }),
-                              toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name))
+                              toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name),
+                              checksums: workflow.checksumWidths.isEmpty ? nil : workflow.checksumWidths)
             store = .line(line.storeSettings(run: run, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
                                              spoolPath: paths.absolute(paths.spool)))
         } else {

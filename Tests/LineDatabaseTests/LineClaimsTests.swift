@@ -420,6 +420,82 @@ struct LineLateOutcomeTests {
         #expect(try await line.device("SN-00000").state == .needsReview)
     }
 
+    @Test func aDeviceWhoseStationCouldNotLearnItsWriteIsUnderReviewUntilAnOperatorResolvesIt() async throws {
+        let line = try await LineFixture.make(devices: 3)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let claims = try await a.claim(among: line.devices, limit: 3)
+        for c in claims.prefix(2) { try await a.recordIntent(LineIntent(device: c.device, attempt: c.attempt, stepIndex: 7, step: "commit")) }
+        // The station's verdict: the commit went out and its ack never came (not idempotent, no confirm).
+        var unknown = LineFixture.outcome(claims[0], .failed)
+        unknown.errorKind = "needs_review"
+        unknown.errorStep = "commit"
+        #expect(try await a.recordOutcome(unknown) == .needsReview)
+        // An ordinary failure after an intent is final, as before.
+        #expect(try await a.recordOutcome(LineFixture.outcome(claims[1], .failed)) == .failed)
+        let d = try await line.device("SN-00000")
+        #expect(d.review == "outcome_unknown" && d.intent == "commit" && d.owner == nil)
+        #expect(try await line.outcomes("SN-00000").map(\.outcome) == ["failed"])
+        // Not claimed again by any station.
+        #expect(try await a.claim(among: line.devices, limit: 3).isEmpty)
+
+        let runs = LineRuns(connection: line.admin)
+        let entry = try #require(try await runs.device(run: line.run.id, id: "SN-00000"))
+        #expect(entry.state == .needsReview && entry.reviewReason == "outcome_unknown" && entry.attempt == 1)
+        // Fenced by the attempt: a stale one changes nothing.
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00000", attempt: 2, as: .succeeded, note: "reads 02", by: "ana",
+                                       record: #"{"id":"SN-00000","outcome":"succeeded"}"#) == false)
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00000", attempt: 1, as: .succeeded, note: "reads 02", by: "ana",
+                                       record: #"{"id":"SN-00000","outcome":"succeeded","review":{"by":"ana"}}"#))
+        let after = try await line.device("SN-00000")
+        #expect(after.state == .succeeded && after.review == nil && after.intent == nil)
+        let kept = try await line.admin.query("SELECT outcome, step, review_reason, note, resolved_by, role = current_user AS mine FROM provision.resolutions WHERE run_id = $1",
+                                              [.text(line.run.id)])
+        #expect(kept.count == 1)
+        #expect(try kept[0].decode("outcome", as: String.self) == "succeeded" && kept[0].decode("step", as: String.self) == "commit")
+        #expect(try kept[0].decode("review_reason", as: String.self) == "outcome_unknown" && kept[0].decode("note", as: String.self) == "reads 02")
+        #expect(try kept[0].decode("resolved_by", as: String.self) == "ana" && kept[0].decode("mine", as: Bool.self))
+        // The audit view shows it resolved, with who and why.
+        let audit = try await line.admin.query("""
+            SELECT state, outcome, error_kind, resolved_by, resolution_note FROM provision.device_report WHERE run_id = $1 AND device_id = 'SN-00000'
+            """, [.text(line.run.id)])
+        #expect(try audit[0].decode("state", as: String.self) == "succeeded" && audit[0].decode("outcome", as: String.self) == "succeeded")
+        #expect(try audit[0].decodeIfPresent("error_kind", as: String.self) == nil && audit[0].decode("resolved_by", as: String.self) == "ana")
+        #expect(try audit[0].decode("resolution_note", as: String.self) == "reads 02")
+        // Once: a second resolution, or one of a device not under review, is refused.
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00000", attempt: 1, as: .failed, note: "x", by: "bo", record: "{}") == false)
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00001", attempt: 1, as: .succeeded, note: "x", by: "bo", record: "{}") == false)
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00002", attempt: 1, as: .succeeded, note: "x", by: "bo", record: "{}") == false,
+                "SN-00002 is claimed, its lease live")
+        // The merged report's reader sees the resolution's record.
+        let shown = try #require(try await runs.device(run: line.run.id, id: "SN-00000")?.record)
+        let object = try JSONSerialization.jsonObject(with: Data(shown.utf8)) as? [String: Any]
+        #expect((object?["review"] as? [String: Any])?["by"] as? String == "ana", "\(shown)")
+        // The station that held it cannot overwrite the resolution with a late write.
+        let late = try await LineClaims(connection: line.admin, run: line.run.id, station: a.station.id)
+            .write(outcomes: [LineFixture.outcome(claims[0], .failed)])
+        #expect(late.outcomes["SN-00000"] == .alreadyRecorded)
+        #expect(try await line.device("SN-00000").state == .succeeded)
+        #expect(try await line.outcomes("SN-00000").map(\.outcome) == ["failed"])
+    }
+
+    @Test func aDeviceWhoseLeaseExpiredAfterAnIntentIsResolvedBeforeAnySweep() async throws {
+        let line = try await LineFixture.make(devices: 1)
+        defer { line.close() }
+        let a = try await line.station("a")
+        let claims = try await a.claim(among: line.devices, limit: 1)
+        try await a.recordIntent(LineIntent(device: "SN-00000", attempt: claims[0].attempt, stepIndex: 7, step: "commit"))
+        try await line.expireLeases(of: a.station.id)
+        let runs = LineRuns(connection: line.admin)
+        #expect(try await runs.device(run: line.run.id, id: "SN-00000")?.state == .needsReview, "shown as it will be swept")
+        #expect(try await runs.resolve(run: line.run.id, device: "SN-00000", attempt: 1, as: .failed, note: "state reads 01", by: "ana",
+                                       record: #"{"id":"SN-00000","outcome":"failed"}"#))
+        let d = try await line.device("SN-00000")
+        #expect(d.state == .failed && d.owner == nil)
+        let reason = try await line.admin.query("SELECT review_reason FROM provision.resolutions WHERE run_id = $1", [.text(line.run.id)])
+        #expect(try reason.first?.decode("review_reason", as: String.self) == "lease_expired_after_intent")
+    }
+
     @Test func aStationThatReachesEveryDeviceClaimsInInventoryOrderAndSeesWhatIsLeft() async throws {
         let line = try await LineFixture.make(devices: 12)
         defer { line.close() }

@@ -25,8 +25,8 @@ struct LineSchemaTests {
         let names = try await db.query("""
             SELECT table_name FROM information_schema.tables WHERE table_schema = 'provision' ORDER BY table_name
             """).map { try $0.decode("table_name", as: String.self) }
-        #expect(names == ["device_report", "device_status", "devices", "heard", "intents", "latest_outcomes", "outcomes", "runs",
-                          "schema_migrations", "stations"])
+        #expect(names == ["device_report", "device_status", "devices", "heard", "intents", "latest_outcomes", "outcomes", "resolutions",
+                          "runs", "schema_migrations", "stations"])
     }
 
     @Test func aRunKeepsItsCaptureTypesAndAReaderOfAnOlderSchemaStillReadsTheRun() async throws {
@@ -37,9 +37,10 @@ struct LineSchemaTests {
         let runs = LineRuns(connection: db)
         let run = LineRun(id: "r1", workflow: LineFile(name: "w", path: "w.yaml", sha256: String(repeating: "a", count: 64)),
                           inventory: LineFile(path: "i.yaml", sha256: String(repeating: "b", count: 64)), toolVersion: "t",
-                          captureTypes: ["fw": "version", "battery": "uint"])
+                          captureTypes: ["fw": "version", "battery": "uint"], checksums: ["crc": 16])
         try await runs.join(run, createdBy: "a/1")
         #expect(try await runs.run("r1")?.run.captureTypes == ["fw": "version", "battery": "uint"])
+        #expect(try await runs.run("r1")?.run.checksums == ["crc": 16])
         // A run created without them (by a station of schema 2 on a line since migrated) reads as nil.
         var untyped = run
         untyped.id = "r0"
@@ -48,8 +49,9 @@ struct LineSchemaTests {
         #expect(try await runs.run("r0")?.run.captureTypes == nil)
         // A line still at schema 2 (its stations not yet upgraded): `report --line` and `line status` read, never migrate.
         try await db.query("ALTER TABLE provision.runs DROP COLUMN capture_types")
+        try await db.query("ALTER TABLE provision.runs DROP COLUMN checksums")
         let old = try #require(try await runs.run("r1"))
-        #expect(old.run.id == "r1" && old.run.captureTypes == nil)
+        #expect(old.run.id == "r1" && old.run.captureTypes == nil && old.run.checksums == nil)
         #expect(try await runs.run(nil)?.run.id != nil, "the latest run too")
     }
 

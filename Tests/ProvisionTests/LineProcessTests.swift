@@ -52,11 +52,13 @@ struct ProcessLine: Sendable {
         return (await child.wait(), out, err)
     }
 
-    /// Per device: its state on the line, its attempt, and its outcome rows in attempt order.
+    /// Per device: its state on the line, its attempt, and its outcome rows in attempt order (a station's
+    /// verdict that it could not learn the outcome reads `failed:needs_review`).
     func devices() async throws -> [String: (state: String, attempt: Int, outcomes: [String])] {
         let rows = try await admin.query("""
             SELECT d.device_id, d.state, d.attempt,
-                   coalesce(array_to_json(array_agg(o.outcome ORDER BY o.attempt) FILTER (WHERE o.outcome IS NOT NULL)), '[]') AS outcomes
+                   coalesce(array_to_json(array_agg(o.outcome || CASE WHEN o.error_kind = 'needs_review' THEN ':needs_review' ELSE '' END
+                                             ORDER BY o.attempt) FILTER (WHERE o.outcome IS NOT NULL)), '[]') AS outcomes
             FROM provision.devices AS d LEFT JOIN provision.outcomes AS o ON o.run_id = d.run_id AND o.device_id = d.device_id
             WHERE d.run_id = $1 GROUP BY d.device_id, d.state, d.attempt
             """, [.text(runID)])
@@ -74,7 +76,8 @@ struct ProcessLine: Sendable {
     }
 
     /// The end every line test asks for: each device finished exactly once (one final outcome on the
-    /// line) or under review, none pending or claimed; the device side shows no device committed twice,
+    /// line) or under review (no final outcome but a station's `failed:needs_review`), none pending or
+    /// claimed; the device side shows no device committed twice,
     /// and every device the line calls succeeded committed once.
     func expectEveryDeviceExactlyOnce(allSucceeded: Bool, _ comment: Comment) async throws {
         let devices = try await devices()

@@ -47,11 +47,11 @@ struct LineSetupProcessTests {
         // 2. The owner creates the schema; again, it is left alone.
         let created = try await provision(["line", "init", "--line", line(owner)])
         #expect(created.status == 0, "\(created.stderr)")
-        #expect(created.stdout.hasPrefix("created the line schema at version 5\n"), "\(created.stdout)")
+        #expect(created.stdout.hasPrefix("created the line schema at version 6\n"), "\(created.stdout)")
         let again = try await provision(["line", "init", "--line", line(owner)])
-        #expect(again.stdout == "the line schema is already at version 5; nothing to do\n", "\(again.stdout)")
+        #expect(again.stdout == "the line schema is already at version 6; nothing to do\n", "\(again.stdout)")
         let migrated = try await provision(["line", "migrate", "--line", line(owner)])
-        #expect(migrated.stdout == "the line schema is already at version 5; nothing to do\n", "\(migrated.stdout)")
+        #expect(migrated.stdout == "the line schema is already at version 6; nothing to do\n", "\(migrated.stdout)")
 
         // 3. The owner grants; a role that does not exist, or a caller that is not the owner, is refused.
         let missing = try await provision(["line", "grant", "--line", line(owner), "--station", "nobody_\(tag)"])

@@ -1,5 +1,6 @@
 import Engine
 import Foundation
+import PostgresClient
 import Testing
 import EngineTestSupport
 import TestSupport
@@ -60,5 +61,95 @@ import TestSupport
         #expect(commits == ["SN-0001": 1, "SN-0002": 1, "SN-0003": 0], "SN-0003 was settled by hand, never touched")
         let after = try await Self.run(["review", "run.journal"], in: line.directory)
         #expect(after.status == 0 && after.stdout == ["nothing in doubt in run.journal"])
+    }
+}
+
+/// `provision review --line`: a device a station could not settle (its irreversible write went out, the
+/// ack never came, and the step is neither idempotent nor confirmable) is under review on the line,
+/// listed with why, and resolved there by an operator's note — recorded in the line, shown by the merged
+/// report, never silent, once.
+@Suite(.serialized, .enabled(if: PostgresCluster.shouldRun, "needs PostgreSQL: run `make test`, or apt-get install postgresql"))
+struct LineReviewProcessTests {
+    static let workflow = """
+        name: review-on-a-line
+        defaults:
+          timeout: 2s
+        steps:
+          - set: { id: config_crc, crc: CRC-16/CCITT-FALSE, of: "${config}" }
+          - scan: { name: "${name}", services: [FFF0], timeout: 500ms }
+          - connect: { mtu: 247, timeout: 1s }
+          - subscribe: { id: acks, service: FFF0, characteristic: FFF3 }
+          - name: set configuration
+            await:
+              subscription: acks
+              trigger: { service: FFF0, characteristic: FFF1, value: { hex: "01${config}" }, irreversible: true }
+              equals: { hex: "0100" }
+              timeout: 300ms
+          - disconnect: {}
+        """
+
+    @Test func aDeviceInDoubtOnALineIsListedAndResolvedByAnOperatorOnce() async throws {
+        let line = try await ProcessLine.make(devices: 3, workflow: Self.workflow)
+        defer { line.close() }
+        // SN-0002 executes its configuration and never acknowledges it.
+        let paths = try line.line.write(count: 3, workflow: Self.workflow, faults: [2: "{ faults: { ack_loss: 1.0 } }"])
+        let station = try ChildProcess(["run", paths.workflow, "--inventory", paths.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0",
+                                        "--line", line.connectionString, "--run", line.runID, "--station", "a", "--idle", "2s",
+                                        "--report", "a.json"], directory: line.directory)
+        for await _ in station.lines {}
+        let stationErr = await station.stderr()
+        #expect(await station.wait() == 1, "\(stationErr)")
+        let own = try RunReport.read(from: line.directory + "/a.json")
+        #expect(own.devices.first { $0.id == "SN-0002" }?.error?.kind == .needsReview, "\(own.summary.errors)")
+
+        let run = ["--line", line.connectionString, "--run", line.runID]
+        let listed = try await line.provision(["review"] + run)
+        #expect(listed.status == 1, "\(listed.stderr)")
+        let lines = listed.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "1 device in doubt in run \(line.runID):", "\(lines)")
+        #expect(lines.contains("  SN-0002  step `set configuration`"), "\(lines)")
+        #expect(lines.contains("    the device was sent the irreversible step `set configuration` and its station could not learn whether it took effect"), "\(lines)")
+        let json = try await line.provision(["review", "--json"] + run)
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        #expect((object?["in_doubt"] as? [[String: Any]])?.compactMap { $0["device"] as? String } == ["SN-0002"], "\(json.stdout)")
+        let status = try await line.provision(["line", "status", "--json"] + run)
+        let counts = (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])?["counts"] as? [String: Int]
+        #expect(counts?["needs_review"] == 1 && counts?["succeeded"] == 2, "\(status.stdout)")
+
+        // Refused: a device not in doubt, a resolution without a note; nothing is written.
+        let notInDoubt = try await line.provision(["review", "--mark", "succeeded", "--device", "SN-0001", "--note", "x"] + run)
+        #expect(notInDoubt.status == 2 && notInDoubt.stderr.contains("SN-0001 is not in doubt in run \(line.runID) (it is succeeded"), "\(notInDoubt.stderr)")
+        #expect(try await line.provision(["review", "--mark", "succeeded", "--device", "SN-0002"] + run).status == 2)
+
+        let marked = try await line.provision(["review", "--mark", "succeeded", "--device", "SN-0002", "--note", "config reads back 0A on the bench",
+                                               "--by", "ana"] + run)
+        #expect(marked.status == 0, "\(marked.stderr)")
+        #expect(marked.stdout == "SN-0002: recorded succeeded on run \(line.runID) (was in doubt on `set configuration`), by ana: config reads back 0A on the bench\n")
+        // Once: a second resolution is refused.
+        let again = try await line.provision(["review", "--mark", "failed", "--device", "SN-0002", "--note", "changed my mind", "--by", "bo"] + run)
+        #expect(again.status == 2, "\(again.stderr)")
+        let after = try await line.provision(["review"] + run)
+        #expect(after.status == 0 && after.stdout == "nothing in doubt in run \(line.runID)\n", "\(after.stdout)")
+
+        // The line keeps the resolution (who, which database role, the doubt it replaced) ...
+        let rows = try await line.admin.query("""
+            SELECT outcome, step, review_reason, note, resolved_by, role = current_user AS same_role FROM provision.resolutions WHERE run_id = $1
+            """, [.text(line.runID)])
+        #expect(rows.count == 1)
+        #expect(try rows[0].decode("review_reason", as: String.self) == "outcome_unknown" && rows[0].decode("resolved_by", as: String.self) == "ana")
+        #expect(try rows[0].decode("step", as: String.self) == "set configuration" && rows[0].decode("same_role", as: Bool.self))
+        // ... and the merged report shows it, the doubt beside it.
+        let merged = try await line.provision(["report", "--json"] + run)
+        let report = try JSONDecoder.snakeCase.decode(RunReport.self, from: Data(merged.stdout.utf8))
+        #expect(report.summary.outcomes[.succeeded] == 3)
+        // Checksums show as each station's own report shows them (run.checksums).
+        #expect(report.run.checksums == ["config_crc": 16] && own.run.checksums == ["config_crc": 16])
+        let csv = try await line.provision(["report", "--csv"] + run)
+        #expect(csv.stdout.split(separator: "\r\n").dropFirst().allSatisfy { $0.contains(",0x") }, "\(csv.stdout)")
+        let two = try #require(report.devices.first { $0.id == "SN-0002" })
+        #expect(two.outcome == .succeeded && two.error == nil)
+        #expect(two.review?.by == "ana" && two.review?.note == "config reads back 0A on the bench" && two.review?.resolution == .succeeded)
+        #expect(two.review?.previous?.kind == .needsReview && two.review?.previous?.step == "set configuration")
+        #expect(two.station == "a")
     }
 }
