@@ -19,11 +19,11 @@ final class DeviceAgent {
     private var states: [ObjectIdentifier: AnyObject] = [:]
     private var cutNoted = false
 
-    init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool) {
+    init(device: InventoryDevice, context: RunContext, attemptNumber: Int, resumed: Bool, reconcile: Int?) {
         self.device = device
         self.run = context
         machine = DeviceMachine(plan: context.plan, device: device, redactor: context.inventory.redactor(for: device),
-                                attemptNumber: attemptNumber, resumed: resumed, reconcile: context.reconcile[device.id])
+                                attemptNumber: attemptNumber, resumed: resumed, reconcile: reconcile)
         start = clock.now
     }
 

@@ -40,10 +40,14 @@ public struct DeviceClaim: Sendable, Equatable {
     public var device: String
     /// How many times the device was claimed in this run, this claim included (by any station).
     public var attempt: Int
+    /// A device under review claimed to be asked again: the irreversible step in doubt, by name (its
+    /// `confirm` read comes before anything is sent, as on a resume of a journal).
+    public var rechecking: String?
 
-    public init(device: String, attempt: Int) {
+    public init(device: String, attempt: Int, rechecking: String? = nil) {
         self.device = device
         self.attempt = attempt
+        self.rechecking = rechecking
     }
 }
 

@@ -54,7 +54,9 @@ extension RunScheduler {
                 }
             case .launch(let claim):
                 guard let device = byID[claim.device] else { continue }
-                launch(device, attempt: claim.attempt, resumed: claim.attempt > 1, reportingTo: wakes)
+                // A device under review asked again: its step in doubt's confirm read comes first.
+                let reconcile = claim.rechecking.flatMap(context.workflow.confirmableStep(named:))
+                launch(device, attempt: claim.attempt, resumed: claim.attempt > 1, reconcile: reconcile, reportingTo: wakes)
             case .release(let ids):
                 await claims.release(ids)
             case .askProgress(let ids):

@@ -36,7 +36,7 @@ struct RunScheduler {
             guard !stopper.isStopping, next < devices.count else { return false }
             let (device, attempt, resumed) = devices[next]
             next += 1
-            launch(device, attempt: attempt, resumed: resumed, reportingTo: wakes)
+            launch(device, attempt: attempt, resumed: resumed, reconcile: context.reconcile[device.id], reportingTo: wakes)
             running += 1
             return true
         }
@@ -56,21 +56,22 @@ struct RunScheduler {
 
     /// Starts one device in its own task: its start journaled, its agent run, its outcome made durable
     /// before it counts as done (concurrent devices share one fsync). The task hands its record (nil
-    /// when the start could not be journaled) to `wakes` as it ends.
-    func launch(_ device: InventoryDevice, attempt: Int, resumed: Bool, reportingTo wakes: Wakes) {
+    /// when the start could not be journaled) to `wakes` as it ends. `reconcile`: the irreversible step
+    /// in doubt whose `confirm` read comes first (`StepSupervisor`).
+    func launch(_ device: InventoryDevice, attempt: Int, resumed: Bool, reconcile: Int?, reportingTo wakes: Wakes) {
         let context = self.context
         let task = Task<Void, Never> {
-            wakes.finished(device.id, await Self.run(device, attempt: attempt, resumed: resumed, context: context))
+            wakes.finished(device.id, await Self.run(device, attempt: attempt, resumed: resumed, reconcile: reconcile, context: context))
         }
         stopper.started(device.id, task)
     }
 
     /// One device: its start journaled, its agent run, its outcome made durable (a journal that fails
     /// stops the run: `RunJournal`). Nil when the start could not be journaled (the device is not started).
-    private static func run(_ device: InventoryDevice, attempt: Int, resumed: Bool, context: RunContext) async -> DeviceRecord? {
+    private static func run(_ device: InventoryDevice, attempt: Int, resumed: Bool, reconcile: Int?, context: RunContext) async -> DeviceRecord? {
         do { try await context.journal.started(device: device.id, attempt: attempt) } catch { return nil }
         context.events.emit(.deviceStarted(device: device.id, attempt: attempt))
-        var record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed).run()
+        var record = await DeviceAgent(device: device, context: context, attemptNumber: attempt, resumed: resumed, reconcile: reconcile).run()
         if context.reached.wasCut(device.id) {
             // Stopped before anything was sent to it: as far as the device goes it never started (a resume runs it).
             record = DeviceRecord(id: device.id, address: device.address?.description, name: device.name, outcome: .skipped,

@@ -307,11 +307,8 @@ public enum Runner {
                      opened: OpenedRunStore, options: RunOptions) throws(StartError) -> ResumePlan {
         let journal = opened.mode == .resume ? JournalState(lines: opened.contents.lines) : nil
         var irreversible: [Int: String] = [:]
-        var confirmable: Set<Int> = []
-        for (i, step) in workflow.steps.enumerated() where step.irreversible {
-            irreversible[i] = step.name
-            if case .await(let a) = step.kind, a.confirm != nil, a.trigger != nil { confirmable.insert(i) }
-        }
+        for (i, step) in workflow.steps.enumerated() where step.irreversible { irreversible[i] = step.name }
+        let confirmable = Set(workflow.confirmableSteps)
         var inputs = ResumePlan.Inputs(workflow: workflowRef, inventory: inventoryRef, inventoryDevices: inventory.devices,
                                        selection: devices, irreversibleSteps: irreversible, confirmable: confirmable,
                                        retryFailed: options.retryFailed)

@@ -105,6 +105,56 @@ public struct LineClaims: Sendable {
         return claims.sorted { ($0.position, $0.claim.device) < ($1.position, $1.claim.device) }.map(\.claim)
     }
 
+    /// Claims up to `limit` devices among `devices` (in that order of preference) that are under review
+    /// after an intent of one of `steps`, to ask them again (`LineRecheck`), after sweeping expired leases
+    /// — one round trip, one transaction. The intent stands (its step is the claim's `rechecking`): the
+    /// attempt's outcome settles it, and an attempt cut again leaves the device under review.
+    public func claimUnderReview(among devices: [String], steps: [String], limit: Int, lease: Duration) async throws -> [LineClaim] {
+        guard limit > 0, !devices.isEmpty, !steps.isEmpty else { return [] }
+        let results = try await connection.pipeline([
+            Self.withoutWaitingForFlush,
+            sweepStatement(limit: 1000),
+            PostgresStatement("""
+                WITH wanted AS (
+                    SELECT w.device_id, w.ord FROM unnest($3::text[]) WITH ORDINALITY AS w(device_id, ord)
+                ), picked AS MATERIALIZED (
+                    SELECT d.run_id, d.device_id
+                    FROM provision.devices AS d
+                    JOIN wanted AS w ON w.device_id = d.device_id
+                    WHERE d.run_id = $1 AND d.state = 'needs_review' AND d.intent_step = ANY($6::text[])
+                    ORDER BY w.ord
+                    LIMIT $4
+                    FOR UPDATE OF d SKIP LOCKED
+                )
+                UPDATE provision.devices AS d
+                SET state = 'claimed', attempt = d.attempt + 1, lease_owner = $2, attempt_owner = $2,
+                    lease_expires_at = now() + $5::bigint * interval '1 millisecond', claimed_at = now(),
+                    review_reason = NULL, updated_at = now()
+                FROM picked AS p
+                WHERE d.run_id = p.run_id AND d.device_id = p.device_id
+                RETURNING d.device_id, d.attempt, d.lease_expires_at, d.intent_step
+                """, [.text(run), .text(station), .textArray(Self.unique(devices)), .int(limit), .milliseconds(lease),
+                      .textArray(steps)]),
+        ], timeout: timeout, label: "claim devices under review for station \(station)")
+        return try results[2].map { row in
+            var claim = try Self.claim(row)
+            claim.rechecking = try row.decodeIfPresent("intent_step")
+            return claim
+        }
+    }
+
+    /// How many of `devices` are under review after an intent of one of `steps` (a station asking them
+    /// again may claim them) and claimed now, counting expired leases as the next sweep makes them.
+    public func progressUnderReview(of devices: [String], steps: [String]) async throws -> (pending: Int, claimed: Int) {
+        let rows = try await connection.query("""
+            SELECT count(*) FILTER (WHERE state = 'needs_review' AND intent_step = ANY($3::text[])) AS pending,
+                   count(*) FILTER (WHERE state = 'claimed') AS claimed
+            FROM provision.device_status WHERE run_id = $1 AND device_id = ANY($2::text[])
+            """, [.text(run), .textArray(devices), .textArray(steps)], timeout: timeout, label: "read the progress of run \(run)")
+        guard let row = rows.first else { return (0, 0) }
+        return (try row.decode("pending"), try row.decode("claimed"))
+    }
+
     /// Records that this station hears `devices` (once per station and device: a device heard again is
     /// left as it is). Its own rows only, no lock on a device: claims never wait for it.
     public func recordHeard(_ devices: [String]) async throws {
@@ -312,7 +362,7 @@ public struct LineClaims: Sendable {
                     review_reason = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN 'outcome_unknown'
                                          WHEN i.outcome IN ('succeeded', 'failed') OR d.intent_step IS NULL THEN NULL
                                          ELSE coalesce(d.review_reason, 'interrupted_after_intent') END,
-                    intent_step = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN coalesce(i.error_step, d.intent_step)
+                    intent_step = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN coalesce(d.intent_step, i.error_step)
                                        WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_step END,
                     intent_at = CASE WHEN i.outcome = 'failed' AND i.error_kind = 'needs_review' THEN coalesce(d.intent_at, i.finished_at)
                                      WHEN i.outcome IN ('succeeded', 'failed') THEN NULL ELSE d.intent_at END,

@@ -38,13 +38,18 @@ public actor LineStation {
     /// (a database of an older schema, or a role without the privilege, is not told again).
     private var reportedHeard = Set<String>()
     private var reportsHeard = true
+    /// Asking devices under review again instead of claiming pending ones (nil: claiming pending ones),
+    /// and the devices this station has claimed so (each once).
+    public nonisolated let recheck: LineRecheck?
+    private var rechecked = Set<String>()
     /// Group-commit batches written, and the intents and outcomes they carried.
     public private(set) var batchesWritten = 0
     public private(set) var entriesWritten = 0
 
     init(connectionString: ConnectionString, connection: PostgresConnection, station: LineStationInfo, run: String,
-         lease: Duration, timeout: Duration, maxBatch: Int, writers: Int) {
+         lease: Duration, timeout: Duration, maxBatch: Int, writers: Int, recheck: LineRecheck?) {
         let writers = max(1, writers)
+        self.recheck = recheck
         self.connectionString = connectionString
         self.connections = [connection] + Array(repeating: nil, count: writers)
         self.freeWriters = Array((1...writers).reversed())
@@ -62,9 +67,10 @@ public actor LineStation {
     ///   - writers: connections that write group-commit batches side by side (PostgreSQL flushes their
     ///     commits together); one more connection carries claims and renewals.
     ///   - maxBatch: intents and outcomes per batch at most.
+    ///   - recheck: ask these devices under review again, and claim nothing else (`LineRecheck`).
     public static func join(_ connectionString: ConnectionString, run: LineRun, station: LineStationInfo, devices: [String],
                             lease: Duration = .seconds(30), timeout: Duration = .seconds(10), writers: Int = 1,
-                            maxBatch: Int = 500) async throws -> LineStation {
+                            maxBatch: Int = 500, recheck: LineRecheck? = nil) async throws -> LineStation {
         let connection = try await PostgresConnection.connect(connectionString, timeout: timeout, defaultTimeout: timeout)
         do {
             try await LineSchema.migrate(connection, toolVersion: station.toolVersion, timeout: max(timeout, .seconds(60)))
@@ -77,7 +83,7 @@ public actor LineStation {
             throw error
         }
         return LineStation(connectionString: connectionString, connection: connection, station: station, run: run.id,
-                           lease: lease, timeout: timeout, maxBatch: maxBatch, writers: writers)
+                           lease: lease, timeout: timeout, maxBatch: maxBatch, writers: writers, recheck: recheck)
     }
 
     /// The connection of `slot`, made (again) when there is none or the last one was lost.
@@ -105,7 +111,13 @@ public actor LineStation {
     /// those `excluding`, are not asked for.
     public func claim(among devices: [String]?, limit: Int, excluding: Set<String> = []) async throws -> [LineClaim] {
         let claimed: [LineClaim]
-        if let devices {
+        if let recheck {
+            let wanted = Set(recheck.devices)
+            let among = (devices ?? recheck.devices).filter { wanted.contains($0) && held[$0] == nil && !excluding.contains($0) && !rechecked.contains($0) }
+            claimed = try await claims().claimUnderReview(among: among, steps: recheck.steps, limit: limit, lease: lease)
+            rechecked.formUnion(claimed.map(\.device))
+            if let devices { await reportHeard(devices) }
+        } else if let devices {
             let wanted = devices.filter { held[$0] == nil && !excluding.contains($0) }
             claimed = try await claims().claim(among: wanted, limit: limit, lease: lease)
             await reportHeard(devices)
@@ -135,8 +147,13 @@ public actor LineStation {
     }
 
     /// How many devices of the run (or of `devices`) are pending and claimed now.
+    /// Asking devices under review again: those of `recheck` it has not asked yet that it may claim.
     public func progress(of devices: [String]? = nil) async throws -> (pending: Int, claimed: Int) {
-        try await claims().progress(of: devices)
+        guard let recheck else { return try await claims().progress(of: devices) }
+        let left = recheck.devices.filter { !rechecked.contains($0) }
+        let p = left.isEmpty ? (pending: 0, claimed: 0) : try await claims().progressUnderReview(of: left, steps: recheck.steps)
+        // Devices it holds count as claimed (the loop waits for them); those it asked, not as pending.
+        return (p.pending, p.claimed + held.count)
     }
 
     /// What a renewal found: the leases extended, and devices this station thought it held but does not

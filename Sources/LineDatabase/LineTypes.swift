@@ -96,6 +96,23 @@ public struct LineClaim: Sendable, Hashable {
     public var attempt: Int
     /// When the lease ends unless renewed (the database's clock).
     public var leaseExpires: Date
+    /// For a device claimed to be asked again (`LineRecheck`): the irreversible step in doubt, whose
+    /// intent stands until this attempt's outcome.
+    public var rechecking: String? = nil
+}
+
+/// A station that asks devices under review again (`provision run --line URL --recheck IDS`): it
+/// claims only these devices, and only while they are under review after an intent of one of `steps`
+/// (the workflow's irreversible steps that declare a `confirm` read) — each once per station. The claim
+/// keeps the intent standing: an attempt cut again leaves the device under review, as before.
+public struct LineRecheck: Sendable, Equatable {
+    public var devices: [String]
+    public var steps: [String]
+
+    public init(devices: [String], steps: [String]) {
+        self.devices = devices
+        self.steps = steps
+    }
 }
 
 /// An irreversible write about to be sent.

@@ -49,6 +49,8 @@ public actor LineRunStore: RunStore, DeviceClaims {
         public var closeWait: Duration = .seconds(30)
         /// Connections writing group-commit batches side by side.
         public var writers: Int = 2
+        /// Ask these devices under review again, and claim nothing else (`--recheck` on a line).
+        public var recheck: LineRecheck?
 
         public init(connectionString: ConnectionString, run: LineRun, station: LineStationInfo, devices: [String], spoolPath: String,
                     policy: ClaimPolicy = ClaimPolicy()) {
@@ -117,7 +119,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
         if shared.withLock({ $0.station }) == nil {
             let station = try await LineStation.join(settings.connectionString, run: settings.run, station: settings.station,
                                                      devices: settings.devices, lease: settings.lease, timeout: settings.timeout,
-                                                     writers: settings.writers)
+                                                     writers: settings.writers, recheck: settings.recheck)
             shared.withLock { $0.station = station }
             startRenewing()
         }
@@ -324,7 +326,7 @@ public actor LineRunStore: RunStore, DeviceClaims {
         let got = try await station.claim(among: candidates, limit: limit, excluding: waiting)
         kick()
         shared.withLock { s in for c in got { s.attempts[c.device] = c.attempt } }
-        return got.map { DeviceClaim(device: $0.device, attempt: $0.attempt) }
+        return got.map { DeviceClaim(device: $0.device, attempt: $0.attempt, rechecking: $0.rechecking) }
     }
 
     public func release(_ devices: [String]) async {

@@ -7,7 +7,8 @@ import PostgresClient
 /// `provision review`: the devices whose outcome is in doubt (an irreversible step announced and no
 /// outcome known, or recorded `needs_review`), with their last intent and what the journal shows; and
 /// an operator's resolution of one, appended to the journal with a note (never silent). Re-reading the
-/// device instead is a resume with `--recheck` (its step's `confirm` read), whose command this prints.
+/// device instead is a resume with `--recheck` (its step's `confirm` read), or on a line a station run
+/// with `--recheck`, whose command this prints.
 public struct ReviewCommand: Command {
     public init() {}
 
@@ -21,7 +22,8 @@ public struct ReviewCommand: Command {
         --mark succeeded|failed --device ID --note TEXT appends the outcome with the note, the operator
         (--by, default $USER) and the doubt it replaces to the journal; a later resume carries it over
         (`failed`: `--resume --retry-failed` runs the device again). --line URL (or PROVISION_LINE)
-        instead of JOURNAL lists a line's devices under review (--run ID, default the latest run), and
+        instead of JOURNAL lists a line's devices under review (--run ID, default the latest run) with
+        the station command that asks them again (`run … --line URL --recheck IDS`), and
         --mark resolves one there: the device's state on the line becomes the outcome, and the resolution
         (note, operator, the database role, the doubt it replaces) is kept in the line's
         provision.resolutions and shown by `report --line`. A station's role may resolve; an auditor's
@@ -222,7 +224,10 @@ public struct ReviewCommand: Command {
                     out.out(escaping: "    the device \(LineReport.reviewWhy(r.reason, step: r.step))")
                 }
                 if count > status.inReview.count { out.out("  … and \(count - status.inReview.count) more") }
-                out.out("resolve one by hand: provision review --line URL --run \(row.run.id) --mark succeeded|failed --device ID --note TEXT")
+                let ids = status.inReview.map(\.device).joined(separator: ",")
+                out.out("ask the devices (the step's confirm read, on a station that hears them; nothing is sent unless it shows the write did not take effect):")
+                out.out(escaping: "  provision run \(row.run.workflow.path) --inventory \(row.run.inventory.path) --adapter SPEC --line URL --run \(row.run.id) --recheck \(ids)")
+                out.out("or resolve one by hand: provision review --line URL --run \(row.run.id) --mark succeeded|failed --device ID --note TEXT")
             }
             return count == 0 ? ExitCode.success : ExitCode.someDevicesFailed
         } catch {

@@ -83,6 +83,18 @@ public struct RunCommand: Command {
             out.err("\(pathProblems.count) error(s) in output paths; nothing was touched")
             return ExitCode.invalidInput
         }
+        // `--recheck`: devices of the inventory, and a step to ask them about.
+        if !options.recheck.isEmpty {
+            let known = Set(inventory.devices.map(\.id))
+            if let unknown = options.recheck.sorted().first(where: { !known.contains($0) }) {
+                out.err(escaping: "error: --recheck: no device `\(unknown)` in \(options.inventory)")
+                return ExitCode.invalidInput
+            }
+            if workflow.confirmableSteps.isEmpty {
+                out.err("error: --recheck: no irreversible step of \(options.workflow) declares a `confirm` read, so there is nothing to ask the devices; resolve them by hand with `provision review --mark`")
+                return ExitCode.invalidInput
+            }
+        }
         let lineRun = options.line.map { $0.runID ?? LineOption.defaultRunID(workflow: workflow.name, inventoryPath: options.inventory) }
         let concurrency = options.effectiveConcurrency
         if options.dryRun {

@@ -45,7 +45,8 @@ struct RunCommandOptions: Sendable {
     var simLatency: Double = 1
     var simHears: String?
     var retryFailed = false
-    /// `--recheck`: devices in review to ask again (with `--resume`).
+    /// `--recheck`: devices in review to ask again (with `--resume`, or on a line: then the station
+    /// claims only these).
     var recheck: Set<String> = []
     /// `--max-consecutive-failures`.
     var maxConsecutiveFailures: Int?
@@ -133,7 +134,6 @@ struct RunCommandOptions: Sendable {
             throw UsageError("`--retry-failed` needs `--resume JOURNAL` (it runs again the devices a resumed run failed before)")
         }
         if let ids = a.text(recheck) {
-            guard o.resume != nil else { throw UsageError("`--recheck` needs `--resume JOURNAL` (it asks again the devices a run left in review)") }
             o.recheck = Set(ids.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         }
         o.maxConsecutiveFailures = try a.value(maxConsecutiveFailures)
@@ -145,6 +145,9 @@ struct RunCommandOptions: Sendable {
         case nil:
             if let name = (LineSettings.specs + [spool.spec]).first(where: { a.has($0) })?.name {
                 throw UsageError("`--\(name)` works on a line: give `--line URL` (or set PROVISION_LINE)")
+            }
+            if a.has(recheck.spec), o.resume == nil {
+                throw UsageError("`--recheck` needs `--resume JOURNAL` (it asks again the devices a run left in review), or `--line URL` (the devices under review on the line)")
             }
         case .failure(let e)?:
             throw e
@@ -251,7 +254,7 @@ struct RunCommandOptions: Sendable {
         Dictionary(uniqueKeysWithValues: meta.map { ("meta.\($0.key)", $0.value) })
     }
     static let recheck = TypedOption<String>(OptionSpec("recheck", kind: .value("IDS"),
-                                                        help: "with --resume: ask these devices in review again (their step's confirm read; comma list)"))
+                                                        help: "with --resume or --line: ask these devices in review again (their step's confirm read; comma list)"))
     static let maxConsecutiveFailures = NumberOption.make("max-consecutive-failures", help: "stop the line after N devices in a row failed (any kind)",
                                                           in: 1...Int.max, wording: "a whole number above 0")
     static let meta = TypedOption(OptionSpec("meta", kind: .repeated("KEY=VALUE"),
@@ -355,8 +358,13 @@ extension Station.Setup {
                               options: RunCommandOptions.metaOptions(inventory.meta.merging(o.meta) { _, given in given }),
                               toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name),
                               checksums: workflow.checksumWidths.isEmpty ? nil : workflow.checksumWidths)
-            store = .line(line.storeSettings(run: run, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
-                                             spoolPath: paths.absolute(paths.spool)))
+            var settings = line.storeSettings(run: run, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
+                                              spoolPath: paths.absolute(paths.spool))
+            if !o.recheck.isEmpty {
+                settings.recheck = LineRecheck(devices: inventory.devices.map(\.id).filter(o.recheck.contains),
+                                               steps: workflow.confirmableSteps.map { workflow.steps[$0].name })
+            }
+            store = .line(settings)
         } else {
             store = .journal(path: paths.absolute(paths.journal), fsync: o.fsync, resume: o.resume != nil)
         }

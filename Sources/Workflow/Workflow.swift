@@ -51,6 +51,20 @@ public struct Workflow: Sendable, Equatable {
         return out
     }
 
+    /// The irreversible steps that declare a `confirm` read (an `await` with a trigger), by index: the
+    /// steps a device in doubt can be asked about again (`--recheck`).
+    public var confirmableSteps: [Int] {
+        steps.indices.filter { i in
+            guard steps[i].irreversible, case .await(let a) = steps[i].kind else { return false }
+            return a.confirm != nil && a.trigger != nil
+        }
+    }
+
+    /// The confirmable step named `name` (the first, as a journal names steps by name).
+    public func confirmableStep(named name: String) -> Int? {
+        confirmableSteps.first { steps[$0].name == name }
+    }
+
     /// Names captured by steps (`read`, `await … capture:`, `set:`), in order.
     public var capturedNames: [String] { steps.compactMap(\.capturedName) }
 

@@ -1,6 +1,7 @@
 import Engine
 import Foundation
 import PostgresClient
+import LineDatabase
 import Testing
 import EngineTestSupport
 import TestSupport
@@ -151,5 +152,62 @@ struct LineReviewProcessTests {
         #expect(two.review?.by == "ana" && two.review?.note == "config reads back 0A on the bench" && two.review?.resolution == .succeeded)
         #expect(two.review?.previous?.kind == .needsReview && two.review?.previous?.step == "set configuration")
         #expect(two.station == "a")
+    }
+
+    @Test func devicesUnderReviewOnALineAreAskedAgainByTheirConfirmReadNotByHand() async throws {
+        let line = try await ProcessLine.make(devices: 3)
+        defer { line.close() }
+        // The device side: SN-0002 received its commit in an earlier run; SN-0003 never did.
+        let earlier = try await line.provision(["run", line.workflow, "--inventory", line.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0",
+                                                "--sim-state", "devices.state", "--sim-hears", "SN-0002", "--journal", "earlier.journal",
+                                                "--report", "earlier.json"])
+        #expect(try RunReport.read(from: line.directory + "/earlier.json").devices.first { $0.id == "SN-0002" }?.outcome == .succeeded, "\(earlier.stderr)")
+        #expect(try await line.deviceSide().device("SN-0002")?.commits == 1)
+        // The line, as a station left it that announced both commits and died (its leases expired).
+        let runs = LineRuns(connection: line.admin)
+        let run = LineRun(id: line.runID, workflow: LineFile(name: "test-provisioning", path: line.workflow, sha256: try TestLine.sha256(ofFile: line.workflow)),
+                          inventory: LineFile(path: line.inventory, sha256: try TestLine.sha256(ofFile: line.inventory)), toolVersion: "test")
+        try await LineSchema.migrate(line.admin, toolVersion: "test")
+        try await runs.join(run, createdBy: "x/1")
+        try await runs.addDevices(["SN-0001", "SN-0002", "SN-0003"], run: line.runID)
+        try await runs.register(LineStationInfo(id: "x/1", name: "x", host: "gone", adapters: ["sim"], toolVersion: "test"), run: line.runID)
+        let x = LineClaims(connection: line.admin, run: line.runID, station: "x/1")
+        let held = try await x.claim(among: ["SN-0002", "SN-0003"], limit: 2, lease: .seconds(60))
+        #expect(held.count == 2)
+        let intents = try await x.write(intents: held.map { LineIntent(device: $0.device, attempt: $0.attempt, stepIndex: 11, step: "commit") })
+        #expect(intents.intents.values.allSatisfy { $0 == .recorded(.claimed) })
+        try await line.admin.query("UPDATE provision.devices SET lease_expires_at = now() - interval '1 second' WHERE run_id = $1 AND state = 'claimed'",
+                                   [.text(line.runID)])
+
+        let lineArgs = ["--line", line.connectionString, "--run", line.runID]
+        let listed = try await line.provision(["review"] + lineArgs)
+        #expect(listed.status == 1)
+        #expect(listed.stdout.contains("2 devices in doubt in run \(line.runID):"), "\(listed.stdout)")
+        #expect(listed.stdout.contains("--recheck SN-0002,SN-0003"), "the command that asks them: \(listed.stdout)")
+
+        // A station that asks them again: only the devices under review it was given (SN-0001 is pending,
+        // not under review: left to the line's ordinary stations).
+        let b = try await line.provision(["run", line.workflow, "--inventory", line.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0",
+                                          "--sim-state", "devices.state", "--station", "b", "--idle", "5s", "--report", "b.json",
+                                          "--recheck", "SN-0001,SN-0002,SN-0003"] + lineArgs)
+        #expect(b.status == 0, "\(b.stderr)")
+        let worked = try RunReport.read(from: line.directory + "/b.json")
+        #expect(worked.devices.map(\.id).sorted() == ["SN-0002", "SN-0003"])
+        #expect(worked.devices.allSatisfy { $0.outcome == .succeeded && $0.attempts == 2 }, "\(worked.summary.errors)")
+        // SN-0002's confirm read showed the commit had taken effect: not sent again. SN-0003's showed it had
+        // not: sent now, once.
+        let side = try await line.deviceSide()
+        #expect(side.device("SN-0002")?.commits == 1 && side.device("SN-0003")?.commits == 1)
+        #expect(side.device("SN-0001")?.commits == 0)
+        let after = try await line.provision(["review"] + lineArgs)
+        #expect(after.status == 0 && after.stdout == "nothing in doubt in run \(line.runID)\n", "\(after.stdout)")
+        let devices = try await line.devices()
+        #expect(devices["SN-0001"]?.state == "pending" && devices["SN-0002"]?.state == "succeeded" && devices["SN-0003"]?.state == "succeeded")
+
+        // An ordinary station finishes the line; every device was committed exactly once.
+        let c = try await line.provision(["run", line.workflow, "--inventory", line.inventory, "--adapter", "sim", "--quiet", "--sim-latency", "0",
+                                          "--sim-state", "devices.state", "--station", "c", "--idle", "5s", "--report", "c.json"] + lineArgs)
+        #expect(c.status == 0, "\(c.stderr)")
+        try await line.expectEveryDeviceExactlyOnce(allSucceeded: true, "asked again")
     }
 }
