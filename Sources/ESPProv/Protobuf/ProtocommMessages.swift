@@ -203,14 +203,39 @@ public struct Sec1Response1: ProtoMessage {
     }
 }
 
-/// `Sec1Payload`: | 1 | msg | Sec1MsgType | 20 | sc0 | 21 | sr0 | 22 | sc1 | 23 | sr1 | (oneof payload)
-public struct Sec1Payload: ProtoMessage {
-    /// `Sec1MsgType`: 0 Session_Command0, 1 Session_Response0, 2 Session_Command1, 3 Session_Response1.
+/// The messages of one security scheme's handshake (`Sec1`, `Sec2`): its two commands and two responses.
+public protocol SecurityScheme: Sendable {
+    associatedtype Command0: ProtoMessage
+    associatedtype Response0: ProtoMessage
+    associatedtype Command1: ProtoMessage
+    associatedtype Response1: ProtoMessage
+}
+
+/// Security 1 (sec1.proto).
+public enum Sec1: SecurityScheme {
+    public typealias Command0 = Sec1Command0
+    public typealias Response0 = Sec1Response0
+    public typealias Command1 = Sec1Command1
+    public typealias Response1 = Sec1Response1
+}
+
+/// Security 2 (sec2.proto).
+public enum Sec2: SecurityScheme {
+    public typealias Command0 = Sec2Command0
+    public typealias Response0 = Sec2Response0
+    public typealias Command1 = Sec2Command1
+    public typealias Response1 = Sec2Response1
+}
+
+/// `Sec1Payload` and `Sec2Payload`, one shape: | 1 | msg | Sec1MsgType / Sec2MsgType | 20 | sc0 |
+/// 21 | sr0 | 22 | sc1 | 23 | sr1 | (oneof payload). The message types: 0 Command0, 1 Response0,
+/// 2 Command1, 3 Response1.
+public struct SecPayload<Scheme: SecurityScheme>: ProtoMessage {
     public enum Payload: Sendable, Equatable {
-        case sc0(Sec1Command0)
-        case sr0(Sec1Response0)
-        case sc1(Sec1Command1)
-        case sr1(Sec1Response1)
+        case sc0(Scheme.Command0)
+        case sr0(Scheme.Response0)
+        case sc1(Scheme.Command1)
+        case sr1(Scheme.Response1)
     }
 
     public var msg: Int32 = 0
@@ -225,10 +250,10 @@ public struct Sec1Payload: ProtoMessage {
     public mutating func decode(field: Int, value: ProtoValue) throws(DecodeError) {
         switch field {
         case 1: if let v = value.int32 { msg = v }
-        case 20: if let m: Sec1Command0 = try value.message() { payload = .sc0(m) }
-        case 21: if let m: Sec1Response0 = try value.message() { payload = .sr0(m) }
-        case 22: if let m: Sec1Command1 = try value.message() { payload = .sc1(m) }
-        case 23: if let m: Sec1Response1 = try value.message() { payload = .sr1(m) }
+        case 20: if let m: Scheme.Command0 = try value.message() { payload = .sc0(m) }
+        case 21: if let m: Scheme.Response0 = try value.message() { payload = .sr0(m) }
+        case 22: if let m: Scheme.Command1 = try value.message() { payload = .sc1(m) }
+        case 23: if let m: Scheme.Response1 = try value.message() { payload = .sr1(m) }
         default: break
         }
     }
@@ -244,6 +269,9 @@ public struct Sec1Payload: ProtoMessage {
         }
     }
 }
+
+public typealias Sec1Payload = SecPayload<Sec1>
+public typealias Sec2Payload = SecPayload<Sec2>
 
 // MARK: - Security 2 (sec2.proto)
 
@@ -332,44 +360,3 @@ public struct Sec2Response1: ProtoMessage {
     }
 }
 
-/// `Sec2Payload`: | 1 | msg | Sec2MsgType | 20 | sc0 | 21 | sr0 | 22 | sc1 | 23 | sr1 | (oneof payload)
-public struct Sec2Payload: ProtoMessage {
-    /// `Sec2MsgType`: 0 S2Session_Command0, 1 Response0, 2 Command1, 3 Response1.
-    public enum Payload: Sendable, Equatable {
-        case sc0(Sec2Command0)
-        case sr0(Sec2Response0)
-        case sc1(Sec2Command1)
-        case sr1(Sec2Response1)
-    }
-
-    public var msg: Int32 = 0
-    public var payload: Payload?
-
-    public init() {}
-    public init(msg: Int32, payload: Payload?) {
-        self.msg = msg
-        self.payload = payload
-    }
-
-    public mutating func decode(field: Int, value: ProtoValue) throws(DecodeError) {
-        switch field {
-        case 1: if let v = value.int32 { msg = v }
-        case 20: if let m: Sec2Command0 = try value.message() { payload = .sc0(m) }
-        case 21: if let m: Sec2Response0 = try value.message() { payload = .sr0(m) }
-        case 22: if let m: Sec2Command1 = try value.message() { payload = .sc1(m) }
-        case 23: if let m: Sec2Response1 = try value.message() { payload = .sr1(m) }
-        default: break
-        }
-    }
-
-    public func encode(into w: inout ProtoWriter) {
-        w.int32(1, msg)
-        switch payload {
-        case .sc0(let m): w.message(20, m)
-        case .sr0(let m): w.message(21, m)
-        case .sc1(let m): w.message(22, m)
-        case .sr1(let m): w.message(23, m)
-        case nil: break
-        }
-    }
-}
