@@ -80,6 +80,7 @@ public final class SimulatedCentral: Central {
         var byID: [String: VirtualDevice] = [:]
         var maxInterval = Duration.zero
         var layouts: [DatabaseLayout.Key: DatabaseLayout] = [:]
+        var modelFaults: [String: SharedFaults] = [:]
         for spec in specs {
             let overrides = try DeviceOverrides.parse(spec.overrides, file: inventoryFile)
             let modelName = overrides.model ?? defaultModel ?? (models.count == 1 ? models.keys.first : nil)
@@ -97,7 +98,15 @@ public final class SimulatedCentral: Central {
             let layout = layouts[layoutKey] ?? DatabaseLayout(model: model, notifyUndeclared: faults.notifyUndeclared,
                                                               longUUIDs: faults.longUUIDs)
             layouts[layoutKey] = layout
-            let device = VirtualDevice(spec: spec, model: model, overrides: overrides, faults: faults,
+            // The model's faults are kept once for the devices that override none.
+            let shared: SharedFaults
+            if overrides.faults == nil {
+                shared = modelFaults[model.name] ?? SharedFaults(faults)
+                modelFaults[model.name] = shared
+            } else {
+                shared = SharedFaults(faults)
+            }
+            let device = VirtualDevice(spec: spec, model: model, overrides: overrides, faults: shared,
                                        seed: options.seed, journal: journal, layout: layout)
             for s in model.services {
                 for c in s.characteristics {

@@ -11,7 +11,10 @@ package final class VirtualDevice: Sendable {
     let advertisedName: String
     /// Its model (kept once, by its layout: a fleet of 100,000 devices kept 100,000 copies).
     var model: DeviceModel { layout.model }
-    let faults: FaultSettings
+    /// Its faults (shared by the devices of its model that override none: a fleet of 100,000 devices
+    /// kept 100,000 copies of 200 bytes).
+    var faults: FaultSettings { sharedFaults.value }
+    private let sharedFaults: SharedFaults
     /// The device's own layers of `${variables}` (`variable(_:)` reads them in order, with the built-ins
     /// and the model's defaults; no merged copy per device).
     private let overrideVariables: [String: String]
@@ -30,25 +33,48 @@ package final class VirtualDevice: Sendable {
     let esp: ESPUnit?
 
     struct Runtime {
-        var state: DeviceState?
         var connected = false
-        /// The MCUmgr device's slots, upload, settings and files (`mcumgr:` models).
-        var smp: McuMgrState?
         /// Off the air (rebooting) until then.
         var offUntil: ContinuousClock.Instant?
         /// `drop_mid_upload` struck already (it strikes once).
         var droppedMidUpload = false
+        /// What a device keeps once used, boxed: an untouched device of a large fleet holds a nil
+        /// pointer instead of some 370 bytes. Only ever touched under the runtime's lock.
+        private var used: Used?
+
+        final class Used {
+            var state: DeviceState?
+            var smp: McuMgrState?
+        }
+
+        var state: DeviceState? {
+            get { used?.state }
+            set { box().state = newValue }
+        }
+
+        /// The MCUmgr device's slots, upload, settings and files (`mcumgr:` models).
+        var smp: McuMgrState? {
+            get { used?.smp }
+            set { box().smp = newValue }
+        }
+
+        private mutating func box() -> Used {
+            if let used { return used }
+            let fresh = Used()
+            used = fresh
+            return fresh
+        }
     }
 
     private let runtime = Mutex(Runtime())
 
-    init(spec: SimulatedDeviceSpec, model: DeviceModel, overrides: DeviceOverrides, faults: FaultSettings, seed: UInt64,
+    init(spec: SimulatedDeviceSpec, model: DeviceModel, overrides: DeviceOverrides, faults: SharedFaults, seed: UInt64,
          journal: StateJournal?, layout: DatabaseLayout) {
         id = spec.id
         self.layout = layout
         esp = model.espProv.map { ESPUnit(config: $0) }
         address = spec.address ?? SimulatedDeviceSpec.derivedAddress(for: spec.id)
-        self.faults = faults
+        sharedFaults = faults
         self.journal = journal
         overrideVariables = overrides.variables
         inventoryVariables = spec.variables
@@ -239,5 +265,14 @@ package final class VirtualDevice: Sendable {
         if result.2 { record(.fault("drop_mid_upload")) }
         for e in result.1 { journal?.append(id: id, .smp(e)) }
         return result.0
+    }
+}
+
+/// A device's faults, kept once for the devices that share them (`SimulatedCentral`).
+final class SharedFaults: Sendable {
+    let value: FaultSettings
+
+    init(_ value: FaultSettings) {
+        self.value = value
     }
 }
