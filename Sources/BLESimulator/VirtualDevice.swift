@@ -38,31 +38,33 @@ package final class VirtualDevice: Sendable {
         var offUntil: ContinuousClock.Instant?
         /// `drop_mid_upload` struck already (it strikes once).
         var droppedMidUpload = false
-        /// What a device keeps once used, boxed: an untouched device of a large fleet holds a nil
-        /// pointer instead of some 370 bytes. Only ever touched under the runtime's lock.
-        private var used: Used?
+        /// What a device keeps once used, each boxed on first use: an untouched device of a large fleet
+        /// holds two nil pointers instead of some 370 bytes, and one without `mcumgr:` never holds the
+        /// MCUmgr state's 216. Only ever touched under the runtime's lock.
+        private var stateBox: Box<DeviceState>?
+        private var smpBox: Box<McuMgrState>?
 
-        final class Used {
-            var state: DeviceState?
-            var smp: McuMgrState?
+        final class Box<Value> {
+            var value: Value
+            init(_ value: Value) { self.value = value }
         }
 
         var state: DeviceState? {
-            get { used?.state }
-            set { box().state = newValue }
+            get { stateBox?.value }
+            set { stateBox = Self.store(newValue, in: stateBox) }
         }
 
         /// The MCUmgr device's slots, upload, settings and files (`mcumgr:` models).
         var smp: McuMgrState? {
-            get { used?.smp }
-            set { box().smp = newValue }
+            get { smpBox?.value }
+            set { smpBox = Self.store(newValue, in: smpBox) }
         }
 
-        private mutating func box() -> Used {
-            if let used { return used }
-            let fresh = Used()
-            used = fresh
-            return fresh
+        private static func store<Value>(_ value: Value?, in box: Box<Value>?) -> Box<Value>? {
+            guard let value else { return nil }
+            guard let box else { return Box(value) }
+            box.value = value
+            return box
         }
     }
 
