@@ -141,7 +141,7 @@ public struct ResumePlan: Sendable, Equatable {
             }
             var r = DeviceRecord(id: d.id, address: d.address?.description, name: d.name, outcome: .failed, attempts: max(1, starts),
                                  error: FailureRecord(kind: .needsReview, step: step,
-                                                      message: "an earlier run stopped after sending the irreversible step `\(step)` to this device and before its outcome was known; check the device, then run it again on its own"),
+                                                      message: "an earlier run stopped after sending the irreversible step `\(step)` to this device and before its outcome was known; settle it with `provision review`: ask it again by its confirm read, or mark what you find on it"),
                                  resumed: true)
             r.carriedOver = nil
             return .needsReview(r)

@@ -122,7 +122,7 @@ public enum LineReport {
             if e.reviewReason == "outcome_unknown", r.error?.kind == .needsReview { return r }
             let step = e.intentStep ?? r.error?.step
             r.error = FailureRecord(kind: .needsReview, step: step,
-                                    message: "the device \(reviewWhy(e.reviewReason, step: step)), before its outcome was known\(station.map { " (\($0))" } ?? ""); check the device, then run it again on its own",
+                                    message: "the device \(reviewWhy(e.reviewReason, step: step)), before its outcome was known\(station.map { " (\($0))" } ?? ""); settle it with `provision review --line`: ask it again by its confirm read, or mark what you find on it",
                                     causes: r.error.map { [$0.message] } ?? [])
             return r
         case .pending:
