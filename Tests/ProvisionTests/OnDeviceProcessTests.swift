@@ -49,6 +49,13 @@ import TestSupport
         #expect(stderr.contains("warning: --on-device for SN-0002 failed: exit status 3 (the run goes on)"), "\(stderr)")
         #expect(stderr.contains("warning: --on-device for SN-0003 failed: did not finish within 1s (stopped)"), "\(stderr)")
         #expect(stderr.components(separatedBy: "on-device: 4 run, 2 failed (SN-0002, SN-0003)\n").count == 2, "said once: \(stderr)")
+        // `provision report` shows them with the run, as does its HTML page.
+        let shown = try await RunProcessTests.run(["report", "r.json", "--html", "r.html"], in: line.directory)
+        #expect(shown.status == 0)
+        let at = try #require(shown.stdout.firstIndex(of: "  on-device 4 run, 2 failed (SN-0002, SN-0003)"), "\(shown.stdout)")
+        #expect(Array(shown.stdout[(at + 1)...].prefix(2)) == ["    SN-0002  exit status 3", "    SN-0003  did not finish within 1s (stopped)"])
+        let html = try String(contentsOfFile: line.directory + "/r.html", encoding: .utf8)
+        #expect(html.contains("data-figure=\"on-device\">on-device: 4 run, 2 failed (SN-0002, SN-0003)</p>"))
 
         let bad = try await RunProcessTests.run(["run", paths.workflow, "--inventory", paths.inventory, "--adapter", "sim",
                                                  "--on-device-timeout", "1s", "--report", "x.json"], in: line.directory)
