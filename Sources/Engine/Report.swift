@@ -95,6 +95,8 @@ public struct RunInfo: Codable, Sendable, Equatable {
     /// The captured values that are checksums (`set: { crc: … }`), by name, with their width in bits:
     /// numbers in `devices[].captured`, shown in hex by the text, CSV and HTML reports. Absent when none.
     public var checksums: [String: Int]?
+    /// What `--on-device CMD` did for this run's finished devices; absent when no command was given.
+    public var onDevice: OnDeviceInfo?
 
     /// A captured value as a person reads it: a checksum in hex (`0xC822`), anything else as its text.
     public func shown(captured key: String, _ value: JSONScalar) -> String {
@@ -114,7 +116,8 @@ public struct RunInfo: Codable, Sendable, Equatable {
     public init(id: String, workflow: FileRef, inventory: FileRef, adapters: [AdapterInfo], simulated: Bool, station: String,
                 toolVersion: String, options: [String: String], started: WallTime, finished: WallTime? = nil,
                 journal: String? = nil, resumed: Bool = false, stopped: StopInfo? = nil, peakConcurrency: Int? = nil,
-                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil, checksums: [String: Int]? = nil) {
+                captureTypes: [String: ValueType]? = nil, meta: [String: String]? = nil, checksums: [String: Int]? = nil,
+                onDevice: OnDeviceInfo? = nil) {
         self.meta = meta?.isEmpty == true ? nil : meta
         self.checksums = checksums?.isEmpty == true ? nil : checksums
         self.id = id
@@ -132,6 +135,53 @@ public struct RunInfo: Codable, Sendable, Equatable {
         self.stopped = stopped
         self.peakConcurrency = peakConcurrency
         self.captureTypes = captureTypes
+        self.onDevice = onDevice
+    }
+}
+
+/// What `provision run --on-device CMD` did (`run.on_device`): the command, run once for each device
+/// that finished in this run (succeeded or failed), how many ran, which of them failed and why, and the
+/// devices whose command was never started because the operator stopped the run before its turn. A
+/// command's failure is recorded here and changes no device's outcome.
+public struct OnDeviceInfo: Codable, Sendable, Equatable {
+    /// A command that exited non-zero, could not start, or ran past its time limit (and was stopped).
+    public struct Failure: Codable, Sendable, Equatable {
+        public var device: String
+        /// Why: `exit status 3`, `killed by signal 9`, `did not finish within 10s (stopped)`, `cannot start /bin/sh: …`.
+        public var message: String
+
+        public init(device: String, message: String) {
+            self.device = device
+            self.message = message
+        }
+    }
+
+    /// The command as given (`sh -c COMMAND`).
+    public var command: String
+    /// `--on-device-timeout`.
+    public var timeoutMs: Double
+    /// Commands run (failed ones included), in the order devices finished.
+    public var run: Int
+    /// The commands that failed, in the order they ran.
+    public var failed: [Failure]
+    /// The devices whose command was not started: the operator stopped the run (Ctrl-C) and its devices
+    /// were done. Absent when there are none.
+    public var notRun: [String]?
+
+    public init(command: String, timeoutMs: Double, run: Int = 0, failed: [Failure] = [], notRun: [String]? = nil) {
+        self.command = command
+        self.timeoutMs = timeoutMs
+        self.run = run
+        self.failed = failed
+        self.notRun = notRun?.isEmpty == true ? nil : notRun
+    }
+
+    /// `4 run, 2 failed (SN-0002, SN-0003)`, then `, 1 not run: the run was stopped (SN-0009)` when some
+    /// were not started.
+    public var sentence: String {
+        var text = "\(run) run, \(failed.count) failed" + (failed.isEmpty ? "" : " (" + failed.map(\.device).joined(separator: ", ") + ")")
+        if let notRun, !notRun.isEmpty { text += ", \(notRun.count) not run: the run was stopped (" + notRun.joined(separator: ", ") + ")" }
+        return text
     }
 }
 

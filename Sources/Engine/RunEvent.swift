@@ -268,6 +268,15 @@ public protocol RunEventSink: Sendable {
     func finish() async
 }
 
+/// Work a station does beside the run for each device that finishes (`provision run --on-device`): an
+/// event sink the runner waits for before the report's final write, so the report records what it did
+/// (`run.on_device`).
+public protocol DeviceHooks: RunEventSink {
+    /// Waits for the work still to do — each piece bounded by its own time limit, and none started once
+    /// the operator has stopped the run — and says what was done. Called once the run's devices are done.
+    func settle() async -> OnDeviceInfo
+}
+
 /// Fans events out to several sinks.
 public final class EventBus: Sendable {
     private let sinks: Mutex<[any RunEventSink]>

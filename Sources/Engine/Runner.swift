@@ -196,11 +196,13 @@ public enum Runner {
     /// Runs `workflow` over `devices` on the adapters, recording into `opened` — a store the caller
     /// opened for this run and closes after it (the runner never opens or closes a store). The report
     /// (and JUnit) is written, streamed, even when the journal failed; then `JournalFailure` is thrown.
-    /// Returns the report's metadata and summary (its devices are in the report file).
+    /// Returns the report's metadata and summary (its devices are in the report file). `hooks`: work done
+    /// beside the run for each finished device (one of `events`' sinks): waited for before the report is
+    /// written, which records what it did.
     public static func run(workflow: Workflow, inventory: Inventory, devices: [InventoryDevice], adapters centrals: [any Central],
                            store opened: OpenedRunStore, options: RunOptions, events: EventBus = EventBus(),
                            controller: RunController = RunController(), monitor: RunMonitor? = nil,
-                           executors: StepExecutors = .standard) async throws -> RunResult {
+                           hooks: (any DeviceHooks)? = nil, executors: StepExecutors = .standard) async throws -> RunResult {
         let clock = ContinuousClock()
         let wallStart = clock.now
         let startedAt = WallTime.now()
@@ -269,10 +271,14 @@ public enum Runner {
         }
         stopper.cancelGraceTimer()
         await pool.stop()
+        // The run's time is its devices': the hooks of those that finished run on beside it, and are
+        // waited for here (a stop requested meanwhile is the run's, and recorded).
+        let finishedAt = WallTime.now()
+        let wall = clock.now - wallStart
+        let onDevice = await hooks?.settle()
 
         // Reporting.
         let stop = stopper.info
-        let finishedAt = WallTime.now()
         await journal.end(stopped: stop)
         var adapterInfo: [AdapterInfo] = []
         for a in pool.adapters {
@@ -285,10 +291,11 @@ public enum Runner {
                            simulated: centrals.contains { $0.isSimulated }, station: options.station, toolVersion: options.toolVersion,
                            options: options.reportOptions, started: startedAt, finished: finishedAt, journal: store.location,
                            resumed: plan.resumed, stopped: stop, peakConcurrency: stopper.peakInFlight,
-                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths)
+                           captureTypes: workflow.captureTypes, meta: inventory.meta.merging(options.meta) { _, given in given }, checksums: workflow.checksumWidths,
+                           onDevice: onDevice)
         // A line station reports the devices it worked; the line's merged report has the others.
         let items = store.claims == nil ? Self.items(plan, report, stop) : plan.entries.compactMap { report.ran($0.device.id) ? .ran($0.device.id) : nil }
-        let written = await report.finish(items, info: info, wall: clock.now - wallStart)
+        let written = await report.finish(items, info: info, wall: wall)
         let result = RunResult(run: info, summary: written.summary, notSucceeded: written.notSucceeded)
         events.emit(.runFinished(message: result.summary.sentence + (stop.map { "; stopped: \($0.message)" } ?? "")
                                      + (scheduled.note.map { "; \($0)" } ?? ""),

@@ -106,6 +106,10 @@ struct HTMLReport {
         x += "inventory \(Self.h(r.inventory.path)) · provision \(Self.h(r.toolVersion))</p>\n"
         if let meta = r.metaText { x += "<p class=\"meta\" data-figure=\"run-meta\">\(Self.h(meta))</p>\n" }
         if let stop = r.stopped { x += "<p class=\"warn\">stopped: \(Self.h(stop.message))</p>\n" }
+        if let hooks = r.onDevice {
+            let trouble = !hooks.failed.isEmpty || hooks.notRun != nil
+            x += "<p class=\"\(trouble ? "warn" : "meta")\" data-figure=\"on-device\">on-device: \(Self.h(hooks.sentence))</p>\n"
+        }
         if let selection {
             x += "<p class=\"warn\" data-figure=\"selection\">showing the \(devices.count) of \(report.devices.count) device(s) where <code>\(Self.h(selection))</code></p>\n"
         }

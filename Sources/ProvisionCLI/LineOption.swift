@@ -63,11 +63,10 @@ struct LineSettings {
     var connectionString: ConnectionString
     /// `--run`, when given.
     var runID: String?
-    var station: String?
     var lease: Duration = .seconds(30)
     var policy = ClaimPolicy()
 
-    /// Parses `--run`, `--station`, `--lease`, `--claim` and `--idle`, and refuses what a line station
+    /// Parses `--run`, `--lease`, `--claim` and `--idle`, and refuses what a line station
     /// cannot do (`--resume` and `--retry-failed`, `--journal`, `--no-fsync`: said as given).
     static func parse(_ arguments: ParsedArguments, connectionString: ConnectionString, journal: Bool, resume: Bool,
                       fsync: Bool) throws(UsageError) -> LineSettings {
@@ -82,7 +81,6 @@ struct LineSettings {
             throw UsageError("`--no-fsync` is for the file journal; a line station's intents and outcomes are committed on the line")
         }
         s.runID = try arguments.value(run)
-        s.station = try arguments.value(station)
         s.lease = try arguments.value(lease) ?? s.lease
         if let idle = try arguments.value(idle) { s.policy.idleLimit = idle == .zero ? nil : idle }
         s.policy.heardOnly = try arguments.value(claim) ?? true
@@ -96,14 +94,6 @@ struct LineSettings {
         text throws(UsageError) -> String in
         if let problem = LineOption.problem(withRunID: text) { throw UsageError(problem) }
         return text
-    }
-    static let station = TypedOption(OptionSpec("station", kind: .value("NAME"), help: "with --line: this station's name (default: the host name)")) {
-        name throws(UsageError) -> String in
-        guard !name.isEmpty, name.count <= 100, !name.contains("/"),
-              !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw UsageError("`--station` must be a name of 1 to 100 characters without `/` or control characters")
-        }
-        return name
     }
     static let lease = DurationOption.make("lease", help: "with --line: how long a claim lasts unless renewed (default 30s)",
                                            examples: "30s, 2m", minimum: .seconds(1))
@@ -121,10 +111,10 @@ struct LineSettings {
                                           examples: "30s, 2m", minimum: .zero)
 
     /// The options that mean something on a line only, in `--help` order.
-    static let specs = [run.spec, station.spec, lease.spec, claim.spec, idle.spec]
+    static let specs = [run.spec, lease.spec, claim.spec, idle.spec]
 
-    /// The store's settings for a run.
-    func storeSettings(run: LineRun, adapters: [String], devices: [String], spoolPath: String) -> LineRunStore.Settings {
+    /// The store's settings for a run. `station`: the station's name on the line (`--station`; nil: the host name).
+    func storeSettings(run: LineRun, station: String?, adapters: [String], devices: [String], spoolPath: String) -> LineRunStore.Settings {
         let info = LineStationInfo.thisProcess(name: station, adapters: adapters, toolVersion: ProvisionCLI.version)
         var settings = LineRunStore.Settings(connectionString: connectionString, run: run, station: info, devices: devices,
                                              spoolPath: spoolPath, policy: policy)

@@ -12,44 +12,62 @@ import Glibc
 /// for a label printer or an MES — `/bin/sh -c CMD` with the device's record as JSON on standard input
 /// and `PROVISION_DEVICE`, `PROVISION_OUTCOME` in its environment. One at a time, in the order devices
 /// finish, beside the line (never in its way): a hook that fails, hangs past `timeout` (it is stopped)
-/// or cannot start is recorded — a warning naming the device and why, and the count at the end — and
-/// never stops the run. An event sink of the station: it sees each `device_finished` with its record.
-final class OnDeviceHook: RunEventSink {
+/// or cannot start is recorded — in the report (`run.on_device`), a warning naming the device and why,
+/// and the count at the end — and never stops the run. An event sink of the station: it sees each
+/// `device_finished` with its record; the runner waits for it (`settle`) before writing the report.
+///
+/// Once the run's devices are done, the hooks still waiting all run, each bounded by its timeout —
+/// unless the operator stopped the run (Ctrl-C): then those not started yet are not started (the
+/// report lists them as not run), so the report waits at most for the one running.
+final class OnDeviceHook: DeviceHooks {
     struct Settings: Sendable {
         var command: String
         var timeout: Duration
-    }
-
-    /// How one hook ended (nil `failure`: it exited 0).
-    struct Outcome: Sendable, Equatable {
-        var device: String
-        var failure: String?
     }
 
     private let settings: Settings
     private let output: Output
     private let queue: AsyncStream<DeviceRecord>.Continuation
     private let worker: Task<Void, Never>
-    private let outcomes = Outcomes()
+    private let state: Shared
 
-    /// The hooks' outcomes so far, shared by the worker and the sink.
-    private final class Outcomes: Sendable {
-        let list = Mutex<[Outcome]>([])
+    /// What the hooks did so far, shared by the worker and the sink.
+    private final class Shared: Sendable {
+        struct State {
+            var info: OnDeviceInfo
+            /// The run's devices are done (`settle`).
+            var settling = false
+            /// The count was said (`finish`).
+            var said = false
+        }
+
+        let state: Mutex<State>
+
+        init(_ info: OnDeviceInfo) { state = Mutex(State(info: info)) }
     }
 
-    init(_ settings: Settings, output: Output) {
+    /// `stopRequested`: whether the operator has stopped the run.
+    init(_ settings: Settings, output: Output, stopRequested: @escaping @Sendable () -> Bool) {
         self.settings = settings
         self.output = output
         let (stream, continuation) = AsyncStream.makeStream(of: DeviceRecord.self)
         queue = continuation
-        let outcomes = self.outcomes
+        let state = Shared(OnDeviceInfo(command: settings.command, timeoutMs: settings.timeout.milliseconds))
+        self.state = state
         worker = Task {
             for await record in stream {
+                if state.state.withLock({ $0.settling }), stopRequested() {
+                    state.state.withLock { $0.info.notRun = ($0.info.notRun ?? []) + [record.id] }
+                    continue
+                }
                 let failure = await Self.run(settings, record: record)
                 if let failure {
                     output.err(escaping: "warning: --on-device for \(record.id) failed: \(failure) (the run goes on)")
                 }
-                outcomes.list.withLock { $0.append(Outcome(device: record.id, failure: failure)) }
+                state.state.withLock { s in
+                    s.info.run += 1
+                    if let failure { s.info.failed.append(OnDeviceInfo.Failure(device: record.id, message: failure)) }
+                }
             }
         }
     }
@@ -60,19 +78,25 @@ final class OnDeviceHook: RunEventSink {
         queue.yield(record)
     }
 
-    /// Waits for the hooks still to run (each bounded by its timeout), then says how they went.
-    func finish() async {
+    /// Waits for the hooks still to run (each bounded by its timeout; none started once the operator
+    /// has stopped the run) and says what they did. Safe to call again: later calls wait for nothing.
+    func settle() async -> OnDeviceInfo {
+        state.state.withLock { $0.settling = true }
         queue.finish()
         await worker.value
-        let all = outcomes.list.withLock { $0 }
-        guard !all.isEmpty else { return }
-        let failed = all.filter { $0.failure != nil }
-        output.err("on-device: \(all.count) run, \(failed.count) failed"
-                   + (failed.isEmpty ? "" : " (" + failed.map(\.device).joined(separator: ", ") + ")"))
+        return state.state.withLock { $0.info }
     }
 
-    /// What happened to each device's hook, in order.
-    var results: [Outcome] { outcomes.list.withLock { $0 } }
+    /// Settles, then says how the hooks went, once.
+    func finish() async {
+        let info = await settle()
+        let say = state.state.withLock { s in
+            defer { s.said = true }
+            return !s.said
+        }
+        guard say, info.run > 0 || info.notRun != nil else { return }
+        output.err(escaping: "on-device: \(info.sentence)")
+    }
 
     /// Runs the hook for one record; nil when it exited 0, else why not.
     static func run(_ settings: Settings, record: DeviceRecord) async -> String? {

@@ -92,6 +92,10 @@ struct ReportChecks {
             if let p = a.peakLinks, p < 0 { return Problem(path: [.key("adapters"), .index(i), .key("peak_links")], message: "\(p): a count cannot be negative") }
         }
         if let p = r.peakConcurrency, p < 0 { return Problem(path: [.key("peak_concurrency")], message: "\(p): a count cannot be negative") }
+        if let h = r.onDevice {
+            if h.run < 0 { return Problem(path: [.key("on_device"), .key("run")], message: "\(h.run): a count cannot be negative") }
+            if let p = time(h.timeoutMs, [.key("on_device"), .key("timeout_ms")]) { return p }
+        }
         return nil
     }
 

@@ -285,6 +285,10 @@ public struct ReportCommand: Command {
         out.out(escaping: "  station \(r.station), \(r.started) → \(r.finished?.iso ?? "?"), provision \(r.toolVersion)")
         if let meta = r.metaText { out.out(escaping: "  meta      \(meta)") }
         if let stop = r.stopped { out.out(escaping: "  stopped: \(stop.message)") }
+        if let hooks = r.onDevice {
+            out.out(escaping: "  on-device \(hooks.sentence)")
+            for f in hooks.failed { out.out(escaping: "    \(f.device)  \(f.message)") }
+        }
         RunCommand.printSummary(report, output: out)
         let failedMeasurements = report.devices.reduce(0) { $0 + ($1.measurements ?? []).filter { !$0.result.passed }.count }
         if failedMeasurements > 0 { out.out("measurements failed: \(failedMeasurements)") }

@@ -114,7 +114,8 @@ public struct RunCommand: Command {
             guard let store = station.opened else { throw Station.Failure(code: ExitCode.environment) }
             do {
                 return try await Runner.run(workflow: workflow, inventory: inventory, devices: devices, adapters: station.adapters, store: store,
-                                            options: engine, events: station.events, controller: station.controller, monitor: station.monitor)
+                                            options: engine, events: station.events, controller: station.controller, monitor: station.monitor,
+                                            hooks: station.onDevice)
             } catch {
                 out.err(escaping: "error: \(error)")
                 throw Station.Failure(code: (error as? Runner.StartError) != nil ? ExitCode.invalidInput : ExitCode.environment)

@@ -52,6 +52,9 @@ struct RunCommandOptions: Sendable {
     var maxConsecutiveFailures: Int?
     /// `--meta KEY=VALUE`, over the inventory's `meta:`.
     var meta: [String: String] = [:]
+    /// `--station NAME` (or the defaults file's `station:`): the station's name on the report and every
+    /// device record, and on a line; nil: the host name.
+    var station: String?
     /// `--sim-model`: the device model, over the inventory's.
     var simModel: String?
     /// `--on-device CMD` and `--on-device-timeout`: a command per finished device.
@@ -98,6 +101,7 @@ struct RunCommandOptions: Sendable {
             // Every problem of the file at once: its own, and its adapters' specs.
             var problems = loaded.diagnostics
             do throws(Problem) { _ = try loaded.defaults?.adapterChoices() } catch { problems += error.diagnostics }
+            do throws(Problem) { _ = try loaded.defaults?.stationName() } catch { problems += error.diagnostics }
             guard let d = loaded.defaults, problems.isEmpty else {
                 throw Problem(message: "", showsUsage: false, diagnostics: problems.sorted { $0.mark < $1.mark })
             }
@@ -138,6 +142,7 @@ struct RunCommandOptions: Sendable {
         }
         o.maxConsecutiveFailures = try a.value(maxConsecutiveFailures)
         for (key, value) in try a.values(meta) { o.meta[key] = value }
+        o.station = try a.value(station) ?? defaults?.stationName()
         o.journal = a.text(journal)
         o.fsync = !a.flag(noFsync)
         // The line: its options mean nothing without it, and a line station has no journal to resume.
@@ -236,7 +241,7 @@ struct RunCommandOptions: Sendable {
     static let resume = TypedOption<String>(OptionSpec("resume", kind: .value("JOURNAL"), role: .output,
                                                        help: "resume a crashed or interrupted run from its journal"))
     static let config = TypedOption<String>(OptionSpec("config", kind: .value("PATH"), role: .input,
-                                                       help: "defaults for --adapter, --concurrency, --bonds and --line (default: .provision.yaml beside WORKFLOW)"))
+                                                       help: "defaults for --adapter, --concurrency, --bonds, --line and --station (default: .provision.yaml beside WORKFLOW)"))
     /// What each output option writes (`OutputPaths.Kind`): `--force` replaces documents and streams.
     static let outputKinds: [(option: String, kind: OutputPaths.Kind)] = [
         ("report", .document), ("journal", .journal), ("resume", .journal), ("events", .stream), ("junit", .document),
@@ -266,6 +271,19 @@ struct RunCommandOptions: Sendable {
             throw UsageError("`--meta` is KEY=VALUE with a KEY of letters, digits, `_`, `-` or `.` (operator=ana), not `\(text)`")
         }
         return (String(key), String(parts[1]))
+    }
+    static let station = TypedOption(OptionSpec("station", kind: .value("NAME"),
+                                                help: "this station's name, on the report and every device record (and on the line, with --line; default: the host name)")) {
+        name throws(UsageError) -> String in
+        guard isStationName(name) else { throw UsageError("`--station` must be \(stationNameRule)") }
+        return name
+    }
+    /// What a station's name must be (`--station`, the defaults file's `station:`): a line keeps it, and
+    /// reports group and filter by it.
+    static let stationNameRule = "a name of 1 to 100 characters without `/` or control characters"
+    static func isStationName(_ name: String) -> Bool {
+        !name.isEmpty && name.count <= 100 && !name.contains("/")
+            && !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
     }
     static let onDevice = TypedOption<String>(OptionSpec("on-device", kind: .value("CMD"),
                                                          help: "run CMD (sh -c) for each finished device, its record as JSON on stdin; a failure is recorded, never stops the run"))
@@ -317,7 +335,7 @@ struct RunCommandOptions: Sendable {
     /// Every option of `provision run`, in `--help` order.
     static let specs: [OptionSpec] = [
         SharedOptions.inventory.required.spec, SharedOptions.adapters.required.spec, concurrency.spec, slots.spec, report.spec, journal.spec, resume.spec,
-        force, retryFailed, recheck.spec, SharedOptions.limit.spec, maxFailures.spec, maxConsecutiveFailures.spec, meta.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
+        force, retryFailed, recheck.spec, SharedOptions.limit.spec, maxFailures.spec, maxConsecutiveFailures.spec, meta.spec, station.spec, stopGrace.spec, seed.spec, dryRun, quiet, verbose, events.spec,
         junit.spec, SharedOptions.html.spec, SharedOptions.trace.spec, bonds.spec, simState.spec, simDump.spec, simLatency.spec, simModel.spec, onDevice.spec, onDeviceTimeout.spec, noFsync,
         SharedOptions.line,
     ] + LineSettings.specs + [spool.spec, simHears.spec, config.spec, SharedOptions.secrets.spec,
@@ -336,8 +354,8 @@ extension RunCommandOptions {
         e.maxConsecutiveFailures = maxConsecutiveFailures
         e.recheck = recheck
         e.meta = meta
-        // The station's name on the run and on every record (on a line, `--station`).
-        if let name = line?.station { e.station = name }
+        // The station's name on the run and on every record (with a line, also its name there).
+        if let station { e.station = station }
         e.seed = seed
         e.stopGrace = stopGrace
         e.toolVersion = ProvisionCLI.version
@@ -358,7 +376,7 @@ extension Station.Setup {
                               options: RunCommandOptions.metaOptions(inventory.meta.merging(o.meta) { _, given in given }),
                               toolVersion: ProvisionCLI.version, captureTypes: workflow.captureTypes.mapValues(\.name),
                               checksums: workflow.checksumWidths.isEmpty ? nil : workflow.checksumWidths)
-            var settings = line.storeSettings(run: run, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
+            var settings = line.storeSettings(run: run, station: o.station, adapters: o.adapters.map(\.spec), devices: inventory.devices.map(\.id),
                                               spoolPath: paths.absolute(paths.spool))
             if !o.recheck.isEmpty {
                 settings.recheck = LineRecheck(devices: inventory.devices.map(\.id).filter(o.recheck.contains),
@@ -394,6 +412,18 @@ extension StationDefaults {
         }
         if !problems.isEmpty { throw RunCommandOptions.Problem(message: "", showsUsage: false, diagnostics: problems) }
         return choices
+    }
+
+    /// The file's station name, checked as `--station` is (nil when the file names none); a bad one is
+    /// refused at its position.
+    func stationName() throws(RunCommandOptions.Problem) -> String? {
+        guard let station else { return nil }
+        guard RunCommandOptions.isStationName(station.value) else {
+            throw RunCommandOptions.Problem(message: "", showsUsage: false, diagnostics: [
+                Diagnostic(path: path, mark: station.mark, message: "`station` must be \(RunCommandOptions.stationNameRule)"),
+            ])
+        }
+        return station.value
     }
 
     /// The file's line, as `LineOption.connectionString` gives one (nil when the file names none).

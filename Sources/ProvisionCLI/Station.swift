@@ -78,6 +78,8 @@ final class Station {
     /// A journal this station created: removed on closing if nothing was ever recorded in it.
     private var createdJournal: String?
     private(set) var adapters: [any Central] = []
+    /// `--on-device`'s hooks (an event sink): the runner waits for them before writing the report.
+    private(set) var onDevice: OnDeviceHook?
     private let traces: TraceOutputs
     private var closed = false
 
@@ -144,7 +146,12 @@ final class Station {
         case nil:
             break
         }
-        if let hook = setup.onDevice { events.add(OnDeviceHook(hook, output: output)) }
+        if let settings = setup.onDevice {
+            let controller = self.controller
+            let hook = OnDeviceHook(settings, output: output, stopRequested: { controller.stopRequests > 0 })
+            onDevice = hook
+            events.add(hook)
+        }
         if setup.progress {
             let monitor = self.monitor, controller = self.controller
             events.add(ProgressDisplay(output: output, interactive: setup.interactive, color: output.colorEnabled,
@@ -221,7 +228,9 @@ final class Station {
 
     /// Closes what was opened, in reverse order, once: the adapters (a simulator's dump written first),
     /// the traces (after the adapters, so their last packets are in), the store (the line left), the
-    /// event sinks (flushed and closed, after everything that emits), the signal handling.
+    /// event sinks (flushed and closed, after everything that emits; `--on-device`'s hooks were waited
+    /// for by the runner before it wrote the report, so closing them only says their count), the signal
+    /// handling.
     private func close() async {
         guard !closed else { return }
         closed = true

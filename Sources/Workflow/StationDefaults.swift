@@ -2,7 +2,7 @@ import Foundation
 import YAML
 
 /// A station's defaults file: what `provision run` uses where its command line says nothing — the
-/// adapters, the concurrency, the bond store and the line. `.provision.yaml` beside the workflow is read
+/// adapters, the concurrency, the bond store, the line and the station's name. `.provision.yaml` beside the workflow is read
 /// when it exists; `--config PATH` names another. The command line always wins (and for the line,
 /// `PROVISION_LINE` wins over the file too).
 ///
@@ -11,11 +11,13 @@ import YAML
 /// concurrency: 8
 /// bonds: station.bonds                 # relative to this file
 /// line: host=line-db dbname=provision  # a libpq connection string
+/// station: bench-2                     # this station's name (default: the host name)
 /// ```
 ///
 /// Read with positions like every input: a problem is `file:line:column` with a hint, and every problem
 /// of the file is reported at once. The values' own syntax (an adapter spec, a connection string) is
-/// checked by the command that uses them, at the value's position (`Located.mark`).
+/// checked by the command that uses them, at the value's position (`Located.mark`); so is the station's
+/// name.
 public struct StationDefaults: Sendable, Equatable {
     /// A value and where the file says it.
     public struct Located: Sendable, Equatable {
@@ -25,7 +27,7 @@ public struct StationDefaults: Sendable, Equatable {
 
     /// The name of the file read beside a workflow.
     public static let fileName = ".provision.yaml"
-    static let keys = ["adapter", "concurrency", "bonds", "line"]
+    static let keys = ["adapter", "concurrency", "bonds", "line", "station"]
 
     /// The file, as given or found (messages name it so).
     public var path: String
@@ -34,6 +36,8 @@ public struct StationDefaults: Sendable, Equatable {
     /// The bond store, as a path relative to the file's directory made absolute.
     public var bonds: String?
     public var line: Located?
+    /// The station's name, as `--station` gives one.
+    public var station: Located?
 
     /// The defaults file beside `workflowPath`, if there is one.
     public static func beside(workflow workflowPath: String, currentDirectory: String) -> String? {
@@ -77,6 +81,7 @@ public struct StationDefaults: Sendable, Equatable {
             d.bonds = ValueSpec.resolve(path: text, baseDirectory: baseDirectory)
         }
         if let node = root["line"], let text = reader.string(node, "`line`") { d.line = Located(value: text, mark: node.mark) }
+        if let node = root["station"], let text = reader.string(node, "`station`") { d.station = Located(value: text, mark: node.mark) }
         return (d, reader.sink.diagnostics)
     }
 }

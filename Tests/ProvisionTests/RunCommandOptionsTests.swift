@@ -46,8 +46,16 @@ import Testing
         let o = try Self.parse(["--adapter", "sim", "--run", "r1", "--station", "st", "--lease", "9s", "--claim", "all", "--idle", "0s"],
                                environment: ["PROVISION_LINE": "host=127.0.0.1 dbname=line"])
         let line = try #require(o.line)
-        #expect(line.runID == "r1" && line.station == "st" && line.lease == .seconds(9))
+        #expect(line.runID == "r1" && o.station == "st" && line.lease == .seconds(9))
         #expect(!line.policy.heardOnly && line.policy.idleLimit == nil)
+    }
+
+    @Test func aStationNamesItselfWithOrWithoutALine() throws {
+        let o = try Self.parse(["--adapter", "sim", "--station", "bench-2"])
+        #expect(o.line == nil && o.station == "bench-2")
+        let paths = RunPaths(o, workflowName: "w", inputs: [], currentDirectory: "/tmp")
+        #expect(o.engineOptions(paths: paths, concurrency: 1, lineRun: nil).station == "bench-2")
+        #expect(try Self.parse(["--adapter", "sim"]).station == nil)
     }
 
     @Test(arguments: [
@@ -67,6 +75,8 @@ import Testing
         (["--adapter", "sim", "--line", "host=x", "--lease", "0.5s"], "`--lease` must be a duration with a unit of at least 1s (30s, 2m), not `0.5s`"),
         (["--adapter", "sim", "--line", "host=x", "--claim", "some"], "`--claim` is `heard` or `all`, not `some`"),
         (["--adapter", "sim", "--line", "host=x", "--station", "a/b"], "`--station` must be a name of 1 to 100 characters without `/` or control characters"),
+        (["--adapter", "sim", "--station", "a/b"], "`--station` must be a name of 1 to 100 characters without `/` or control characters"),
+        (["--adapter", "sim", "--station", ""], "`--station` must be a name of 1 to 100 characters without `/` or control characters"),
     ])
     func aBadOptionIsAUsageErrorWithItsMessage(_ words: [String], _ message: String) {
         let p = Self.problem(words)
