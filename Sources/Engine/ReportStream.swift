@@ -21,7 +21,9 @@ final class ReportStream: Sendable {
     /// record the plan holds.
     enum Item: Sendable {
         case ran(String)
-        case record(DeviceRecord)
+        /// Boxed: a record is some 450 bytes inline, and a run of 100,000 devices holds one item each
+        /// (most of them `ran`) at its end.
+        indirect case record(DeviceRecord)
     }
 
     /// A device that did not succeed, for the retry file.

@@ -21,7 +21,9 @@ struct RunScheduler {
         var note: String?
     }
 
-    func run(_ devices: [(device: InventoryDevice, attempt: Int, resumed: Bool)]) async -> Result {
+    /// Runs the plan's devices to run (`run` and `confirm` decisions), in its order, read from the plan
+    /// as they start (no second list of 100,000 devices beside it).
+    func run(_ entries: [ResumePlan.Entry]) async -> Result {
         let result = Result()
         // The failure threshold watches this run: outcomes carried over from a resumed journal are the
         // past (the fixture may have been fixed since).
@@ -32,11 +34,23 @@ struct RunScheduler {
         var next = 0
         var running = 0
 
+        /// The next entry to run, from `next` on (nil when none is left).
+        func nextToRun() -> (device: InventoryDevice, attempt: Int, resumed: Bool, reconcile: Int?)? {
+            while next < entries.count {
+                let e = entries[next]
+                switch e.decision {
+                case .run(let attempt, let resumed): return (e.device, attempt, resumed, nil)
+                case .confirm(let attempt, let step): return (e.device, attempt, true, step)
+                case .carryOver, .needsReview: next += 1
+                }
+            }
+            return nil
+        }
+
         func startNext() -> Bool {
-            guard !stopper.isStopping, next < devices.count else { return false }
-            let (device, attempt, resumed) = devices[next]
+            guard !stopper.isStopping, let (device, attempt, resumed, reconcile) = nextToRun() else { return false }
             next += 1
-            launch(device, attempt: attempt, resumed: resumed, reconcile: context.reconcile[device.id], reportingTo: wakes)
+            launch(device, attempt: attempt, resumed: resumed, reconcile: reconcile, reportingTo: wakes)
             running += 1
             return true
         }
@@ -46,7 +60,7 @@ struct RunScheduler {
             guard case .finished(let id, let finishedRecord) = await wakes.next() else { continue }
             running -= 1
             // Stopping the line only means something while devices wait their turn.
-            finished(id, finishedRecord, &tally, waiting: next < devices.count)
+            finished(id, finishedRecord, &tally, waiting: nextToRun() != nil)
             while running < concurrency, startNext() {}
         }
         return result

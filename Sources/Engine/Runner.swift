@@ -121,18 +121,14 @@ final class RunContext: Sendable {
     let journaledActions: [String: [Int: Set<String>]]
     /// Why a device was cut on its own (not by a stop): its record says so instead of "cut while stopping".
     private let cutReasons = Mutex<[String: String]>([:])
-    /// Devices resumed with an irreversible step in doubt that declares `confirm` (id → step index):
-    /// their confirm read comes before anything is sent (`StepSupervisor`, reconciling).
-    let reconcile: [String: Int]
     /// The station's name, on every record.
     let station: String
 
     init(workflow: Workflow, inventory: Inventory, adapters: AdapterPool, journal: RunJournal, report: ReportStream, events: EventBus,
          options: RunOptions, executors: [any StepExecutor], reached: ReachedDevices = ReachedDevices(),
-         journaledActions: [String: [Int: Set<String>]] = [:], reconcile: [String: Int] = [:]) {
+         journaledActions: [String: [Int: Set<String>]] = [:]) {
         self.reached = reached
         self.journaledActions = journaledActions
-        self.reconcile = reconcile
         self.station = options.station
         self.workflow = workflow
         // Secrets declared in the workflow are hidden like the inventory's.
@@ -257,7 +253,7 @@ public enum Runner {
         monitor?.attach(pool)
         let context = RunContext(workflow: workflow, inventory: inventory, adapters: pool, journal: journal, report: report, events: events,
                                  options: options, executors: workflow.steps.compactMap { executors.executor(for: $0.kind) }, reached: reached,
-                                 journaledActions: plan.journaledActions, reconcile: plan.reconcile)
+                                 journaledActions: plan.journaledActions)
         events.emit(.runStarted(workflow: workflow.name, total: plan.entries.count))
         await pool.startScanning()
         stopper.follow(controller)
@@ -267,7 +263,7 @@ public enum Runner {
         if let claims = store.claims {
             scheduled = await scheduler.runClaiming(plan.toRun.map(\.device), claims: claims, whole: plan.selected == nil)
         } else {
-            scheduled = await scheduler.run(plan.toRun)
+            scheduled = await scheduler.run(plan.entries)
         }
         stopper.cancelGraceTimer()
         await pool.stop()
