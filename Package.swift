@@ -2,6 +2,10 @@
 import PackageDescription
 
 // Targets are layers; imports point down only (see docs/architecture.md).
+/// Release builds serialize these modules' generic bodies so their clients specialize them (a
+/// `WaiterQueue<…>` used unspecialized across modules looked its generic metadata up on every call).
+let crossModule: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
+
 let package = Package(
     name: "provision",
     platforms: [.macOS(.v15)],
@@ -19,45 +23,45 @@ let package = Package(
 
         // Helpers with one home each (no dependencies): JSON string escaping, "did you mean" suggestions,
         // SplitMix64, stable string hashes, hex, civil-calendar day numbers, the catalogue CRCs.
-        .target(name: "Support"),
+        .target(name: "Support", swiftSettings: crossModule),
         // Async primitives, the one home of each: a FIFO waiter queue with cancellation and time limits,
         // the shared timeout driver, time limits on a body, a semaphore, a one-shot, a packet channel.
-        .target(name: "AsyncSupport"),
+        .target(name: "AsyncSupport", swiftSettings: crossModule),
         // POSIX output, the one home of each: write-all (EINTR, partial writes, a stalled reader), atomic
         // replacement of a file, fsync of a directory, and the output-path rule every writer follows.
-        .target(name: "SystemIO"),
+        .target(name: "SystemIO", swiftSettings: crossModule),
         // SHA-256 over libcrypto (EVP), for every layer that fingerprints bytes.
-        .target(name: "Digests", dependencies: ["CLibCrypto", "Support"]),
+        .target(name: "Digests", dependencies: ["CLibCrypto", "Support"], swiftSettings: crossModule),
         // YAML document model with source marks (over libyaml), the one reader of typed values in it, and
         // the `${name}` templates its scalars hold.
-        .target(name: "YAML", dependencies: ["CYAML", "Support"]),
+        .target(name: "YAML", dependencies: ["CYAML", "Support"], swiftSettings: crossModule),
         // CBOR (RFC 8949) values over libcbor: bounded decoding of hostile bytes, preferred-form encoding.
-        .target(name: "CBOR", dependencies: ["CLibCBOR", "Support"]),
+        .target(name: "CBOR", dependencies: ["CLibCBOR", "Support"], swiftSettings: crossModule),
         // Bluetooth: core types, ATT, GATT, Central/Link/Session API.
-        .target(name: "BLE", dependencies: ["AsyncSupport", "Digests", "Support"]),
+        .target(name: "BLE", dependencies: ["AsyncSupport", "Digests", "Support"], swiftSettings: crossModule),
         // Security: the SMP crypto toolbox over libcrypto, SMP PDUs, pairing state machines, the bond store.
-        .target(name: "BLESecurity", dependencies: ["AsyncSupport", "BLE", "CLibCrypto", "SystemIO"]),
+        .target(name: "BLESecurity", dependencies: ["AsyncSupport", "BLE", "CLibCrypto", "SystemIO"], swiftSettings: crossModule),
         // Adapters: the in-process simulated fleet and the user-space HCI host.
-        .target(name: "BLESimulator", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "Digests", "YAML", "Support", "SystemIO", "CBOR", "MCUboot", "McuMgr", "ESPProv"]),
+        .target(name: "BLESimulator", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "Digests", "YAML", "Support", "SystemIO", "CBOR", "MCUboot", "McuMgr", "ESPProv"], swiftSettings: crossModule),
         .target(name: "HCI", dependencies: ["AsyncSupport", "BLE", "BLESecurity", "CBlueZ", "Digests", "Support"]),
         // MCUboot image files: header, TLV areas, the SHA-256 TLV verified (Digests).
-        .target(name: "MCUboot", dependencies: ["BLE", "Digests"]),
+        .target(name: "MCUboot", dependencies: ["BLE", "Digests"], swiftSettings: crossModule),
         // MCUmgr's SMP over GATT: frames, messages, errors, the client, the upload engine, the DFU decisions.
-        .target(name: "McuMgr", dependencies: ["AsyncSupport", "BLE", "CBOR", "MCUboot"]),
+        .target(name: "McuMgr", dependencies: ["AsyncSupport", "BLE", "CBOR", "MCUboot"], swiftSettings: crossModule),
         // ESP-IDF unified provisioning over GATT: protocomm's protobuf messages, security schemes 0/1/2
         // (X25519 + AES-CTR, SRP6a + AES-GCM through libcrypto), the endpoint client and Wi-Fi provisioning.
-        .target(name: "ESPProv", dependencies: ["BLE", "BLESecurity", "CLibCrypto"]),
+        .target(name: "ESPProv", dependencies: ["BLE", "BLESecurity", "CLibCrypto"], swiftSettings: crossModule),
         // Protocol traces: btsnoop files of HCI traffic (Wireshark) and ATT-level traces of the simulator.
         .target(name: "Trace", dependencies: ["BLE", "SystemIO"]),
         // Workflow and inventory models, validation, templates, codecs, matchers (regexes bounded in time, over PCRE2).
-        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support", "CPCRE2", "MCUboot"]),
+        .target(name: "Workflow", dependencies: ["YAML", "BLE", "Digests", "Support", "CPCRE2", "MCUboot"], swiftSettings: crossModule),
         // PostgreSQL client over libpq: non-blocking I/O on one thread per connection, deadlines, cancellation,
         // parameterised statements, pipelines, transactions, typed rows.
         .target(name: "PostgresClient", dependencies: ["AsyncSupport", "CLibPQ", "Support"]),
         // The line database: schema and migrations, the claim/lease protocol, group-committed intents and outcomes.
         .target(name: "LineDatabase", dependencies: ["AsyncSupport", "PostgresClient"]),
         // Scheduler, device agents, supervisor, journal, report.
-        .target(name: "Engine", dependencies: ["AsyncSupport", "BLE", "Workflow", "YAML", "Support", "SystemIO", "McuMgr", "MCUboot", "ESPProv"]),
+        .target(name: "Engine", dependencies: ["AsyncSupport", "BLE", "Workflow", "YAML", "Support", "SystemIO", "McuMgr", "MCUboot", "ESPProv"], swiftSettings: crossModule),
         // The engine's run store on the line database: claims and leases for the scheduler, intents and
         // outcomes on the line, the local spool while the line is away, the line's merged report.
         .target(name: "LineStore", dependencies: ["AsyncSupport", "Engine", "Workflow", "LineDatabase", "PostgresClient", "SystemIO"]),
