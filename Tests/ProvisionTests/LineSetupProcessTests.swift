@@ -114,6 +114,25 @@ struct LineSetupProcessTests {
                           { try await stationDB.query("DELETE FROM provision.heard") }] {
             await #expect { try await statement() } throws: { error in (error as? PostgresError)?.sqlState == SQLState.insufficientPrivilege }
         }
+        // A device under review (the owner puts one there, as a station cut after its intent
+        // leaves it): the auditor may not resolve it; a station's role may, and a resolution is never
+        // rewritten by a station either.
+        let ownerDB = try await PostgresConnection.connect(ConnectionString(line(owner)))
+        defer { ownerDB.close() }
+        try await ownerDB.query("""
+            UPDATE provision.devices SET state = 'needs_review', intent_step = 'commit', intent_at = now(),
+                   review_reason = 'lease_expired_after_intent' WHERE run_id = $1 AND device_id = 'SN-0005'
+            """, [.text(run)])
+        let mark = ["review", "--run", run, "--mark", "succeeded", "--device", "SN-0005", "--note", "state reads 02", "--by", "ana"]
+        let byAuditor = try await provision(mark + ["--line", line(quality)])
+        #expect(byAuditor.status == 3 && byAuditor.stderr.contains("this role may not resolve devices on the line"), "\(byAuditor.stderr)")
+        let byStationB = try await provision(mark + ["--line", line(stationB)])
+        #expect(byStationB.status == 0, "\(byStationB.stderr)")
+        let resolved = try await ownerDB.query("SELECT role FROM provision.resolutions WHERE run_id = $1 AND device_id = 'SN-0005'", [.text(run)])
+        #expect(try resolved.map { try $0.decode("role", as: String.self) } == [stationB])
+        await #expect { try await stationDB.query("UPDATE provision.resolutions SET outcome = 'failed'") } throws: { error in
+            (error as? PostgresError)?.sqlState == SQLState.insufficientPrivilege
+        }
     }
 
     /// A shell word for `text` (single quotes, `'` written `'\''`).
