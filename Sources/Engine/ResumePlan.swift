@@ -58,13 +58,6 @@ public struct ResumePlan: Sendable, Equatable {
         }
     }
 
-    /// The devices whose confirm read comes first: id → the step in doubt.
-    public var reconcile: [String: Int] {
-        var out: [String: Int] = [:]
-        for e in entries { if case .confirm(_, let step) = e.decision { out[e.device.id] = step } }
-        return out
-    }
-
     /// Why a run cannot resume this journal.
     public struct Refusal: Error, Sendable, Equatable, CustomStringConvertible {
         public var description: String

@@ -55,7 +55,7 @@ public struct ReviewCommand: Command {
                 if let stray = Self.strayResolutionOption(arguments, out: out) { return stray }
                 return await listLine(cs, run: arguments.value("run"), json: arguments.flag("json"), out: out)
             }
-            guard case .success(let mark) = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
+            guard let mark = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
             return await resolveOnLine(cs, run: arguments.value("run"), mark, out: out)
         }
         guard let journal else {
@@ -68,7 +68,7 @@ public struct ReviewCommand: Command {
             if let stray = Self.strayResolutionOption(arguments, out: out) { return stray }
             return list(path, shown: journal, json: arguments.flag("json"), out: out)
         }
-        guard case .success(let mark) = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
+        guard let mark = Self.mark(arguments, context: context, out: out) else { return ExitCode.invalidInput }
         return await resolve(path, shown: journal, mark, out: out)
     }
 
@@ -80,25 +80,23 @@ public struct ReviewCommand: Command {
         var by: String
     }
 
-    struct Refused: Error {}
-
-    /// `--mark`, `--device`, `--note` and `--by`, checked (each problem said on `out`).
-    private static func mark(_ arguments: ParsedArguments, context: CommandContext, out: Output) -> Result<Mark, Refused> {
+    /// `--mark`, `--device`, `--note` and `--by`, checked (nil: a problem, said on `out`).
+    private static func mark(_ arguments: ParsedArguments, context: CommandContext, out: Output) -> Mark? {
         let mark = arguments.value("mark") ?? ""
         guard let outcome = DeviceOutcome(rawValue: mark), outcome == .succeeded || outcome == .failed else {
             out.err(escaping: "error: `--mark` is `succeeded` or `failed`, not `\(mark)`")
-            return .failure(Refused())
+            return nil
         }
         guard let device = arguments.value("device") else {
             out.err("error: `--mark` needs `--device ID`")
-            return .failure(Refused())
+            return nil
         }
         guard let note = arguments.value("note"), !note.trimmingCharacters(in: .whitespaces).isEmpty else {
             out.err("error: `--mark` needs `--note TEXT`: what was found on the device (it is recorded with the outcome)")
-            return .failure(Refused())
+            return nil
         }
         let by = arguments.value("by") ?? context.environment["USER"] ?? context.environment["LOGNAME"] ?? "unknown"
-        return .success(Mark(device: device, outcome: outcome, note: note, by: by))
+        return Mark(device: device, outcome: outcome, note: note, by: by)
     }
 
     /// `--device`, `--note` or `--by` without `--mark`: refused (exit status), else nil.

@@ -302,3 +302,12 @@ import TestSupport
         #expect(r.error?.kind == .needsReview)
     }
 }
+
+extension ResumePlan {
+    /// The devices whose confirm read comes first: id → the step in doubt (the `confirm` decisions).
+    var reconcile: [String: Int] {
+        var out: [String: Int] = [:]
+        for e in entries { if case .confirm(_, let step) = e.decision { out[e.device.id] = step } }
+        return out
+    }
+}
